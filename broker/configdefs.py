@@ -1,0 +1,369 @@
+"""The broker and topic configuration table: Kafka 3.9 names, types, defaults.
+
+Facts only (names, types, defaults, validators, update modes, synonyms), taken from
+``kafka-facts/defaults.md``; the one-line docs are our own words.  ``broker/config.py``
+holds the behaviour (parsing, layering, describe output).
+
+Update modes (Kafka's "Update Mode" column):
+
+* ``read-only``   - only from server.properties / ``--override``; needs a restart.
+* ``per-broker``  - may be changed dynamically, but only for one broker id.
+* ``cluster-wide``- may be changed dynamically per broker or as the cluster default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+DOUBLE_MAX = 1.7976931348623157e308
+
+# DescribeConfigs config type ids.
+CONFIG_TYPE_IDS = {
+    "boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5,
+    "double": 6, "list": 7, "class": 8, "password": 9,
+}
+
+READ_ONLY = "read-only"
+PER_BROKER = "per-broker"
+CLUSTER_WIDE = "cluster-wide"
+
+
+class Validator:
+    """A check on a parsed value; ``check`` returns an error phrase or None."""
+
+    def __init__(self, fn: Callable[[Any], str | None], text: str):
+        self._fn = fn
+        self.text = text
+
+    def check(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        return self._fn(value)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def at_least(lo: float) -> Validator:
+    return Validator(lambda v: None if v >= lo else f"Value must be at least {lo}", f"[{lo},...]")
+
+
+def between(lo: float, hi: float) -> Validator:
+    def f(v):
+        if v < lo:
+            return f"Value must be at least {lo}"
+        if v > hi:
+            return f"Value must be no more than {hi}"
+        return None
+    return Validator(f, f"[{lo},...,{hi}]")
+
+
+def one_of(*allowed: str, case_insensitive: bool = False) -> Validator:
+    norm = {a.lower() for a in allowed} if case_insensitive else set(allowed)
+
+    def f(v):
+        key = v.lower() if case_insensitive else v
+        return None if key in norm else "String must be one of: " + ", ".join(allowed)
+    return Validator(f, "[" + ", ".join(allowed) + "]")
+
+
+def list_of(*allowed: str) -> Validator:
+    def f(v):
+        for item in v:
+            if item not in allowed:
+                return "Invalid value " + item + " for configuration: String must be one of: " + ", ".join(allowed)
+        return None
+    return Validator(f, "[" + ", ".join(allowed) + "]")
+
+
+def gzip_level() -> Validator:
+    return Validator(
+        lambda v: None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9, or -1 for the default",
+        "[1,...,9] or -1",
+    )
+
+
+_THROTTLED = re.compile(r"^(\*|\s*\d+\s*:\s*\d+\s*)$")
+
+
+def throttled_replicas() -> Validator:
+    def f(v):
+        if v == ["*"] or not v:
+            return None
+        for item in v:
+            if item == "*" or not _THROTTLED.match(item):
+                return ("must be the literal '*' or a list of replicas in the following format: "
+                        "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+        return None
+    return Validator(f, "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str
+    default: Any            # already-parsed default; None = no default (null)
+    doc: str
+    importance: str = "medium"
+    mode: str = READ_ONLY
+    validator: Validator | None = None
+    internal: bool = False
+
+    @property
+    def type_id(self) -> int:
+        return CONFIG_TYPE_IDS[self.type]
+
+    @property
+    def sensitive(self) -> bool:
+        return self.type == "password"
+
+
+def _k(name, type_, default, doc, importance="medium", mode=READ_ONLY, validator=None, internal=False):
+    return ConfigKey(name, type_, default, doc, importance, mode, validator, internal)
+
+
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+_CLEANUP = ("compact", "delete")
+CW, PB, H, L = CLUSTER_WIDE, PER_BROKER, "high", "low"
+
+BROKER_KEYS: list[ConfigKey] = [
+    # Identity, ZooKeeper, storage paths
+    _k("broker.id", "int", -1, "This broker's id; -1 takes it from meta.properties or generates one.", H),
+    _k("broker.id.generation.enable", "boolean", True, "Allow generating a broker id when none is configured."),
+    _k("reserved.broker.max.id", "int", 1000, "Generated broker ids start above this number.", validator=at_least(0)),
+    _k("broker.rack", "string", None, "Rack label used for rack-aware replica placement."),
+    _k("zookeeper.connect", "string", None, "ZooKeeper connect string host:port[,host:port][/chroot]; unset = embedded store.", H),
+    _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", H),
+    _k("zookeeper.connection.timeout.ms", "int", None, "Wait this long to connect to ZooKeeper; unset = session timeout.", H),
+    _k("zookeeper.max.in.flight.requests", "int", 10, "Pipelined ZooKeeper requests per client.", H, validator=at_least(1)),
+    _k("zookeeper.set.acl", "boolean", False, "Create znodes with restrictive ACLs."),
+    _k("log.dir", "string", "/tmp/kafka-logs", "Single log directory, used when log.dirs is unset.", H),
+    _k("log.dirs", "string", None, "Comma-separated log directories.", H),
+    _k("num.recovery.threads.per.data.dir", "int", 1, "Threads per log dir for recovery and shutdown flush.", H, CW, at_least(1)),
+    _k("inter.broker.protocol.version", "string", "3.9-IV0", "Protocol/metadata version spoken between brokers."),
+    _k("delete.topic.enable", "boolean", True, "Whether DeleteTopics actually deletes topics.", H),
+    # Network
+    _k("listeners", "string", "PLAINTEXT://:9092", "Comma-separated NAME://host:port listeners to bind; empty host = all interfaces.", H, PB),
+    _k("advertised.listeners", "string", None, "Listeners published to clients; unset = listeners.", H, PB),
+    _k("listener.security.protocol.map", "string",
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       "Listener name to security protocol mapping.", L, PB),
+    _k("inter.broker.listener.name", "string", None, "Listener used between brokers."),
+    _k("security.inter.broker.protocol", "string", "PLAINTEXT", "Security protocol between brokers when no listener name is set.",
+       validator=one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    _k("control.plane.listener.name", "string", None, "Dedicated listener for controller requests."),
+    _k("num.network.threads", "int", 3, "Network threads (kept for compatibility; one event loop here).", H, CW, at_least(1)),
+    _k("num.io.threads", "int", 8, "Request handler threads (kept for compatibility).", H, CW, at_least(1)),
+    _k("background.threads", "int", 10, "Background task threads.", H, CW, at_least(1)),
+    _k("queued.max.requests", "int", 500, "Requests queued before network reads pause.", H, validator=at_least(1)),
+    _k("queued.max.request.bytes", "long", -1, "Bytes of queued requests before reads pause; -1 = unbounded."),
+    _k("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF for broker sockets; -1 = OS default.", H),
+    _k("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF for broker sockets; -1 = OS default.", H),
+    _k("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", H, validator=at_least(1)),
+    _k("socket.listen.backlog.size", "int", 50, "listen() backlog.", validator=at_least(1)),
+    _k("connections.max.idle.ms", "long", 600000, "Close connections idle for this long."),
+    _k("max.connections", "int", INT_MAX, "Connection limit for the broker.", mode=CW, validator=at_least(0)),
+    _k("max.connections.per.ip", "int", INT_MAX, "Connection limit per client IP.", mode=CW, validator=at_least(0)),
+    _k("max.connections.per.ip.overrides", "string", "", "Per-IP or per-host connection limits, host:count,...", mode=CW),
+    _k("max.connection.creation.rate", "int", INT_MAX, "Accepted new connections per second.", mode=CW, validator=at_least(0)),
+    _k("connection.failed.authentication.delay.ms", "int", 100, "Delay before closing a connection that failed auth.", L, validator=at_least(0)),
+    _k("request.timeout.ms", "int", 30000, "Client-facing request timeout.", validator=at_least(0)),
+    _k("fetch.max.bytes", "int", 57671680, "Broker-side cap on a Fetch response size.", validator=at_least(1024)),
+    _k("max.incremental.fetch.session.cache.slots", "int", 1000, "Incremental fetch sessions kept.", validator=at_least(0)),
+    _k("authorizer.class.name", "string", "", "Authorizer implementation; empty = no authorization.", L),
+    # Topic creation and replication
+    _k("num.partitions", "int", 1, "Partitions of auto-created topics and CreateTopics with -1.", validator=at_least(1)),
+    _k("default.replication.factor", "int", 1, "Replication factor of auto-created topics and CreateTopics with -1."),
+    _k("auto.create.topics.enable", "boolean", True, "Create unknown topics on Metadata requests.", H),
+    _k("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all produce.", H, CW, at_least(1)),
+    _k("unclean.leader.election.enable", "boolean", False, "Allow out-of-sync replicas to become leader.", H, CW),
+    _k("replica.lag.time.max.ms", "long", 30000, "Followers not caught up within this time leave the ISR.", H),
+    _k("replica.socket.timeout.ms", "int", 30000, "Socket timeout of replica fetchers.", H),
+    _k("replica.socket.receive.buffer.bytes", "int", 65536, "SO_RCVBUF of replica fetchers.", H),
+    _k("replica.fetch.max.bytes", "int", 1048576, "Replica fetch bytes per partition.", H, validator=at_least(0)),
+    _k("replica.fetch.response.max.bytes", "int", 10485760, "Replica fetch bytes per response.", validator=at_least(0)),
+    _k("replica.fetch.wait.max.ms", "int", 500, "Replica fetch long-poll wait.", H),
+    _k("replica.fetch.min.bytes", "int", 1, "Replica fetch minimum bytes.", H),
+    _k("replica.fetch.backoff.ms", "int", 1000, "Sleep after a replica fetch error.", validator=at_least(0)),
+    _k("num.replica.fetchers", "int", 1, "Replica fetcher tasks per source broker.", H, CW),
+    _k("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed.", H),
+    _k("replica.selector.class", "string", None, "Replica selector for follower fetching; unset = leader only."),
+    _k("fetch.purgatory.purge.interval.requests", "int", 1000, "Fetch purgatory purge interval.", validator=None),
+    _k("producer.purgatory.purge.interval.requests", "int", 1000, "Produce purgatory purge interval."),
+    _k("delete.records.purgatory.purge.interval.requests", "int", 1, "DeleteRecords purgatory purge interval."),
+    _k("controller.socket.timeout.ms", "int", 30000, "Controller-to-broker socket timeout."),
+    _k("controlled.shutdown.enable", "boolean", True, "Move leadership away before shutting down."),
+    _k("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts."),
+    _k("controlled.shutdown.retry.backoff.ms", "long", 5000, "Sleep between controlled shutdown attempts."),
+    _k("auto.leader.rebalance.enable", "boolean", True, "Periodically move leadership back to preferred replicas.", H),
+    _k("leader.imbalance.per.broker.percentage", "int", 10, "Imbalance percent that triggers a rebalance.", H),
+    _k("leader.imbalance.check.interval.seconds", "long", 300, "How often leader imbalance is checked.", H, validator=at_least(1)),
+    # Log segments, retention, flushing
+    _k("message.max.bytes", "int", 1048588, "Largest record batch accepted, after compression.", H, CW, at_least(0)),
+    _k("log.segment.bytes", "int", 1073741824, "Segment file size that triggers a roll.", H, CW, at_least(14)),
+    _k("log.roll.ms", "long", None, "Segment age that triggers a roll; unset = log.roll.hours.", H, CW),
+    _k("log.roll.hours", "int", 168, "Segment age in hours that triggers a roll.", H, validator=at_least(1)),
+    _k("log.roll.jitter.ms", "long", None, "Random jitter subtracted from the roll time; unset = log.roll.jitter.hours.", H, CW),
+    _k("log.roll.jitter.hours", "int", 0, "Roll jitter in hours.", H, validator=at_least(0)),
+    _k("log.retention.ms", "long", None, "Keep data this long; unset = minutes/hours; negative = forever.", H, CW),
+    _k("log.retention.minutes", "int", None, "Retention in minutes; unset = log.retention.hours.", H),
+    _k("log.retention.hours", "int", 168, "Retention in hours.", H),
+    _k("log.retention.bytes", "long", -1, "Size per partition before old segments are deleted; -1 = unlimited.", H, CW),
+    _k("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", validator=at_least(1)),
+    _k("log.cleanup.policy", "list", ["delete"], "delete and/or compact.", mode=CW, validator=list_of(*_CLEANUP)),
+    _k("log.index.size.max.bytes", "int", 10485760, "Pre-allocated size of each index file.", mode=CW, validator=at_least(4)),
+    _k("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", mode=CW, validator=at_least(0)),
+    _k("log.segment.delete.delay.ms", "long", 60000, "Delay before deleted segment files are removed.", H, CW, at_least(0)),
+    _k("log.preallocate", "boolean", False, "Pre-allocate segment files.", mode=CW),
+    _k("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages.", H, CW, at_least(1)),
+    _k("log.flush.interval.ms", "long", None, "fsync after this long; unset = log.flush.scheduler.interval.ms.", H, CW),
+    _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks logs.", H),
+    _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.", H, validator=at_least(0)),
+    _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", H, validator=at_least(0)),
+    _k("log.message.format.version", "string", "3.0-IV1", "Deprecated; ignored with inter.broker.protocol.version >= 3.0."),
+    _k("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", mode=CW, validator=one_of(*_TIMESTAMP_TYPES)),
+    _k("log.message.timestamp.difference.max.ms", "long", LONG_MAX, "Deprecated; max timestamp skew.", mode=CW, validator=at_least(0)),
+    _k("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a CreateTime may be.", mode=CW, validator=at_least(0)),
+    _k("log.message.timestamp.after.max.ms", "long", LONG_MAX, "How far in the future a CreateTime may be.", mode=CW, validator=at_least(0)),
+    _k("log.message.downconversion.enable", "boolean", True, "Down-convert batches for old consumers.", L, CW),
+    _k("compression.type", "string", "producer", "Codec of stored batches; producer keeps the producer's.", H, CW, one_of(*_COMPRESSION)),
+    _k("compression.gzip.level", "int", -1, "gzip level when the broker compresses.", mode=CW, validator=gzip_level()),
+    _k("compression.lz4.level", "int", 9, "lz4 level when the broker compresses.", mode=CW, validator=between(1, 17)),
+    _k("compression.zstd.level", "int", 3, "zstd level when the broker compresses.", mode=CW, validator=between(-131072, 22)),
+    _k("log.local.retention.ms", "long", -2, "Local retention with tiered storage; -2 = log.retention.ms.", mode=CW, validator=at_least(-2)),
+    _k("log.local.retention.bytes", "long", -2, "Local size limit with tiered storage; -2 = log.retention.bytes.", mode=CW, validator=at_least(-2)),
+    # Log cleaner
+    _k("log.cleaner.enable", "boolean", True, "Run the log cleaner (needed for compacted topics)."),
+    _k("log.cleaner.threads", "int", 1, "Cleaner threads.", mode=CW, validator=at_least(0)),
+    _k("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for cleaner deduplication, all threads.", mode=CW),
+    _k("log.cleaner.io.buffer.size", "int", 524288, "Cleaner I/O buffer memory, all threads.", mode=CW, validator=at_least(0)),
+    _k("log.cleaner.io.buffer.load.factor", "double", 0.9, "Cleaner dedupe buffer load factor.", mode=CW),
+    _k("log.cleaner.io.max.bytes.per.second", "double", DOUBLE_MAX, "Cleaner I/O throttle.", mode=CW),
+    _k("log.cleaner.backoff.ms", "long", 15000, "Cleaner sleep when nothing is cleanable.", mode=CW, validator=at_least(0)),
+    _k("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that makes a log eligible for cleaning.", mode=CW, validator=between(0, 1)),
+    _k("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones survive cleaning.", mode=CW, validator=at_least(0)),
+    _k("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before a record may be compacted.", mode=CW, validator=at_least(0)),
+    _k("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum time a record stays uncompacted.", mode=CW, validator=at_least(1)),
+    # Groups and offsets
+    _k("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
+    _k("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
+    _k("group.initial.rebalance.delay.ms", "int", 3000, "Wait before the first rebalance of an empty group."),
+    _k("group.max.size", "int", INT_MAX, "Members per consumer group.", validator=at_least(1)),
+    _k("group.coordinator.rebalance.protocols", "list", ["classic"], "Enabled rebalance protocols (classic only in ZooKeeper mode).",
+       validator=list_of("classic", "consumer", "share")),
+    _k("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", H, validator=at_least(1)),
+    _k("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets.", H, validator=at_least(1)),
+    _k("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", H, validator=at_least(1)),
+    _k("offsets.topic.compression.codec", "int", 0, "Codec id for offset commits written by the coordinator.", H),
+    _k("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups expire after this.", H, validator=at_least(1)),
+    _k("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed.", H, validator=at_least(1)),
+    _k("offsets.commit.timeout.ms", "int", 5000, "Offset commit wait for replication.", H, validator=at_least(1)),
+    _k("offsets.commit.required.acks", "short", -1, "Deprecated; acks for offset commits.", H),
+    _k("offsets.load.buffer.size", "int", 5242880, "Read size when loading offsets.", H, validator=at_least(1)),
+    _k("offset.metadata.max.bytes", "int", 4096, "Largest commit metadata string.", H),
+    # Transactions and idempotence
+    _k("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", H, validator=at_least(1)),
+    _k("transaction.state.log.replication.factor", "short", 3, "Replication factor of __transaction_state.", H, validator=at_least(1)),
+    _k("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", H, validator=at_least(1)),
+    _k("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of __transaction_state.", H, validator=at_least(1)),
+    _k("transaction.state.log.load.buffer.size", "int", 5242880, "Read size when loading transaction state.", H, validator=at_least(1)),
+    _k("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.", H, validator=at_least(1)),
+    _k("transactional.id.expiration.ms", "int", 604800000, "Idle transactional ids expire after this.", H, validator=at_least(1)),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often timed-out transactions are aborted.", L, validator=at_least(1)),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often expired transactional ids are removed.", L, validator=at_least(1)),
+    _k("transaction.partition.verification.enable", "boolean", True, "Verify partitions are in the transaction before appending.", L, CW),
+    _k("producer.id.expiration.ms", "int", 86400000, "Idle producer-id state is dropped after this.", L, CW, at_least(1)),
+    _k("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are checked.", L, validator=at_least(1), internal=True),
+    # Security and metrics keys the broker will need (not in defaults.md's tables).
+    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms offered by SASL listeners.", mode=PB),
+    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
+    _k("ssl.keystore.location", "string", None, "Key store file.", H, PB),
+    _k("ssl.keystore.password", "password", None, "Key store password.", H, PB),
+    _k("ssl.key.password", "password", None, "Private key password.", H, PB),
+    _k("ssl.truststore.location", "string", None, "Trust store file.", H, PB),
+    _k("ssl.truststore.password", "password", None, "Trust store password.", H, PB),
+    _k("ssl.client.auth", "string", "none", "Client certificate requirement.", mode=PB, validator=one_of("required", "requested", "none")),
+    _k("password.encoder.secret", "password", None, "Secret that encrypts dynamically stored passwords."),
+    _k("metric.reporters", "list", [], "Metric reporter classes.", L, CW),
+]
+
+# Topic keys: (topic key, broker synonym chain (highest precedence first) or None, ConfigKey).
+# The topic default is the broker's effective value for the chain (see config.py).
+_TOPIC_DEFS = [
+    ("cleanup.policy", ["log.cleanup.policy"], "list", ["delete"], list_of(*_CLEANUP), "delete and/or compact."),
+    ("compression.type", ["compression.type"], "string", "producer", one_of(*_COMPRESSION), "Codec of stored batches."),
+    ("compression.gzip.level", ["compression.gzip.level"], "int", -1, gzip_level(), "gzip level when the broker compresses."),
+    ("compression.lz4.level", ["compression.lz4.level"], "int", 9, between(1, 17), "lz4 level when the broker compresses."),
+    ("compression.zstd.level", ["compression.zstd.level"], "int", 3, between(-131072, 22), "zstd level when the broker compresses."),
+    ("delete.retention.ms", ["log.cleaner.delete.retention.ms"], "long", 86400000, at_least(0), "How long tombstones survive cleaning."),
+    ("file.delete.delay.ms", ["log.segment.delete.delay.ms"], "long", 60000, at_least(0), "Delay before deleted files are removed."),
+    ("flush.messages", ["log.flush.interval.messages"], "long", LONG_MAX, at_least(1), "fsync after this many messages."),
+    ("flush.ms", ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"], "long", LONG_MAX, at_least(0), "fsync after this long."),
+    ("follower.replication.throttled.replicas", None, "list", [], throttled_replicas(), "Throttled follower replicas, partition:broker list or *."),
+    ("index.interval.bytes", ["log.index.interval.bytes"], "int", 4096, at_least(0), "Bytes between offset index entries."),
+    ("leader.replication.throttled.replicas", None, "list", [], throttled_replicas(), "Throttled leader replicas, partition:broker list or *."),
+    ("local.retention.bytes", ["log.local.retention.bytes"], "long", -2, at_least(-2), "Local size limit with tiered storage."),
+    ("local.retention.ms", ["log.local.retention.ms"], "long", -2, at_least(-2), "Local retention with tiered storage."),
+    ("max.compaction.lag.ms", ["log.cleaner.max.compaction.lag.ms"], "long", LONG_MAX, at_least(1), "Maximum time a record stays uncompacted."),
+    ("max.message.bytes", ["message.max.bytes"], "int", 1048588, at_least(0), "Largest record batch accepted."),
+    ("message.downconversion.enable", ["log.message.downconversion.enable"], "boolean", True, None, "Down-convert for old consumers."),
+    ("message.format.version", ["log.message.format.version"], "string", "3.0-IV1", None, "Deprecated; ignored."),
+    ("message.timestamp.after.max.ms", ["log.message.timestamp.after.max.ms"], "long", LONG_MAX, at_least(0), "How far in the future a CreateTime may be."),
+    ("message.timestamp.before.max.ms", ["log.message.timestamp.before.max.ms"], "long", LONG_MAX, at_least(0), "How far in the past a CreateTime may be."),
+    ("message.timestamp.difference.max.ms", ["log.message.timestamp.difference.max.ms"], "long", LONG_MAX, at_least(0), "Deprecated; max timestamp skew."),
+    ("message.timestamp.type", ["log.message.timestamp.type"], "string", "CreateTime", one_of(*_TIMESTAMP_TYPES), "CreateTime or LogAppendTime."),
+    ("min.cleanable.dirty.ratio", ["log.cleaner.min.cleanable.ratio"], "double", 0.5, between(0, 1), "Dirty ratio that makes the log cleanable."),
+    ("min.compaction.lag.ms", ["log.cleaner.min.compaction.lag.ms"], "long", 0, at_least(0), "Minimum age before compaction."),
+    ("min.insync.replicas", ["min.insync.replicas"], "int", 1, at_least(1), "Minimum ISR size for acks=all."),
+    ("preallocate", ["log.preallocate"], "boolean", False, None, "Pre-allocate segment files."),
+    ("remote.log.copy.disable", None, "boolean", False, None, "Stop copying segments to tiered storage."),
+    ("remote.log.delete.on.disable", None, "boolean", False, None, "Delete tiered data when tiering is turned off."),
+    ("remote.storage.enable", None, "boolean", False, None, "Enable tiered storage for the topic."),
+    ("retention.bytes", ["log.retention.bytes"], "long", -1, None, "Size per partition before old segments go; -1 = unlimited."),
+    ("retention.ms", ["log.retention.ms", "log.retention.minutes", "log.retention.hours"], "long", 604800000, at_least(-1), "Keep data this long; -1 = forever."),
+    ("segment.bytes", ["log.segment.bytes"], "int", 1073741824, at_least(14), "Segment size that triggers a roll."),
+    ("segment.index.bytes", ["log.index.size.max.bytes"], "int", 10485760, at_least(4), "Pre-allocated index file size."),
+    ("segment.jitter.ms", ["log.roll.jitter.ms", "log.roll.jitter.hours"], "long", 0, at_least(0), "Random jitter subtracted from segment.ms."),
+    ("segment.ms", ["log.roll.ms", "log.roll.hours"], "long", 604800000, at_least(1), "Segment age that triggers a roll."),
+    ("unclean.leader.election.enable", ["unclean.leader.election.enable"], "boolean", False, None, "Allow out-of-sync leaders."),
+]
+
+TOPIC_KEYS: dict[str, ConfigKey] = {
+    name: ConfigKey(name, typ, default, doc, "medium", CLUSTER_WIDE, val)
+    for name, _syn, typ, default, val, doc in _TOPIC_DEFS
+}
+# topic key -> broker synonym chain, highest precedence first (Kafka's fallback order).
+TOPIC_SYNONYMS: dict[str, list[str]] = {name: syn for name, syn, *_ in _TOPIC_DEFS if syn}
+
+BROKER_KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in BROKER_KEYS}
+
+# Broker synonym groups used by DescribeConfigs (Kafka's brokerConfigSynonyms).
+_BROKER_SYNONYM_GROUPS = [
+    ["log.roll.ms", "log.roll.hours"],
+    ["log.roll.jitter.ms", "log.roll.jitter.hours"],
+    ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+]
+
+
+def broker_synonyms(name: str) -> list[str]:
+    """Names describing the same broker setting, highest precedence first."""
+    if name == "log.flush.interval.ms":
+        return ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"]
+    for group in _BROKER_SYNONYM_GROUPS:
+        if name in group:
+            return list(group)
+    return [name]
+
+
+def _check_table() -> None:
+    for chain in TOPIC_SYNONYMS.values():
+        for b in chain:
+            assert b in BROKER_KEYS_BY_NAME, b
+
+
+_check_table()
