@@ -1,0 +1,204 @@
+"""Generate the protocol schema tables from Apache Kafka's JSON message specs.
+
+Usage::
+
+    python -m protocol.generate [--specs ../shared/kafka-protocol/messages] [--check]
+
+Writes ``protocol/schema/tables.py`` (facts only: names, types, versions, defaults, tags — no
+upstream prose) and ``protocol/schema/hot.py`` (specialised encode/decode functions for the hot
+messages, emitted by the same compiler the codec uses at run time for everything else).
+``--check`` regenerates in memory and exits 1 if the committed files differ.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pprint
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA_DIR = os.path.join(HERE, "schema")
+DEFAULT_SPECS = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "kafka-protocol", "messages"))
+
+# Messages that get committed, specialised per-version functions (the broker's hot path and the
+# group protocol's chatty requests).
+HOT_APIS = (0, 1, 2, 3, 8, 9, 11, 12, 14)
+
+MAX_VERSION = 0x7FFF
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+def parse_versions(text):
+    """'3+' -> (3, MAX); '1-4' -> (1, 4); '2' -> (2, 2); 'none' -> None."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text == "none":
+        return None
+    if text.endswith("+"):
+        return (int(text[:-1]), MAX_VERSION)
+    if "-" in text:
+        lo, hi = text.split("-")
+        return (int(lo), int(hi))
+    return (int(text), int(text))
+
+
+def strip_comments(text: str) -> str:
+    out = []
+    for line in text.splitlines():
+        # Remove a // comment that is not inside a string literal.
+        in_str = False
+        esc = False
+        cut = None
+        for i, ch in enumerate(line):
+            if esc:
+                esc = False
+                continue
+            if ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = not in_str
+            elif ch == "/" and not in_str and line[i:i + 2] == "//":
+                cut = i
+                break
+        out.append(line if cut is None else line[:cut])
+    return "\n".join(out)
+
+
+def load_spec(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.loads(strip_comments(f.read()))
+
+
+def _default(field: dict):
+    """The field's default as the spec gives it (string form kept; the codec interprets it)."""
+    return field.get("default")
+
+
+def convert_fields(fields, common: dict, seen_structs: dict):
+    """Convert spec fields to table tuples:
+
+    (name, type, versions, nullable_versions, tag, tagged_versions, default, flexible_versions,
+     struct_name, subfields)
+    ``type`` is the primitive name, 'struct', '[]<primitive>' or '[]struct'.
+    """
+    out = []
+    for f in fields:
+        ftype = f["type"]
+        is_array = ftype.startswith("[]")
+        base = ftype[2:] if is_array else ftype
+        struct_name = None
+        subfields = None
+        if base not in PRIMITIVES:
+            struct_name = base
+            if "fields" in f:
+                subfields = convert_fields(f["fields"], common, seen_structs)
+            elif base in common:
+                subfields = convert_fields(common[base]["fields"], common, seen_structs)
+            else:
+                raise ValueError(f"unknown struct type {base}")
+            base = "struct"
+        tagged = parse_versions(f.get("taggedVersions"))
+        versions = parse_versions(f.get("versions")) if "versions" in f else tagged
+        out.append((
+            snake(f["name"]),
+            ("[]" if is_array else "") + base,
+            versions,
+            parse_versions(f.get("nullableVersions")),
+            f.get("tag"),
+            tagged,
+            _default(f),
+            parse_versions(f["flexibleVersions"]) if "flexibleVersions" in f else "inherit",
+            struct_name,
+            tuple(subfields) if subfields is not None else None,
+        ))
+    return tuple(out)
+
+
+PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
+              "string", "bytes", "records", "uuid"}
+
+
+def build_tables(spec_dir: str) -> dict:
+    messages = {}
+    for fn in sorted(os.listdir(spec_dir)):
+        if not fn.endswith(".json"):
+            continue
+        spec = load_spec(os.path.join(spec_dir, fn))
+        kind = spec["type"]
+        if kind not in ("request", "response", "header", "data"):
+            continue
+        common = {c["name"]: c for c in spec.get("commonStructs", ())}
+        entry = {
+            "name": spec["name"],
+            "api_key": spec.get("apiKey"),
+            "kind": kind,
+            "valid_versions": parse_versions(spec["validVersions"]),
+            "flexible_versions": parse_versions(spec["flexibleVersions"]),
+            "deprecated_versions": parse_versions(spec.get("deprecatedVersions")),
+            "latest_version_unstable": bool(spec.get("latestVersionUnstable", False)),
+            "listeners": tuple(spec.get("listeners", ())),
+            "fields": convert_fields(spec["fields"], common, {}),
+        }
+        messages[spec["name"]] = entry
+    return messages
+
+
+HEADER = ("# Generated by `python -m protocol.generate` from Apache Kafka's JSON message specs\n"
+          "# (3.9). Facts only: names, types, versions, defaults, tags. Do not edit by hand.\n")
+
+
+def render_tables(messages: dict) -> str:
+    body = pprint.pformat(messages, width=110, sort_dicts=True)
+    return HEADER + "# flake8: noqa\n\nMESSAGES = " + body + "\n"
+
+
+def render_hot(messages: dict) -> str:
+    # Imported here so that the generator can run before the codec is importable from tables.
+    from protocol import codec
+    parts = [HEADER, "# Specialised per-version encode/decode functions for the hot messages.\n",
+             "# flake8: noqa\n", codec.HOT_PRELUDE]
+    names = []
+    for m in sorted(messages.values(), key=lambda m: (m["api_key"] if m["api_key"] is not None else -1,
+                                                      m["kind"])):
+        if m["api_key"] in HOT_APIS and m["kind"] in ("request", "response"):
+            names.append(m["name"])
+    parts.append(codec.render_hot_source(messages, names))
+    return "".join(parts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--specs", default=DEFAULT_SPECS)
+    ap.add_argument("--check", action="store_true", help="compare with the committed output")
+    args = ap.parse_args(argv)
+    messages = build_tables(args.specs)
+    tables = render_tables(messages)
+    outputs = {os.path.join(SCHEMA_DIR, "tables.py"): tables}
+    # hot.py is rendered from the freshly built tables, not the committed ones.
+    outputs[os.path.join(SCHEMA_DIR, "hot.py")] = render_hot(messages)
+    stale = []
+    for path, text in outputs.items():
+        old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        if old != text:
+            stale.append(path)
+            if not args.check:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+    if args.check:
+        for p in stale:
+            print(f"stale: {p}", file=sys.stderr)
+        return 1 if stale else 0
+    print(f"{len(messages)} message specs; wrote {len(stale)} file(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
