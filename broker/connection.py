@@ -1,0 +1,234 @@
+"""One client connection: frames in, responses out, strictly in request order.
+
+How this works
+--------------
+``KafkaConnection`` is an ``asyncio.BufferedProtocol``: the event loop writes received bytes
+straight into the ``FrameReader``'s buffers (one copy, kernel to final frame).  Whole frames are
+queued; a single task per connection decodes and handles them one at a time and writes each
+response before taking the next request — Kafka's ordering guarantee — while other connections
+proceed concurrently.
+
+* A frame above ``socket.request.max.bytes`` closes this connection only (Kafka does the same).
+* An unknown API key, or a version outside the registered range, closes the connection — except
+  ApiVersions, which is answered with UNSUPPORTED_VERSION in the v0 layout (KIP-511).
+* A handler returning ``None`` sends nothing (acks=0 Produce).
+* Responses whose records are file regions are written header-first, then the region bytes.
+* Reading pauses while too many requests are queued; writing waits for the transport to drain.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import socket
+import struct
+import time
+
+from protocol import api
+from protocol.framing import FrameReader, InvalidFrame
+from protocol.messages import ApiVersionsResponse
+from protocol.primitives import DecodeError
+
+from broker.dispatch import HANDLERS
+
+log = logging.getLogger("odradek.network")
+
+_SIZE = struct.Struct(">i")
+MAX_QUEUED = 64
+UNSUPPORTED_VERSION = 35
+
+
+class RequestContext:
+    """What a handler knows about the request it serves."""
+    __slots__ = ("broker", "header", "api_version", "connection", "received_at")
+
+    def __init__(self, broker, header, connection, received_at):
+        self.broker = broker
+        self.header = header
+        self.api_version = header.request_api_version
+        self.connection = connection
+        self.received_at = received_at
+
+    @property
+    def client_id(self):
+        return self.header.client_id
+
+    @property
+    def client_host(self):
+        return self.connection.peer_host
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    def __init__(self, broker, listener_name: str):
+        self.broker = broker
+        self.listener_name = listener_name
+        self.reader = FrameReader(broker.config.get("socket.request.max.bytes"))
+        self.transport = None
+        self.peer = ("?", 0)
+        self.queue: collections.deque = collections.deque()
+        self.worker: asyncio.Task | None = None
+        self.closed = False
+        self.paused_reading = False
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self.last_active = time.monotonic()
+        self.in_flight = False
+
+    @property
+    def peer_host(self):
+        return self.peer[0]
+
+    # -- protocol callbacks -------------------------------------------------------------------
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = peer[:2]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.broker.connections.add(self)
+
+    def get_buffer(self, sizehint):
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes):
+        self.last_active = time.monotonic()
+        try:
+            frames = self.reader.buffer_updated(nbytes)
+        except InvalidFrame as e:
+            log.warning("closing connection from %s:%s: %s", *self.peer, e)
+            self.close()
+            return
+        if frames:
+            self.queue.extend(frames)
+            if self.worker is None or self.worker.done():
+                self.worker = asyncio.get_running_loop().create_task(self._work())
+            if len(self.queue) >= MAX_QUEUED and not self.paused_reading:
+                self.paused_reading = True
+                self.transport.pause_reading()
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, exc):
+        self.closed = True
+        self._can_write.set()
+        self.broker.connections.discard(self)
+        if self.worker is not None and not self.worker.done() and not self.in_flight:
+            self.worker.cancel()
+
+    def pause_writing(self):
+        self._can_write.clear()
+
+    def resume_writing(self):
+        self._can_write.set()
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+
+    # -- request processing -------------------------------------------------------------------
+    async def _work(self):
+        while self.queue and not self.closed:
+            frame = self.queue.popleft()
+            if self.paused_reading and len(self.queue) < MAX_QUEUED // 2:
+                self.paused_reading = False
+                self.transport.resume_reading()
+            self.in_flight = True
+            try:
+                await self._handle(frame)
+            except Exception:   # a bug in a handler must not take the broker down
+                log.exception("error handling a request from %s:%s; closing the connection", *self.peer)
+                self.close()
+            finally:
+                self.in_flight = False
+            self.last_active = time.monotonic()
+
+    async def _handle(self, frame):
+        received = time.monotonic()
+        try:
+            header, pos = api.decode_request_header(frame)
+        except api.UnknownApiError as e:
+            if e.api_key == api.API_VERSIONS and hasattr(e, "header"):
+                self._unsupported_api_versions(e.header.correlation_id)
+                return
+            log.info("closing connection from %s:%s: %s", *self.peer, e)
+            self.close()
+            return
+        except DecodeError as e:
+            log.info("closing connection from %s:%s: bad request header: %s", *self.peer, e)
+            self.close()
+            return
+        key, version = header.request_api_key, header.request_api_version
+        h = HANDLERS.get(key)
+        if h is None or not h.min_version <= version <= h.max_version:
+            if key == api.API_VERSIONS:
+                self._unsupported_api_versions(header.correlation_id)
+                return
+            log.info("closing connection from %s:%s: %s v%d is not served", *self.peer,
+                     api.REQUESTS[key].__name__, version)
+            self.close()
+            return
+        try:
+            body, end = api.REQUESTS[key].decode_from(frame, pos, version)
+        except DecodeError as e:
+            log.info("closing connection from %s:%s: malformed %s v%d: %s", *self.peer,
+                     api.REQUESTS[key].__name__, version, e)
+            self.close()
+            return
+        ctx = RequestContext(self.broker, header, self, received)
+        metrics = self.broker.metrics
+        response = await h.fn(ctx, body)
+        if metrics is not None:
+            metrics.observe_request(h.name, time.monotonic() - received)
+        if response is None or self.closed:
+            return
+        await self.send_response(header.correlation_id, response, key, version)
+
+    def _unsupported_api_versions(self, correlation_id):
+        from broker.dispatch import HANDLERS as H
+        h = H[api.API_VERSIONS]
+        body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=api.API_VERSIONS, min_version=h.min_version,
+                                           max_version=h.max_version)])
+        out = bytearray(4)
+        api.encode_response_into(out, correlation_id, body, api.API_VERSIONS, 0)
+        _SIZE.pack_into(out, 0, len(out) - 4)
+        self.transport.write(out)
+
+    async def send_response(self, correlation_id, body, api_key, version):
+        out = bytearray(4)
+        regions = []
+        api.encode_response_into(out, correlation_id, body, api_key, version, regions)
+        total = len(out) - 4 + sum(r.nbytes for _, r in regions)
+        _SIZE.pack_into(out, 0, total)
+        if not regions:
+            self.transport.write(out)
+        else:
+            await self._write_with_regions(out, regions)
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    async def _write_with_regions(self, out, regions):
+        """Bytes, then each file region, in order.  Regions are read with one ``pread`` each."""
+        mv = memoryview(out)
+        prev = 0
+        write = self.transport.write
+        for pos, region in regions:
+            if pos > prev:
+                write(mv[prev:pos])
+            write(region.read_bytes())
+            prev = pos
+        if prev < len(out):
+            write(mv[prev:])
+
+
+def sendfile_available() -> bool:
+    return hasattr(os, "sendfile")

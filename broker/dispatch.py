@@ -1,0 +1,56 @@
+"""API key -> handler registry; ApiVersions is computed from it.
+
+Handlers are plain coroutines ``async def handle(ctx, request) -> response | None`` registered
+with ``@handler(api_key, min_version, max_version)``.  The advertised range of an API is exactly
+the registered one (intersected with the specs' valid versions), so ApiVersions never promises
+more than the broker serves.  Returning ``None`` sends no response (acks=0 Produce).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from protocol.messages import REQUESTS
+
+
+@dataclass(frozen=True)
+class Handler:
+    api_key: int
+    min_version: int
+    max_version: int
+    fn: Callable[..., Awaitable[Any]]
+
+    @property
+    def name(self) -> str:
+        return REQUESTS[self.api_key].__name__[:-len("Request")]
+
+
+HANDLERS: dict[int, Handler] = {}
+
+
+def handler(api_key: int, min_version: int, max_version: int):
+    lo, hi = REQUESTS[api_key].DEF.valid_versions
+    if min_version < lo or max_version > hi:
+        raise ValueError(f"API {api_key}: {min_version}-{max_version} outside spec {lo}-{hi}")
+
+    def register(fn):
+        if api_key in HANDLERS:
+            raise ValueError(f"API {api_key} registered twice")
+        HANDLERS[api_key] = Handler(api_key, min_version, max_version, fn)
+        return fn
+    return register
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for every registered API, sorted by key."""
+    return [(h.api_key, h.min_version, h.max_version) for _, h in sorted(HANDLERS.items())]
+
+
+def load_handlers() -> None:
+    """Import every handler module so its registrations run."""
+    import importlib
+    import pkgutil
+
+    import broker.handlers as pkg
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"broker.handlers.{mod.name}")

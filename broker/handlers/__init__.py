@@ -1,0 +1,1 @@
+"""One module per API family; each starts with the versions it serves and what differs."""
