@@ -1,0 +1,350 @@
+"""The controller interface the broker uses, its data types, events and shared rules.
+
+Two implementations: ``single_node.SingleNodeController`` (embedded store in the log
+dir, used when ``zookeeper.connect`` is unset) and, later, a ZooKeeper controller
+following ``kafka-facts/zookeeper-layout.md``.
+
+How this works
+--------------
+* Reads (``brokers()``, ``topics()``, ``topic()``, ``broker_configs()``) are synchronous
+  and return snapshots.  Published ``TopicInfo``/``PartitionState`` objects are never
+  mutated afterwards (a change replaces them), so a snapshot stays consistent; callers
+  must treat them as read-only (use ``.copy()`` to get a private one).
+* Writes are coroutines.  They return per-item results carrying Kafka error codes
+  (ints) and messages instead of raising, because the broker copies them straight into
+  responses.  ``validate_only`` runs every check and changes nothing.
+* After a write is durable, subscribers get an event (``TopicsChanged``,
+  ``ConfigsChanged``, ``BrokersChanged``) on the event loop, in commit order.  The
+  broker's metadata-cache listener is the intended subscriber.
+* Topic configs are stored as overrides only (strings), as in ``/config/topics/<t>``;
+  dynamic broker configs likewise per broker id (``"0"``) or cluster default
+  (``"<default>"``).
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import logging
+import random
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Union
+
+log = logging.getLogger(__name__)
+
+# Kafka error codes used by the controller.
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+NOT_CONTROLLER = 41
+INVALID_REQUEST = 42
+REASSIGNMENT_IN_PROGRESS = 60
+TOPIC_DELETION_DISABLED = 73
+FENCED_LEADER_EPOCH = 74
+STALE_BROKER_EPOCH = 77
+INVALID_UPDATE_VERSION = 95
+UNKNOWN_TOPIC_ID = 100
+INELIGIBLE_REPLICA = 107
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+MAX_TOPIC_NAME_LENGTH = 249
+DEFAULT_BROKER_ENTITY = "<default>"
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass
+class PartitionState:
+    partition: int
+    replicas: list[int]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int = 0          # = zkVersion of the state znode in ZooKeeper mode
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+    leader_recovery_state: int = 0    # 1 = RECOVERING after an unclean election
+
+    @property
+    def zk_version(self) -> int:
+        return self.partition_epoch
+
+    def copy(self) -> "PartitionState":
+        return PartitionState(self.partition, list(self.replicas), self.leader, self.leader_epoch,
+                              list(self.isr), self.partition_epoch, list(self.adding_replicas),
+                              list(self.removing_replicas), self.leader_recovery_state)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str]          # overrides only
+    internal: bool = False
+
+    def copy(self) -> "TopicInfo":
+        return TopicInfo(self.name, self.topic_id, {p: s.copy() for p, s in self.partitions.items()},
+                         dict(self.configs), self.internal)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+# (listener_name, host, port, security_protocol); broker.config.Endpoint is such a tuple.
+EndpointTuple = tuple[str, str, int, str]
+
+
+@dataclass
+class BrokerInfo:
+    id: int
+    endpoints: list[EndpointTuple]
+    rack: str | None = None
+    epoch: int = -1                   # broker epoch (czxid of /brokers/ids/<id> in ZK mode)
+
+
+@dataclass
+class CreatableTopic:
+    name: str
+    num_partitions: int = -1          # -1 = num.partitions
+    replication_factor: int = -1      # -1 = default.replication.factor
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class TopicResult:
+    """Result of create/delete/create-partitions/alter for one topic."""
+    name: str | None
+    error_code: int = NONE
+    error_message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass
+class ApiResult:
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@dataclass
+class AlterPartitionResult:
+    error_code: int = NONE
+    state: PartitionState | None = None
+
+
+# ----------------------------------------------------------------------------- events
+
+
+@dataclass
+class TopicsChanged:
+    created: list[str] = field(default_factory=list)
+    deleted: list[tuple[str, uuid.UUID]] = field(default_factory=list)
+    changed: dict[str, list[int]] = field(default_factory=dict)   # topic -> partitions (new or state changed)
+
+
+@dataclass
+class ConfigsChanged:
+    entity_type: str        # "topics" or "brokers"
+    entity_name: str        # topic name, broker id as a string, or "<default>"
+
+
+@dataclass
+class BrokersChanged:
+    added: list[int] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+
+
+Event = Union[TopicsChanged, ConfigsChanged, BrokersChanged]
+Subscriber = Callable[[Event], None]
+
+# ----------------------------------------------------------------------------- interface
+
+
+class Controller(abc.ABC):
+    """What the broker needs from cluster metadata.  Owned by the event loop."""
+
+    @property
+    @abc.abstractmethod
+    def cluster_id(self) -> str: ...
+
+    @property
+    @abc.abstractmethod
+    def controller_id(self) -> int:
+        """Broker id of the active controller, -1 if none is known."""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    async def register_broker(self, info: BrokerInfo) -> None: ...
+
+    @abc.abstractmethod
+    def brokers(self) -> list[BrokerInfo]: ...
+
+    @abc.abstractmethod
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.topics().get(name)
+
+    @abc.abstractmethod
+    async def create_topics(self, specs: list[CreatableTopic], validate_only: bool = False) -> list[TopicResult]: ...
+
+    @abc.abstractmethod
+    async def delete_topics(self, names_or_ids: Iterable[str | uuid.UUID]) -> list[TopicResult]: ...
+
+    @abc.abstractmethod
+    async def create_partitions(self, topic: str, new_total: int,
+                                assignments: list[list[int]] | None = None,
+                                validate_only: bool = False) -> TopicResult: ...
+
+    @abc.abstractmethod
+    async def alter_topic_configs(self, topic: str, configs: dict[str, str],
+                                  validate_only: bool = False) -> ApiResult:
+        """Replace the topic's overrides with ``configs`` (AlterConfigs semantics; for
+        IncrementalAlterConfigs compute the new dict with ``broker.config.apply_incremental``)."""
+
+    @abc.abstractmethod
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        """Dynamic broker overrides for one broker, or the cluster default (None)."""
+
+    @abc.abstractmethod
+    async def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str],
+                                   validate_only: bool = False) -> ApiResult:
+        """Replace the dynamic overrides of a broker (or of the cluster default: None)."""
+
+    @abc.abstractmethod
+    async def alter_partition_isr(self, topic: str, partition: int, leader_epoch: int, new_isr: list[int],
+                                  partition_epoch: int, broker_id: int | None = None,
+                                  broker_epoch: int = -1) -> AlterPartitionResult: ...
+
+    @abc.abstractmethod
+    async def allocate_producer_ids(self, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
+        """Reserve a block of producer ids; returns (first id, length)."""
+
+    @abc.abstractmethod
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(event)`` on the loop after each change; returns an unsubscribe function."""
+
+
+# ----------------------------------------------------------------------------- shared rules
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def validate_topic_name(name: str | None) -> str | None:
+    """None if ``name`` is a legal topic name, else Kafka's message (INVALID_TOPIC_EXCEPTION)."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return (f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+                f"topic name: {name}")
+    if not _LEGAL.match(name):
+        return (f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+                "'.', '_' and '-'")
+    return None
+
+
+def unify_collision_chars(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def has_collision_chars(name: str) -> bool:
+    return "." in name or "_" in name
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
+def uuid_to_base64(u: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode("ascii")
+
+
+def base64_to_uuid(s: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+ZERO_UUID = uuid.UUID(int=0)
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+
+
+def random_kafka_uuid() -> uuid.UUID:
+    """A random UUID as Kafka makes them: never zero, the metadata id, or base64 starting '-'."""
+    while True:
+        u = uuid.uuid4()
+        if u not in (ZERO_UUID, METADATA_TOPIC_ID) and not uuid_to_base64(u).startswith("-"):
+            return u
+
+
+def new_cluster_id() -> str:
+    return uuid_to_base64(random_kafka_uuid())
+
+
+def assign_replicas(broker_ids: list[int], num_partitions: int, replication_factor: int,
+                    start_partition: int = 0, rng: random.Random | None = None,
+                    start_index: int | None = None, shift: int | None = None) -> dict[int, list[int]]:
+    """Kafka's rack-unaware spread: leaders round-robin from a random start, followers at
+    an increasing shift so no two replicas of a partition share a broker."""
+    n = len(broker_ids)
+    if replication_factor > n:
+        raise ValueError(f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    ids = sorted(broker_ids)
+    rng = rng or random
+    first = rng.randrange(n) if start_index is None else start_index
+    next_shift = rng.randrange(n) if shift is None else shift
+    cur = start_partition
+    out: dict[int, list[int]] = {}
+    for i in range(num_partitions):
+        if cur > 0 and cur % n == 0:
+            next_shift += 1
+        first_replica = (cur + first) % n
+        reps = [ids[first_replica]]
+        for j in range(replication_factor - 1):
+            s = 1 + (next_shift + j) % (n - 1)
+            reps.append(ids[(first_replica + s) % n])
+        out[start_partition + i] = reps
+        cur += 1
+    return out
+
+
+def validate_assignment(assignments: dict[int, list[int]], live_brokers: set[int],
+                        first_partition: int = 0) -> str | None:
+    """None if a manual assignment is usable, else Kafka-style message (INVALID_REPLICA_ASSIGNMENT)."""
+    if not assignments:
+        return "Replica assignment is empty"
+    parts = sorted(assignments)
+    if parts != list(range(first_partition, first_partition + len(parts))):
+        return "Partitions should be a consecutive 0-based integer sequence" if first_partition == 0 else \
+            f"Partitions should be consecutive integers starting at {first_partition}"
+    sizes = {len(r) for r in assignments.values()}
+    if 0 in sizes:
+        return "Replica assignment has an empty replica list"
+    if len(sizes) > 1:
+        return "All partitions should have the same number of replicas"
+    for p in parts:
+        reps = assignments[p]
+        if len(set(reps)) != len(reps):
+            return f"Duplicate replica assignment found: {reps}"
+        unknown = [b for b in reps if b not in live_brokers]
+        if unknown:
+            return f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+    return None

@@ -1,0 +1,517 @@
+"""Embedded single-node controller: the metadata store of a broker without ZooKeeper.
+
+How this works
+--------------
+* One broker (``broker_id``) is the only live broker and always the controller.  Every
+  partition has replicas=[id], leader=id, isr=[id]; leader epochs start at 0 and bump
+  only when the controller changes leadership (never, here); AlterPartition bumps the
+  partition epoch, as the ZooKeeper controller bumps the state znode's version.
+* Everything lives in one JSON file, ``<first log dir>/__cluster_metadata.json``:
+  cluster id, broker id, topics (ids, assignments, leader/ISR state, config overrides),
+  dynamic broker configs (per id and ``<default>``) and the next producer id.  Each
+  write serialises the new state on the loop, writes ``.tmp``, fsyncs, renames over the
+  file and fsyncs the directory, in an executor thread.
+* Writers hold ``self._lock`` from validation to swap, so writes are applied one at a
+  time in call order; readers see the old state until the new one is durable.  Events
+  go to subscribers with ``loop.call_soon`` after the swap.
+* Dynamic broker configs for this broker and the cluster default are also applied to the
+  ``BrokerConfig`` given at construction (before the ConfigsChanged event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import uuid
+from typing import Any, Callable, Iterable
+
+from broker.config import BrokerConfig, ConfigError, effective_topic_config, validate_dynamic_broker_configs
+from controller.api import (
+    DEFAULT_BROKER_ENTITY, INELIGIBLE_REPLICA, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
+    INVALID_REPLICATION_FACTOR, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_UPDATE_VERSION, NONE,
+    NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
+    TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    AlterPartitionResult, ApiResult, BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic,
+    Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, assign_replicas, base64_to_uuid,
+    has_collision_chars, is_internal_topic, new_cluster_id, random_kafka_uuid, unify_collision_chars,
+    uuid_to_base64, validate_assignment, validate_topic_name,
+)
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "__cluster_metadata.json"
+FORMAT_VERSION = 1
+
+
+class MetadataStoreError(RuntimeError):
+    pass
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class SingleNodeController(Controller):
+    """Owns the embedded metadata of one broker; use only from its event loop."""
+
+    def __init__(self, config: BrokerConfig, log_dir: str | None = None, broker_id: int | None = None,
+                 cluster_id: str | None = None):
+        self._cfg = config
+        self._dir = log_dir or config.log_dirs()[0]
+        self._path = os.path.join(self._dir, METADATA_FILE)
+        self._wanted_broker_id = config.broker_id if broker_id is None else broker_id
+        self._wanted_cluster_id = cluster_id
+        self._broker_id = -1
+        self._cluster_id = ""
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, str] = {}
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self._next_producer_id = 0
+        self._registered: BrokerInfo | None = None
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._lock = asyncio.Lock()
+        self._running = False
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self._broker_id if self._running else -1
+
+    @property
+    def broker_id(self) -> int:
+        return self._broker_id
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    async def start(self) -> None:
+        if self._running:
+            return
+        os.makedirs(self._dir, exist_ok=True)
+        if os.path.exists(self._path):
+            self._load()
+        else:
+            self._cluster_id = self._wanted_cluster_id or new_cluster_id()
+            bid = self._wanted_broker_id
+            self._broker_id = bid if bid >= 0 else self._cfg.get("reserved.broker.max.id") + 1
+            await self._persist(self._snapshot_doc())
+        self._apply_dynamic_to_config()
+        self._running = True
+        log.info("Embedded controller started: cluster id %s, broker %d, %d topics",
+                 self._cluster_id, self._broker_id, len(self._topics))
+
+    async def stop(self) -> None:
+        async with self._lock:
+            self._running = False
+
+    def _load(self) -> None:
+        with open(self._path, "rb") as f:
+            doc = json.loads(f.read())
+        if doc.get("version", 0) > FORMAT_VERSION:
+            raise MetadataStoreError(f"{self._path}: unsupported metadata version {doc.get('version')}")
+        stored = doc["broker_id"]
+        if self._wanted_broker_id >= 0 and self._wanted_broker_id != stored:
+            raise MetadataStoreError(f"Configured broker.id {self._wanted_broker_id} doesn't match stored "
+                                     f"broker.id {stored} in {self._path}")
+        if self._wanted_cluster_id and self._wanted_cluster_id != doc["cluster_id"]:
+            raise MetadataStoreError(f"The cluster id {self._wanted_cluster_id} doesn't match stored "
+                                     f"cluster id {doc['cluster_id']} in {self._path}")
+        self._broker_id = stored
+        self._cluster_id = doc["cluster_id"]
+        self._next_producer_id = doc.get("next_producer_id", 0)
+        self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        topics: dict[str, TopicInfo] = {}
+        by_id: dict[uuid.UUID, str] = {}
+        P = PartitionState
+        for name, t in doc["topics"].items():
+            tid = base64_to_uuid(t["id"])
+            parts = {}
+            for row in t["partitions"]:
+                p = row[0]
+                parts[p] = P(p, row[1], row[2], row[3], row[4], row[5],
+                             row[6] if len(row) > 6 else [], row[7] if len(row) > 7 else [])
+            topics[name] = TopicInfo(name, tid, parts, t.get("configs", {}), t.get("internal", False))
+            by_id[tid] = name
+        self._topics, self._by_id = topics, by_id
+
+    def _snapshot_doc(self, topics: dict[str, TopicInfo] | None = None,
+                      broker_configs: dict[str, dict[str, str]] | None = None,
+                      next_producer_id: int | None = None) -> dict[str, Any]:
+        topics = self._topics if topics is None else topics
+        tdoc = {}
+        for name, t in topics.items():
+            rows = []
+            for p in sorted(t.partitions):
+                s = t.partitions[p]
+                row = [p, s.replicas, s.leader, s.leader_epoch, s.isr, s.partition_epoch]
+                if s.adding_replicas or s.removing_replicas:
+                    row += [s.adding_replicas, s.removing_replicas]
+                rows.append(row)
+            tdoc[name] = {"id": uuid_to_base64(t.topic_id), "internal": t.internal,
+                          "configs": t.configs, "partitions": rows}
+        return {
+            "version": FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
+            "broker_id": self._broker_id,
+            "next_producer_id": self._next_producer_id if next_producer_id is None else next_producer_id,
+            "broker_configs": self._broker_configs if broker_configs is None else broker_configs,
+            "topics": tdoc,
+        }
+
+    async def _persist(self, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc, separators=(",", ":")).encode()
+        await asyncio.get_running_loop().run_in_executor(None, _write_atomically, self._path, data)
+
+    def _emit(self, event: Event) -> None:
+        loop = asyncio.get_running_loop()
+        for cb in list(self._subscribers):
+            loop.call_soon(cb, event)
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+        return unsubscribe
+
+    # ------------------------------------------------------------------ brokers
+    def _self_info(self) -> BrokerInfo:
+        if self._registered is not None:
+            return self._registered
+        return BrokerInfo(self._broker_id, [tuple(e) for e in self._cfg.advertised_listeners()],
+                          self._cfg.get("broker.rack"))
+
+    async def register_broker(self, info: BrokerInfo) -> None:
+        if info.id != self._broker_id:
+            raise ValueError(f"the embedded controller serves broker {self._broker_id} only, not {info.id}")
+        new = self._registered is None
+        self._registered = BrokerInfo(info.id, list(info.endpoints), info.rack, info.epoch)
+        if new:
+            self._emit(BrokersChanged(added=[info.id]))
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self._self_info()]
+
+    def _live(self) -> set[int]:
+        return {self._broker_id}
+
+    # ------------------------------------------------------------------ topics
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        name = self._by_id.get(topic_id)
+        return self._topics.get(name) if name else None
+
+    def _not_controller(self, name: str | None) -> TopicResult:
+        return TopicResult(name, NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+
+    def _new_partition(self, p: int, replicas: list[int]) -> PartitionState:
+        live = self._live()
+        isr = [b for b in replicas if b in live]
+        leader = isr[0] if isr else -1
+        return PartitionState(p, list(replicas), leader, 0, isr if isr else list(replicas), 0)
+
+    def _check_create(self, spec: CreatableTopic, existing: dict[str, TopicInfo]) -> tuple[TopicResult, dict | None]:
+        name = spec.name
+        err = validate_topic_name(name)
+        if err:
+            return TopicResult(name, INVALID_TOPIC_EXCEPTION, err), None
+        if name in existing:
+            return TopicResult(name, TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."), None
+        if has_collision_chars(name):
+            u = unify_collision_chars(name)
+            clash = sorted(t for t in existing if has_collision_chars(t) and unify_collision_chars(t) == u)
+            if clash:
+                return TopicResult(name, INVALID_TOPIC_EXCEPTION,
+                                   f"Topic '{name}' collides with existing topics: {', '.join(clash)}"), None
+        live = self._live()
+        if spec.assignments is not None:
+            if spec.num_partitions != -1 or spec.replication_factor != -1:
+                return TopicResult(name, INVALID_REQUEST,
+                                   "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                   "Both cannot be used at the same time."), None
+            assignment = {int(p): list(r) for p, r in spec.assignments.items()}
+            err = validate_assignment(assignment, live)
+            if err:
+                return TopicResult(name, INVALID_REPLICA_ASSIGNMENT, err), None
+        else:
+            n = spec.num_partitions if spec.num_partitions != -1 else self._cfg.get("num.partitions")
+            rf = spec.replication_factor if spec.replication_factor != -1 else self._cfg.get("default.replication.factor")
+            if n <= 0:
+                return TopicResult(name, INVALID_PARTITIONS, "Number of partitions must be larger than 0."), None
+            if rf <= 0:
+                return TopicResult(name, INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."), None
+            if rf > len(live):
+                return TopicResult(name, INVALID_REPLICATION_FACTOR,
+                                   f"Replication factor: {rf} larger than available brokers: {len(live)}."), None
+            assignment = assign_replicas(sorted(live), n, rf)
+        try:
+            effective_topic_config(self._cfg, spec.configs or {})
+        except ConfigError as e:
+            return TopicResult(name, INVALID_CONFIG, str(e)), None
+        rf = len(assignment[0])
+        return TopicResult(name, NONE, None, None, len(assignment), rf), assignment
+
+    async def create_topics(self, specs: list[CreatableTopic], validate_only: bool = False) -> list[TopicResult]:
+        async with self._lock:
+            if not self._running:
+                return [self._not_controller(s.name) for s in specs]
+            counts: dict[str, int] = {}
+            for s in specs:
+                counts[s.name] = counts.get(s.name, 0) + 1
+            results: list[TopicResult] = []
+            new_topics = dict(self._topics)
+            created: list[TopicInfo] = []
+            for spec in specs:
+                if counts[spec.name] > 1:
+                    results.append(TopicResult(spec.name, INVALID_REQUEST,
+                                               f"Create topics request contains multiple entries for the "
+                                               f"following topics: {spec.name}"))
+                    continue
+                res, assignment = self._check_create(spec, new_topics)
+                results.append(res)
+                if res.error_code or validate_only:
+                    continue
+                tid = random_kafka_uuid()
+                while tid in self._by_id:
+                    tid = random_kafka_uuid()
+                info = TopicInfo(spec.name, tid, {p: self._new_partition(p, r) for p, r in sorted(assignment.items())},
+                                 {k: v for k, v in (spec.configs or {}).items()}, is_internal_topic(spec.name))
+                new_topics[spec.name] = info
+                created.append(info)
+                res.topic_id = tid
+            if created:
+                await self._persist(self._snapshot_doc(new_topics))
+                self._topics = new_topics
+                for t in created:
+                    self._by_id[t.topic_id] = t.name
+                    log.info("Created topic %s with %d partitions, topic id %s", t.name, len(t.partitions),
+                             uuid_to_base64(t.topic_id))
+                self._emit(TopicsChanged(created=[t.name for t in created],
+                                         changed={t.name: sorted(t.partitions) for t in created}))
+            return results
+
+    async def delete_topics(self, names_or_ids: Iterable[str | uuid.UUID]) -> list[TopicResult]:
+        items = list(names_or_ids)
+        async with self._lock:
+            if not self._running:
+                return [self._not_controller(x if isinstance(x, str) else None) for x in items]
+            results = []
+            new_topics = dict(self._topics)
+            deleted: list[tuple[str, uuid.UUID]] = []
+            enabled = self._cfg.get("delete.topic.enable")
+            for x in items:
+                if isinstance(x, uuid.UUID):
+                    name = self._by_id.get(x)
+                    if name is None or name not in new_topics:
+                        results.append(TopicResult(None, UNKNOWN_TOPIC_ID, "This server does not host this topic ID.",
+                                                   topic_id=x))
+                        continue
+                else:
+                    name = x
+                    if name not in new_topics:
+                        results.append(TopicResult(name, UNKNOWN_TOPIC_OR_PARTITION,
+                                                   "This server does not host this topic-partition."))
+                        continue
+                info = new_topics[name]
+                if not enabled:
+                    results.append(TopicResult(name, TOPIC_DELETION_DISABLED, "Topic deletion is disabled.",
+                                               topic_id=info.topic_id))
+                    continue
+                del new_topics[name]
+                deleted.append((name, info.topic_id))
+                results.append(TopicResult(name, NONE, None, info.topic_id))
+            if deleted:
+                await self._persist(self._snapshot_doc(new_topics))
+                self._topics = new_topics
+                for name, tid in deleted:
+                    self._by_id.pop(tid, None)
+                    log.info("Deleted topic %s (id %s)", name, uuid_to_base64(tid))
+                self._emit(TopicsChanged(deleted=deleted))
+            return results
+
+    async def create_partitions(self, topic: str, new_total: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False) -> TopicResult:
+        async with self._lock:
+            if not self._running:
+                return self._not_controller(topic)
+            info = self._topics.get(topic)
+            if info is None:
+                return TopicResult(topic, UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+            if any(s.adding_replicas or s.removing_replicas for s in info.partitions.values()):
+                return TopicResult(topic, REASSIGNMENT_IN_PROGRESS,
+                                   f"A partition reassignment is in progress for the topic '{topic}'.")
+            cur = len(info.partitions)
+            if new_total < cur:
+                return TopicResult(topic, INVALID_PARTITIONS,
+                                   f"Topic currently has {cur} partitions, which is higher than the requested {new_total}.")
+            if new_total == cur:
+                return TopicResult(topic, INVALID_PARTITIONS, f"Topic already has {cur} partitions.")
+            rf = info.replication_factor
+            live = self._live()
+            add = new_total - cur
+            if assignments is not None:
+                if len(assignments) != add:
+                    return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
+                                       f"Increasing the number of partitions by {add} but {len(assignments)} "
+                                       "assignments provided.")
+                new_assign = {cur + i: list(r) for i, r in enumerate(assignments)}
+                bad = [p for p, r in new_assign.items() if len(r) != rf]
+                if bad:
+                    return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
+                                       f"Inconsistent replication factor between partitions, partition 0 has {rf} "
+                                       f"while partitions {bad} have replication factors "
+                                       f"{[len(new_assign[p]) for p in bad]}, respectively.")
+                err = validate_assignment(new_assign, live, first_partition=cur)
+                if err:
+                    return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT, err)
+            else:
+                if rf > len(live):
+                    return TopicResult(topic, INVALID_REPLICATION_FACTOR,
+                                       f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+                new_assign = assign_replicas(sorted(live), add, rf, start_partition=cur)
+            res = TopicResult(topic, NONE, None, info.topic_id, new_total, rf)
+            if validate_only:
+                return res
+            parts = dict(info.partitions)
+            for p, r in new_assign.items():
+                parts[p] = self._new_partition(p, r)
+            new_info = TopicInfo(info.name, info.topic_id, parts, info.configs, info.internal)
+            new_topics = dict(self._topics)
+            new_topics[topic] = new_info
+            await self._persist(self._snapshot_doc(new_topics))
+            self._topics = new_topics
+            log.info("Increased partitions of %s from %d to %d", topic, cur, new_total)
+            self._emit(TopicsChanged(changed={topic: sorted(new_assign)}))
+            return res
+
+    # ------------------------------------------------------------------ configs
+    async def alter_topic_configs(self, topic: str, configs: dict[str, str], validate_only: bool = False) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            info = self._topics.get(topic)
+            if info is None:
+                return ApiResult(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+            try:
+                effective_topic_config(self._cfg, configs)
+            except ConfigError as e:
+                return ApiResult(e.error_code, str(e))
+            if validate_only:
+                return ApiResult()
+            new_topics = dict(self._topics)
+            new_topics[topic] = TopicInfo(info.name, info.topic_id, info.partitions, dict(configs), info.internal)
+            await self._persist(self._snapshot_doc(new_topics))
+            self._topics = new_topics
+            log.info("Updated config of topic %s: %s", topic, configs)
+            self._emit(ConfigsChanged("topics", topic))
+            return ApiResult()
+
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        key = DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
+        return dict(self._broker_configs.get(key, {}))
+
+    def _apply_dynamic_to_config(self, broker_configs: dict[str, dict[str, str]] | None = None,
+                                 cfg: BrokerConfig | None = None) -> None:
+        bc = self._broker_configs if broker_configs is None else broker_configs
+        (cfg or self._cfg).set_dynamic(per_broker=bc.get(str(self._broker_id), {}),
+                                       cluster_default=bc.get(DEFAULT_BROKER_ENTITY, {}))
+
+    async def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str],
+                                   validate_only: bool = False) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            entity = DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
+            try:
+                validate_dynamic_broker_configs(configs, per_broker=broker_id is not None)
+                new_bc = {k: dict(v) for k, v in self._broker_configs.items()}
+                new_bc[entity] = dict(configs)
+                if not new_bc[entity]:
+                    del new_bc[entity]
+                trial = BrokerConfig(self._cfg.static_configs, validate=False)
+                self._apply_dynamic_to_config(new_bc, trial)
+            except ConfigError as e:
+                return ApiResult(e.error_code, str(e))
+            if validate_only:
+                return ApiResult()
+            await self._persist(self._snapshot_doc(broker_configs=new_bc))
+            self._broker_configs = new_bc
+            if entity in (DEFAULT_BROKER_ENTITY, str(self._broker_id)):
+                self._apply_dynamic_to_config()
+            log.info("Updated dynamic config of broker %s: %s", entity, configs)
+            self._emit(ConfigsChanged("brokers", entity))
+            return ApiResult()
+
+    # ------------------------------------------------------------------ ISR, producer ids
+    async def alter_partition_isr(self, topic: str, partition: int, leader_epoch: int, new_isr: list[int],
+                                  partition_epoch: int, broker_id: int | None = None,
+                                  broker_epoch: int = -1) -> AlterPartitionResult:
+        async with self._lock:
+            if not self._running:
+                return AlterPartitionResult(NOT_CONTROLLER)
+            info = self._topics.get(topic)
+            state = info.partitions.get(partition) if info else None
+            if state is None:
+                return AlterPartitionResult(UNKNOWN_TOPIC_OR_PARTITION)
+            if broker_id is not None and broker_id != state.leader:
+                return AlterPartitionResult(NOT_LEADER_OR_FOLLOWER)
+            if leader_epoch != state.leader_epoch:
+                return AlterPartitionResult(FENCED_LEADER_EPOCH)
+            if partition_epoch < state.partition_epoch:
+                return AlterPartitionResult(INVALID_UPDATE_VERSION)
+            if list(new_isr) == state.isr:
+                return AlterPartitionResult(NONE, state)
+            if partition_epoch != state.partition_epoch:
+                return AlterPartitionResult(INVALID_UPDATE_VERSION)
+            if not new_isr or state.leader not in new_isr or len(set(new_isr)) != len(new_isr):
+                return AlterPartitionResult(INVALID_REQUEST)
+            live = self._live()
+            if any(b not in state.replicas or b not in live for b in new_isr):
+                return AlterPartitionResult(INELIGIBLE_REPLICA)
+            new_state = state.copy()
+            new_state.isr = list(new_isr)
+            new_state.partition_epoch += 1
+            parts = dict(info.partitions)
+            parts[partition] = new_state
+            new_topics = dict(self._topics)
+            new_topics[topic] = TopicInfo(info.name, info.topic_id, parts, info.configs, info.internal)
+            await self._persist(self._snapshot_doc(new_topics))
+            self._topics = new_topics
+            self._emit(TopicsChanged(changed={topic: [partition]}))
+            return AlterPartitionResult(NONE, new_state)
+
+    async def allocate_producer_ids(self, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
+        if block_size <= 0:
+            raise ValueError("block_size must be positive")
+        async with self._lock:
+            if not self._running:
+                raise RuntimeError("controller is not running")
+            start = self._next_producer_id
+            await self._persist(self._snapshot_doc(next_producer_id=start + block_size))
+            self._next_producer_id = start + block_size
+            return start, block_size
