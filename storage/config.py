@@ -1,0 +1,85 @@
+"""Per-log configuration with Kafka's topic keys and defaults (Kafka 3.9).
+
+``LogConfig`` is a plain dataclass; the broker builds it from broker defaults plus topic
+overrides with ``LogConfig.from_properties({"segment.bytes": "1048576", ...})``.  Field names are
+the Kafka topic keys with dots replaced by underscores.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    cleanup_policy: str = "delete"
+    min_insync_replicas: int = 1
+    file_delete_delay_ms: int = 60000
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    preallocate: bool = False
+    compression_type: str = "producer"
+    unclean_leader_election_enable: bool = False
+    message_downconversion_enable: bool = True
+    extra: dict = field(default_factory=dict)   # keys we do not interpret, kept verbatim
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self._policies()
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self._policies()
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def _policies(self):
+        return {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @classmethod
+    def from_properties(cls, props: dict, base: "LogConfig | None" = None) -> "LogConfig":
+        """Build from Kafka topic keys (``"retention.ms"``); unknown keys go to ``extra``."""
+        cfg = dataclasses.replace(base) if base is not None else cls()
+        cfg.extra = dict(cfg.extra)
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        for key, value in props.items():
+            name = key.replace(".", "_")
+            if name not in types or name == "extra":
+                cfg.extra[key] = value
+                continue
+            t = types[name]
+            if t == "int":
+                value = int(value)
+            elif t == "float":
+                value = float(value)
+            elif t == "bool":
+                value = value if isinstance(value, bool) else str(value).lower() == "true"
+            else:
+                value = str(value)
+            setattr(cfg, name, value)
+        return cfg
+
+    def to_properties(self) -> dict:
+        out = {f.name.replace("_", "."): getattr(self, f.name)
+               for f in dataclasses.fields(self) if f.name != "extra"}
+        out.update(self.extra)
+        return out

@@ -1,0 +1,654 @@
+"""Log: one partition directory ``<topic>-<partition>``.
+
+How this works:
+
+* ``segments`` is ordered by base offset (``bases`` mirrors it for ``bisect``); the last one is
+  the active segment, the only one appended to.  Offsets: ``log_start_offset`` ≤
+  ``high_watermark`` ≤ ``log_end_offset``; ``recovery_point`` = offset below which data is
+  known fsynced.  The broker owns the high watermark and sets it with
+  ``update_high_watermark``; storage only clamps it on truncation.
+* ``append`` (leader) parses headers only, validates CRC/size/timestamps and producer
+  sequences, assigns offsets by patching baseOffset and partitionLeaderEpoch in place, rolls if
+  needed, and writes the whole buffer with one ``pwrite``.  ``append_as_follower`` takes
+  batches that already carry offsets and epochs.
+* ``read`` answers with a ``FetchDataInfo`` holding ``FileRegion``s (fd, position, length), at
+  least one whole batch when ``min_one_message`` (KIP-74), never past ``max_offset``.
+* Retention (``delete_old_segments``) deletes whole segments oldest first by time, size and log
+  start offset, never past the high watermark; deleted segments are renamed ``.deleted`` and
+  removed ``file.delete.delay.ms`` later (``delete_expired_files``) so in-flight regions stay valid.
+* Opening a log after an unclean shutdown recovers every segment from the one holding the
+  recovery point (CRC scan, tail truncation, index rebuild), then rebuilds producer state from
+  the newest snapshot plus a replay; after a clean shutdown nothing is scanned.
+
+Threading: a Log is plain synchronous code and must be used from ONE thread at a time (the
+event loop).  Blocking work is split so it can leave the loop: ``start_flush()`` (loop) returns
+a ``FlushJob`` whose ``run()`` only fsyncs duplicated descriptors and may run in an executor;
+``finish_flush(job)`` (loop) advances the recovery point.  Opening/recovering a log, ``close``
+and ``delete`` may run in an executor provided nothing else touches that Log meanwhile.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+from bisect import bisect_right
+from typing import NamedTuple
+
+from protocol.records import (CorruptRecordError, InvalidRecordError, TruncatedBatch,
+                              read_header, scan_batches, set_base_offset,
+                              set_log_append_time, set_partition_leader_epoch, validate_batch)
+
+from .config import LogConfig
+from .errors import (InvalidProducerEpochError, InvalidTimestampError, OffsetOutOfRangeError,
+                     OutOfOrderSequenceError, RecordTooLargeError, StorageError,
+                     UnexpectedAppendOffsetError, UnknownProducerIdError)
+from .leader_epoch import LeaderEpochCache
+from .producer_state import ProducerStateManager, SeqResult
+from .scan import FileScanner, control_marker
+from .segment import DELETED_SUFFIX, FileRegion, LogSegment
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -2, -1, -3, -4
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_dir_name(name: str) -> tuple[str, int]:
+    """``orders-3`` → ("orders", 3); the topic may itself contain '-'."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory")
+    return topic, int(part)
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int            # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int
+    num_batches: int
+    valid_bytes: int
+    duplicate: bool = False         # True: nothing written, offsets are the original batch's
+
+
+class FetchDataInfo(NamedTuple):
+    fetch_offset: int
+    regions: tuple                  # FileRegion...; empty when there is nothing to return
+    segment_base_offset: int = -1
+
+    @property
+    def length(self) -> int:
+        return sum(r.length for r in self.regions)
+
+    def read(self) -> bytes:
+        return b"".join(r.read() for r in self.regions)
+
+
+class FlushJob:
+    """fsync work that may run in an executor: duplicated fds + index paths, nothing shared."""
+
+    def __init__(self, offset: int, fds: list[int], paths: list[str]):
+        self.offset, self.fds, self.paths = offset, fds, paths
+        self.error: OSError | None = None
+
+    def run(self) -> "FlushJob":
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+            for p in self.paths:
+                try:
+                    fd = os.open(p, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as e:
+            self.error = e
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
+        return self
+
+
+class Log:
+    """One partition's log directory.  Owns its segments, epoch cache and producer state."""
+
+    def __init__(self, dir: str, config: LogConfig | None = None, *, recovery_point: int = 0,
+                 log_start_offset: int | None = None, high_watermark: int | None = None,
+                 clean_shutdown: bool = True, time_ms=now_ms, topic_id: str | None = None,
+                 rng: random.Random | None = None):
+        self.dir = dir
+        self.topic, self.partition = parse_dir_name(os.path.basename(os.path.normpath(dir)))
+        self.config = config or LogConfig()
+        self.time_ms = time_ms
+        self._rng = rng or random.Random()
+        os.makedirs(dir, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self.bases: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.unflushed_messages = 0
+        self.last_flush_ms = time_ms()
+        self._roll_flush_pending = False
+        self.closed = False
+        self.epoch_cache = LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
+        self.producer_state = ProducerStateManager(dir)
+        self.topic_id = self._read_partition_metadata()
+        if topic_id is not None:
+            self.set_topic_id(topic_id)
+        self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+
+    # -- loading ----------------------------------------------------------------------------
+    def _new_segment(self, base: int, create: bool, active: bool) -> LogSegment:
+        jitter = self._rng.randrange(self.config.segment_jitter_ms) \
+            if self.config.segment_jitter_ms > 0 else 0
+        return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
+                          index_bytes=self.config.segment_index_bytes, now_ms=self.time_ms(),
+                          rolling_jitter_ms=jitter, create=create, active=active)
+
+    def _load(self, recovery_point, log_start_offset, high_watermark, clean) -> None:
+        names = os.listdir(self.dir)
+        bases = set()
+        for n in names:
+            path = os.path.join(self.dir, n)
+            if n.endswith((DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")):
+                os.unlink(path)   # unfinished deletions / cleaner output: Kafka discards them
+            elif n.endswith(".log") and n[:-4].isdigit():
+                bases.add(int(n[:-4]))
+        for n in names:
+            stem, _, ext = n.partition(".")
+            if ext in ("index", "timeindex", "txnindex") and stem.isdigit() \
+                    and int(stem) not in bases:
+                os.unlink(os.path.join(self.dir, n))
+        ordered = sorted(bases)
+        for i, b in enumerate(ordered):
+            self.segments.append(self._new_segment(b, False, i == len(ordered) - 1))
+            self.bases.append(b)
+        if not self.segments:
+            start = log_start_offset or 0
+            self.segments.append(self._new_segment(start, True, True))
+            self.bases.append(start)
+        if not clean:
+            self._recover_from(recovery_point)
+        self.active.on_becoming_active()
+        self.log_end_offset = self.active.next_offset if self.active.size \
+            else self.active.base_offset
+        if len(self.segments) > 1 and self.active.size == 0:
+            self.log_end_offset = max(self.log_end_offset, self.segments[-2].next_offset)
+        first = self.segments[0].base_offset
+        self.log_start_offset = min(max(log_start_offset or 0, first), self.log_end_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        hw = self.log_start_offset if high_watermark is None else high_watermark
+        self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state(clean)
+
+    def _recover_from(self, recovery_point: int) -> None:
+        i = max(0, bisect_right(self.bases, recovery_point) - 1)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            truncated = seg.recover()
+            if truncated and i + 1 < len(self.segments):
+                # everything after a corrupt point is unreliable: drop later segments
+                for later in self.segments[i + 1:]:
+                    later.delete()
+                del self.segments[i + 1:]
+                del self.bases[i + 1:]
+                seg.active = True
+            i += 1
+        for seg in self.segments[:-1]:
+            seg.active = False
+
+    def _rebuild_producer_state(self, clean: bool) -> None:
+        pm = self.producer_state
+        leo = self.log_end_offset
+        pm.delete_snapshots_after(leo)
+        snap = pm.load_snapshot(leo)
+        if snap is None and clean:
+            pm.reset(leo)       # Kafka: no snapshot after a clean shutdown = no producers
+            return
+        start = max(snap if snap is not None else 0, self.segments[0].base_offset)
+        session = pm.session()
+        for h, buf in self._iter_batches(start):
+            if h.producer_id >= 0:
+                marker = control_marker(buf, h) if h.is_control else None
+                session.stage(h, marker, origin_client=False)
+        session.commit(leo)
+        pm.map_end_offset = leo
+
+    def _iter_batches(self, from_offset: int):
+        i = max(0, bisect_right(self.bases, from_offset) - 1)
+        for seg in self.segments[i:]:
+            h0 = seg.translate_offset(from_offset)
+            if h0 is None:
+                continue
+            for _, h, buf in FileScanner(seg.fd, h0.pos, seg.size):
+                yield h, buf
+
+    # -- partition.metadata -----------------------------------------------------------------
+    def _read_partition_metadata(self) -> str | None:
+        try:
+            with open(os.path.join(self.dir, PARTITION_METADATA), encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return None
+        fields = dict(ln.split(":", 1) for ln in lines if ":" in ln)
+        if fields.get("version", "").strip() != "0":
+            raise StorageError(f"{self.dir}/{PARTITION_METADATA}: unknown version")
+        return fields.get("topic_id", "").strip() or None
+
+    def set_topic_id(self, topic_id: str) -> None:
+        """Write partition.metadata once; a different id raises (INCONSISTENT_TOPIC_ID)."""
+        if self.topic_id is not None and self.topic_id != topic_id:
+            raise ValueError(f"topic id {topic_id} does not match {self.topic_id}")
+        if self.topic_id == topic_id and os.path.exists(
+                os.path.join(self.dir, PARTITION_METADATA)):
+            return
+        from .checkpoint import write_atomic
+        write_atomic(os.path.join(self.dir, PARTITION_METADATA),
+                     f"version: 0\ntopic_id: {topic_id}\n".encode(), fsync=False)
+        self.topic_id = topic_id
+
+    # -- basic properties -------------------------------------------------------------------
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def update_high_watermark(self, hw: int) -> int:
+        self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    def last_stable_offset(self) -> int:
+        fuo = self.producer_state.first_unstable_offset()
+        return self.high_watermark if fuo is None else min(fuo, self.high_watermark)
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self.bases, offset) - 1)
+
+    # -- appends ----------------------------------------------------------------------------
+    def _parse(self, records):
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        headers = []
+        for h in scan_batches(buf):
+            if isinstance(h, TruncatedBatch):
+                raise CorruptRecordError("record set ends with a partial batch")
+            headers.append(h)
+        if not headers:
+            raise InvalidRecordError("no record batch to append")
+        return buf, headers
+
+    def append(self, records, leader_epoch: int, *, origin: str = "client",
+               now: int | None = None) -> LogAppendInfo:
+        """Leader append of one or more v2 batches (``records`` is patched in place when it is
+        a bytearray).  ``origin``: "client" (sequence checks, no control batches) or
+        "coordinator" (transaction markers)."""
+        now = self.time_ms() if now is None else now
+        cfg = self.config
+        buf, headers = self._parse(records)
+        session = self.producer_state.session()
+        for h in headers:
+            validate_batch(buf, h)
+            if h.size > cfg.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            if origin == "client":
+                if h.is_control:
+                    raise InvalidRecordError("clients may not write control batches")
+                if not cfg.log_append_time:
+                    self._check_timestamps(h, now)
+                check = session.check(h)
+                if check.result is SeqResult.DUPLICATE:
+                    return LogAppendInfo(check.first_offset, check.last_offset, -1, -1, -1,
+                                         self.log_start_offset, 0, 0, True)
+                if check.result is SeqResult.OUT_OF_ORDER_SEQUENCE:
+                    raise OutOfOrderSequenceError(check.message)
+                if check.result is SeqResult.INVALID_PRODUCER_EPOCH:
+                    raise InvalidProducerEpochError(check.message)
+                if check.result is SeqResult.UNKNOWN_PRODUCER_ID:
+                    raise UnknownProducerIdError(check.message)
+            elif h.is_control and h.producer_id >= 0:
+                entry = self.producer_state.last_entry(h.producer_id)
+                if entry is not None and h.producer_epoch < entry.producer_epoch:
+                    raise InvalidProducerEpochError(
+                        f"marker epoch {h.producer_epoch} < {entry.producer_epoch}")
+        offset = self.log_end_offset
+        append_time = now if cfg.log_append_time else -1
+        for i, h in enumerate(headers):
+            set_base_offset(buf, h.pos, offset)
+            set_partition_leader_epoch(buf, h.pos, leader_epoch)
+            if append_time >= 0:
+                set_log_append_time(buf, h._replace(base_offset=offset), append_time)
+            headers[i] = h = read_header(buf, h.pos)
+            offset = h.next_offset
+        for h in headers:
+            marker = control_marker(buf, h) if h.is_control else None
+            session.stage(h, marker, origin_client=True)
+        return self._write(buf, headers, session, now, leader_epoch, append_time)
+
+    def append_as_follower(self, records, *, now: int | None = None) -> LogAppendInfo:
+        """Append batches that already carry offsets and leader epochs (replication)."""
+        now = self.time_ms() if now is None else now
+        buf, headers = self._parse(records)
+        expected = self.log_end_offset
+        for h in headers:
+            validate_batch(buf, h)
+            if h.base_offset < expected:
+                raise UnexpectedAppendOffsetError(
+                    f"batch at offset {h.base_offset} is below the expected {expected}")
+            expected = h.next_offset
+        session = self.producer_state.session()
+        for h in headers:
+            marker = control_marker(buf, h) if h.is_control else None
+            session.stage(h, marker, origin_client=False)
+        return self._write(buf, headers, session, now, None, -1)
+
+    def _check_timestamps(self, h, now: int) -> None:
+        cfg = self.config
+        for ts in (h.base_timestamp, h.max_timestamp):
+            if ts < 0:
+                continue
+            if now - ts > cfg.message_timestamp_before_max_ms:
+                raise InvalidTimestampError(f"timestamp {ts} is too far in the past")
+            if ts - now > cfg.message_timestamp_after_max_ms:
+                raise InvalidTimestampError(f"timestamp {ts} is too far in the future")
+
+    def _write(self, buf, headers, session, now, leader_epoch, append_time) -> LogAppendInfo:
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        size = headers[-1].pos + headers[-1].size - headers[0].pos
+        max_ts, off_max = -1, first
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, h.last_offset
+        seg = self._maybe_roll(size, max_ts, first, last, now)
+        seg.append(buf, headers)
+        if leader_epoch is not None:
+            self.epoch_cache.assign(leader_epoch, first)
+        else:
+            for h in headers:
+                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self.log_end_offset = last + 1
+        session.commit(self.log_end_offset)
+        self.unflushed_messages += sum(h.last_offset_delta + 1 for h in headers)
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(first, last, max_ts, off_max, append_time, self.log_start_offset,
+                             len(headers), size)
+
+    # -- roll -------------------------------------------------------------------------------
+    def _maybe_roll(self, size, max_ts, first_offset, last_offset, now) -> LogSegment:
+        seg = self.active
+        cfg = self.config
+        if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, size, max_ts, last_offset, now):
+            return self.roll(first_offset, now)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None, now: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected, log end offset)."""
+        now = self.time_ms() if now is None else now
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        old = self.active
+        if old.base_offset == new_base and old.size == 0:
+            return old
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot(new_base)
+        if old.size == 0:
+            # an empty active segment at a lower base: replace it
+            old.delete()
+            self.segments.pop()
+            self.bases.pop()
+        else:
+            old.on_becoming_inactive()
+            self._roll_flush_pending = True
+        seg = self._new_segment(new_base, True, True)
+        self.segments.append(seg)
+        self.bases.append(new_base)
+        return seg
+
+    # -- reads ------------------------------------------------------------------------------
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Bytes from ``fetch_offset`` up to ``max_offset`` (exclusive; default = log end
+        offset — consumers pass the high watermark or last stable offset)."""
+        leo = self.log_end_offset
+        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is outside [{self.log_start_offset}, {leo}] of "
+                f"{self.topic}-{self.partition}")
+        if max_offset is None:
+            max_offset = leo
+        if fetch_offset >= max_offset:
+            return FetchDataInfo(fetch_offset, ())
+        i = self._segment_index(fetch_offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            if i + 1 < len(self.segments) and max_offset >= self.bases[i + 1]:
+                max_pos = seg.size
+            else:
+                h = seg.translate_offset(max_offset)
+                max_pos = h.pos if h is not None else seg.size
+            r = seg.read(fetch_offset, max_bytes, max_pos, min_one_message)
+            if r is not None:
+                region = r[0]
+                return FetchDataInfo(fetch_offset, (region,) if region.length else (),
+                                     seg.base_offset)
+            i += 1
+        return FetchDataInfo(fetch_offset, ())
+
+    def read_bytes(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+                   min_one_message: bool = True) -> bytes:
+        return self.read(fetch_offset, max_bytes, max_offset, min_one_message).read()
+
+    def offset_for_timestamp(self, timestamp: int):
+        """ListOffsets: (timestamp, offset) or None (no record at or after ``timestamp``).
+
+        -2 earliest → (-1, log start), -1 latest → (-1, log end), -3 max timestamp,
+        -4 earliest local → (-1, log start)."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return -1, self.log_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, self.log_end_offset
+        if timestamp == MAX_TIMESTAMP:
+            best = None
+            for seg in self.segments:
+                if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            if best is None or best.max_timestamp < 0:
+                return None
+            found = best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
+            return found if found else (best.max_timestamp, best.offset_of_max_timestamp)
+        for i in range(self._segment_index(self.log_start_offset), len(self.segments)):
+            seg = self.segments[i]
+            if seg.size == 0 or seg.max_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset); (-1, -1) if unknown."""
+        return self.epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # -- log start offset & retention -------------------------------------------------------
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset (≤ high watermark); returns it."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move log start offset to {offset} above the high watermark "
+                f"{self.high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.epoch_cache.truncate_from_start(offset)
+        return self.log_start_offset
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Retention pass (time, size, log start offset); returns segments deleted."""
+        now = self.time_ms() if now is None else now
+        cfg = self.config
+        total = self.size()
+        doomed = []
+        n = len(self.segments)
+        for i, seg in enumerate(self.segments):
+            last = i == n - 1
+            upper = self.log_end_offset if last else self.bases[i + 1]
+            if self.high_watermark < upper or (last and seg.size == 0):
+                break
+            due = not last and self.bases[i + 1] <= self.log_start_offset
+            if not due and cfg.delete_enabled:
+                if cfg.retention_ms >= 0 and now - seg.largest_timestamp() > cfg.retention_ms:
+                    due = True
+                elif cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes:
+                    due = True
+            if not due:
+                break
+            doomed.append(seg)
+            total -= seg.size
+        if not doomed:
+            return 0
+        if doomed[-1] is self.active:
+            self.roll(now=now)
+        for seg in doomed:
+            self.segments.pop(0)
+            self.bases.pop(0)
+            seg.mark_deleted()
+            self._pending_deletes.append((now + cfg.file_delete_delay_ms, seg))
+        self.log_start_offset = max(self.log_start_offset, self.bases[0])
+        self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.delete_snapshots_below(self.bases[0])
+        return len(doomed)
+
+    def delete_expired_files(self, now: int | None = None, force: bool = False) -> None:
+        """Remove ``.deleted`` segment files whose delay has passed."""
+        now = self.time_ms() if now is None else now
+        keep = []
+        for deadline, seg in self._pending_deletes:
+            if force or deadline <= now:
+                seg.delete()
+            else:
+                keep.append((deadline, seg))
+        self._pending_deletes = keep
+
+    # -- truncation (followers) -------------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after ``offset``; True if anything was removed."""
+        if offset < 0:
+            raise ValueError("cannot truncate to a negative offset")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        now = self.time_ms()
+        while len(self.segments) > 1 and self.bases[-1] > offset:
+            seg = self.segments.pop()
+            self.bases.pop()
+            seg.mark_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        seg = self.active
+        if not seg.active:
+            seg.on_becoming_active()
+        seg.truncate_to(offset, now)
+        self.log_end_offset = seg.next_offset if seg.size else seg.base_offset
+        if seg.size == 0 and len(self.segments) > 1:
+            self.log_end_offset = max(self.log_end_offset, self.segments[-2].next_offset)
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop all data; the log restarts empty at ``offset``."""
+        now = self.time_ms()
+        for seg in self.segments:
+            seg.mark_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        self.segments, self.bases = [], []
+        self.segments.append(self._new_segment(offset, True, True))
+        self.bases.append(offset)
+        self.log_end_offset = offset
+        self.log_start_offset = offset
+        self.epoch_cache.clear()
+        self.producer_state.delete_snapshots_after(-1)
+        self.producer_state.reset(offset)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, leo)
+        self.high_watermark = min(self.high_watermark, leo)
+        self.recovery_point = min(self.recovery_point, leo)
+        self.epoch_cache.truncate_from_end(leo)
+        self._rebuild_producer_state(clean=False)
+
+    # -- flushing ---------------------------------------------------------------------------
+    def flush_due(self, now: int | None = None) -> bool:
+        """True when flush.messages / flush.ms (or a roll) ask for an fsync."""
+        now = self.time_ms() if now is None else now
+        if self._roll_flush_pending:
+            return True
+        if self.log_end_offset <= self.recovery_point:
+            return False
+        return self.unflushed_messages >= self.config.flush_messages or \
+            now - self.last_flush_ms >= self.config.flush_ms
+
+    def start_flush(self, offset: int | None = None) -> FlushJob:
+        """Loop side: persist index entries, dup the fds to fsync; run the job anywhere."""
+        offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        fds, paths = [], []
+        for seg in self.segments[self._segment_index(self.recovery_point):]:
+            if seg.base_offset >= offset and seg is not self.segments[0]:
+                break
+            seg.persist_indexes()
+            fds.append(os.dup(seg.fd))
+            paths += [seg.offset_index.path, seg.time_index.path]
+        self._roll_flush_pending = False
+        self.unflushed_messages = 0
+        self.last_flush_ms = self.time_ms()
+        return FlushJob(offset, fds, paths)
+
+    def finish_flush(self, job: FlushJob) -> None:
+        if job.error is not None:
+            raise StorageError(f"fsync in {self.dir} failed: {job.error}")
+        self.recovery_point = max(self.recovery_point, min(job.offset, self.log_end_offset))
+
+    def flush(self, offset: int | None = None) -> None:
+        """Synchronous flush up to ``offset`` (default: log end offset)."""
+        self.finish_flush(self.start_flush(offset).run())
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Snapshot producer state at the log end offset and close every file."""
+        if self.closed:
+            return
+        self.closed = True
+        self.producer_state.map_end_offset = self.log_end_offset
+        try:
+            self.producer_state.take_snapshot(self.log_end_offset)
+        except OSError:
+            pass
+        for seg in self.segments:
+            seg.close()
+        self.delete_expired_files(force=True)
+
+    def close_handles(self) -> None:
+        """Close descriptors without writing anything (simulated crash, failed log dir)."""
+        self.closed = True
+        for seg in self.segments:
+            if seg.fd >= 0:
+                os.close(seg.fd)
+                seg.fd = -1
+        for _, seg in self._pending_deletes:
+            if seg.fd >= 0:
+                os.close(seg.fd)
+                seg.fd = -1

@@ -1,0 +1,289 @@
+"""LogManager: every partition log in the broker's ``log.dirs``.
+
+How this works:
+
+* ``__init__`` takes an exclusive ``fcntl.flock`` on ``<dir>/.lock`` in every log dir (a second
+  process fails with ``LogDirLockedError``), checks/creates ``meta.properties`` (version 0,
+  broker.id, cluster.id), removes leftover ``-delete`` directories, and opens every
+  ``<topic>-<partition>`` directory.  If ``.kafka_cleanshutdown`` is present the start is
+  "clean": no segment is scanned; otherwise each log recovers the segments from its
+  recovery point on.  The marker is deleted once loading is done.
+* Root checkpoints (recovery-point-offset, replication-offset, log-start-offset) are read at
+  start and written by ``checkpoint_*`` methods the broker schedules (Kafka's intervals:
+  ``log.flush.offset.checkpoint.interval.ms`` 60 s, ``replica.high.watermark.checkpoint.interval.ms``
+  5 s, ``log.flush.start.offset.checkpoint.interval.ms`` 60 s) and at ``shutdown``.
+* ``shutdown`` flushes and closes every log, writes all checkpoints with recovery point = log
+  end offset, writes ``.kafka_cleanshutdown`` and releases the locks.
+* ``delete_log`` closes the log, renames its directory to ``<name>.<uuid hex>-delete`` and
+  removes it (``remove_deleted_dirs`` may run in an executor).
+
+Threading: same rule as Log — one thread at a time (the event loop).  Loading at start-up and
+``shutdown`` happen before/after serving and may run in an executor as a whole.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import uuid
+
+from .checkpoint import (CheckpointError, read_offsets_checkpoint, write_atomic,
+                         write_offsets_checkpoint)
+from .config import LogConfig
+from .errors import LogDirLockedError, StorageError
+from .log import Log, now_ms, parse_dir_name
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+DELETE_SUFFIX = "-delete"
+
+
+def read_properties(path: str) -> dict:
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line[0] in "#!":
+                continue
+            k, sep, v = line.partition("=")
+            if sep:
+                out[k.strip()] = v.strip()
+    return out
+
+
+class LogManager:
+    """Owns the log dirs and every Log in them."""
+
+    def __init__(self, log_dirs: list[str], default_config: LogConfig | None = None, *,
+                 broker_id: int = 0, cluster_id: str | None = None, topic_configs=None,
+                 time_ms=now_ms):
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.topic_configs = topic_configs or (lambda topic: self.default_config)
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.time_ms = time_ms
+        self.logs: dict[tuple[str, int], Log] = {}
+        self.log_dir_of: dict[tuple[str, int], str] = {}
+        self._locks: dict[str, int] = {}
+        self.clean_start: dict[str, bool] = {}
+        self.offline_dirs: set[str] = set()
+        try:
+            for d in self.log_dirs:
+                os.makedirs(d, exist_ok=True)
+                self._lock(d)
+                self._check_meta(d)
+            for d in self.log_dirs:
+                self._load_dir(d)
+        except BaseException:
+            self._unlock_all()
+            raise
+
+    # -- start-up ---------------------------------------------------------------------------
+    def _lock(self, d: str) -> None:
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise LogDirLockedError(
+                    f"log dir {d} is in use by another process (could not lock {LOCK_FILE})"
+                ) from None
+            raise
+        self._locks[d] = fd
+
+    def _unlock_all(self) -> None:
+        for fd in self._locks.values():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._locks.clear()
+
+    def _check_meta(self, d: str) -> None:
+        path = os.path.join(d, META_PROPERTIES)
+        if os.path.exists(path):
+            props = read_properties(path)
+            bid = int(props.get("broker.id", props.get("node.id", "-1")))
+            if self.broker_id >= 0 and bid != self.broker_id:
+                raise StorageError(f"{path}: broker.id {bid} does not match configured "
+                                   f"{self.broker_id}")
+            cid = props.get("cluster.id")
+            if self.cluster_id is not None and cid not in (None, self.cluster_id):
+                raise StorageError(f"{path}: cluster.id {cid} does not match {self.cluster_id}")
+            if self.cluster_id is None:
+                self.cluster_id = cid
+            if self.broker_id < 0:
+                self.broker_id = bid
+        elif self.cluster_id is not None:
+            self.write_meta_properties(d)
+
+    def write_meta_properties(self, d: str) -> None:
+        text = f"#\n#Written by Odradek\nversion=0\nbroker.id={self.broker_id}\n"
+        if self.cluster_id:
+            text += f"cluster.id={self.cluster_id}\n"
+        write_atomic(os.path.join(d, META_PROPERTIES), text.encode())
+
+    def _read_cp(self, d: str, name: str) -> dict:
+        try:
+            return read_offsets_checkpoint(os.path.join(d, name))
+        except CheckpointError:
+            return {}   # treated as missing: recovery from the start is always safe
+
+    def _load_dir(self, d: str) -> None:
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.clean_start[d] = clean
+        rps = self._read_cp(d, RECOVERY_POINT_CHECKPOINT)
+        hws = self._read_cp(d, REPLICATION_OFFSET_CHECKPOINT)
+        starts = self._read_cp(d, LOG_START_OFFSET_CHECKPOINT)
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if name.endswith(DELETE_SUFFIX) and os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if not os.path.isdir(path) or name.endswith(("-future", "-stray")):
+                continue
+            try:
+                tp = parse_dir_name(name)
+            except ValueError:
+                continue
+            log = Log(path, self.topic_configs(tp[0]), recovery_point=rps.get(tp, 0),
+                      log_start_offset=starts.get(tp), high_watermark=hws.get(tp),
+                      clean_shutdown=clean, time_ms=self.time_ms)
+            self.logs[tp] = log
+            self.log_dir_of[tp] = d
+        if clean:
+            os.unlink(marker)
+        else:
+            # make recovery durable in the checkpoints right away
+            self._write_dir_checkpoints(d)
+
+    # -- logs -------------------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                          topic_id: str | None = None) -> Log:
+        tp = (topic, partition)
+        log = self.logs.get(tp)
+        if log is None:
+            d = self._pick_dir()
+            log = Log(os.path.join(d, f"{topic}-{partition}"),
+                      config or self.topic_configs(topic), time_ms=self.time_ms,
+                      topic_id=topic_id)
+            self.logs[tp] = log
+            self.log_dir_of[tp] = d
+        elif topic_id is not None:
+            log.set_topic_id(topic_id)
+        return log
+
+    def _pick_dir(self) -> str:
+        """The online dir with the fewest partitions (Kafka's rule)."""
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise StorageError("no online log directory")
+        counts = {d: 0 for d in online}
+        for tp, d in self.log_dir_of.items():
+            if d in counts:
+                counts[d] += 1
+        return min(online, key=lambda d: (counts[d], online.index(d)))
+
+    def delete_log(self, topic: str, partition: int) -> str | None:
+        """Close the log and rename its dir to ``<name>.<uuid>-delete``; returns that path.
+        Call ``remove_deleted_dirs`` (off-loop is fine) to remove the files."""
+        tp = (topic, partition)
+        log = self.logs.pop(tp, None)
+        d = self.log_dir_of.pop(tp, None)
+        if log is None:
+            return None
+        log.close()
+        name = f"{topic}-{partition}"
+        target = os.path.join(d, f"{name[:255 - 40]}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.replace(log.dir, target)
+        return target
+
+    def remove_deleted_dirs(self) -> None:
+        for d in self.log_dirs:
+            for name in os.listdir(d):
+                if name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(os.path.join(d, name), ignore_errors=True)
+
+    # -- periodic tasks ---------------------------------------------------------------------
+    def _logs_in(self, d: str):
+        return {tp: log for tp, log in self.logs.items() if self.log_dir_of[tp] == d}
+
+    def checkpoint_recovery_points(self) -> None:
+        for d in self.log_dirs:
+            write_offsets_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                                     {tp: l.recovery_point for tp, l in self._logs_in(d).items()})
+
+    def checkpoint_high_watermarks(self) -> None:
+        for d in self.log_dirs:
+            write_offsets_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                                     {tp: l.high_watermark for tp, l in self._logs_in(d).items()})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d in self.log_dirs:
+            write_offsets_checkpoint(
+                os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                {tp: l.log_start_offset for tp, l in self._logs_in(d).items()
+                 if l.log_start_offset > l.segments[0].base_offset})
+
+    def _write_dir_checkpoints(self, d: str) -> None:
+        logs = self._logs_in(d)
+        write_offsets_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                                 {tp: l.recovery_point for tp, l in logs.items()})
+        write_offsets_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                                 {tp: l.high_watermark for tp, l in logs.items()})
+        write_offsets_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                                 {tp: l.log_start_offset for tp, l in logs.items()
+                                  if l.log_start_offset > l.segments[0].base_offset})
+
+    def cleanup_logs(self, now: int | None = None) -> int:
+        """Retention pass over every log (``log.retention.check.interval.ms``)."""
+        now = self.time_ms() if now is None else now
+        deleted = 0
+        for log in self.logs.values():
+            deleted += log.delete_old_segments(now)
+            log.delete_expired_files(now)
+        return deleted
+
+    def flush_dirty_logs(self, now: int | None = None) -> list:
+        """Logs whose flush policy asks for an fsync now (broker runs their FlushJobs)."""
+        now = self.time_ms() if now is None else now
+        return [log for log in self.logs.values() if log.flush_due(now)]
+
+    def dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
+        """DescribeLogDirs: {dir: {(topic, partition): bytes}}."""
+        out = {d: {} for d in self.log_dirs}
+        for tp, log in self.logs.items():
+            out[self.log_dir_of[tp]][tp] = log.size()
+        return out
+
+    # -- shutdown ---------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown marker."""
+        try:
+            for log in self.logs.values():
+                log.flush()
+                log.close()
+            for d in self.log_dirs:
+                self._write_dir_checkpoints(d)
+                write_atomic(os.path.join(d, CLEAN_SHUTDOWN_FILE),
+                             b'{"version":0,"brokerEpoch":-1}')
+        finally:
+            self._unlock_all()
+
+    def close_without_checkpoint(self) -> None:
+        """Simulated crash: drop descriptors and locks, write nothing."""
+        for log in self.logs.values():
+            log.close_handles()
+        self._unlock_all()

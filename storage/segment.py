@@ -1,0 +1,402 @@
+"""LogSegment: one ``.log`` file plus its ``.index`` and ``.timeindex``.
+
+How this works: the segment owns an O_RDWR descriptor on its ``<20-digit base>.log`` and the two
+sparse indexes (see ``index.py``).  ``append`` writes whole, offset-assigned batches with
+``os.pwrite`` at the current size; before each batch, if MORE than ``index.interval.bytes`` were
+written since the last index entry, it adds (batch last offset, batch position) to the offset
+index and the running (max timestamp, its offset) to the time index — the first batch of a
+segment never gets an entry.  A failed write (ENOSPC, EIO) is truncated back and re-raised as
+``StorageError`` so the segment stays readable.
+
+``read`` answers with a ``FileRegion`` (fd, position, length) that the broker can hand to
+``os.sendfile``; the region stays valid until the segment is deleted, and deletion is delayed
+(``.deleted`` rename, then ``delete()`` after ``file.delete.delay.ms``) so a region taken just
+before retention still reads.  A follower truncation may shorten the file under a region; a
+short read then simply returns fewer bytes.
+
+Facts not kept in memory (next offset, max timestamp, first batch timestamp) are derived lazily
+from the last index entries plus a short forward scan, which keeps opening thousands of
+segments cheap.  ``recover`` rescans the whole file with CRC validation, truncates a torn or
+corrupt tail and rebuilds both indexes.
+
+Not thread-safe: a segment belongs to one ``Log`` and is used from one thread at a time.  Only
+``os.fsync`` on a duplicated descriptor (``Log.start_flush``) may run elsewhere.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from typing import NamedTuple
+
+from protocol.records import BatchHeader, CorruptRecordError, InvalidRecordError, validate_batch
+
+from .errors import CorruptIndexError, StorageError
+from .index import OffsetIndex, TimeIndex
+from .scan import FileScanner, iter_records, pread_exact, walk_headers
+
+INT32_MAX = 0x7FFFFFFF
+DELETED_SUFFIX = ".deleted"
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class FileRegion(NamedTuple):
+    """``length`` bytes of an open file at ``position``: ``os.sendfile(sock, fd, position, length)``."""
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return pread_exact(self.fd, self.length, self.position) if self.length > 0 else b""
+
+
+class LogSegment:
+    """Owns ``<base>.log``, ``<base>.index`` and ``<base>.timeindex`` in ``dir``."""
+
+    def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 index_bytes: int = 10485760, now_ms: int = 0, rolling_jitter_ms: int = 0,
+                 create: bool = False, active: bool = False):
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.rolling_jitter_ms = rolling_jitter_ms
+        stem = os.path.join(dir, segment_name(base_offset))
+        self.log_path = stem + ".log"
+        self.offset_index = OffsetIndex(stem + ".index", base_offset, index_bytes)
+        self.time_index = TimeIndex(stem + ".timeindex", base_offset, index_bytes)
+        flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
+        try:
+            self.fd = os.open(self.log_path, flags, 0o644)
+        except OSError as e:
+            raise StorageError(f"cannot open {self.log_path}: {e}") from e
+        self.size = os.fstat(self.fd).st_size
+        self.created_ms = now_ms
+        self._bytes_since_last_index = 0
+        self._max_ts = None             # lazily from the time index
+        self._offset_of_max_ts = None
+        self._rolling_ts = None if self.size else -1   # max timestamp of the first batch
+        self._next_offset = base_offset if self.size == 0 else None
+        self._indexes_ready = False
+        self.active = active
+        if create:
+            self.offset_index.create(active)
+            self.time_index.create(active)
+            self._indexes_ready = True
+        else:
+            self.offset_index._active = active
+            self.time_index._active = active
+
+    def __repr__(self):
+        return f"LogSegment({self.log_path!r}, size={self.size})"
+
+    # -- lazy state -------------------------------------------------------------------------
+    def _ensure_indexes(self) -> None:
+        if self._indexes_ready:
+            return
+        self._indexes_ready = True
+        try:
+            if not (os.path.exists(self.offset_index.path)
+                    and os.path.exists(self.time_index.path)) and self.size:
+                raise CorruptIndexError("index file missing")
+            self.offset_index.load()
+            self.time_index.load()
+            _, last_pos = self.offset_index.last_entry()
+            if last_pos > self.size or (self.size == 0 and self.offset_index.entries):
+                raise CorruptIndexError(f"{self.offset_index.path} points past the log")
+            if self.time_index.last_entry()[1] > self.base_offset + INT32_MAX:
+                raise CorruptIndexError(f"{self.time_index.path} is out of range")
+        except CorruptIndexError:
+            self.recover()
+
+    @property
+    def next_offset(self) -> int:
+        """Offset after the last batch (the base offset for an empty segment)."""
+        if self._next_offset is None:
+            self._ensure_indexes()
+            _, pos = self.offset_index.last_entry()
+            nxt = self.base_offset
+            for h in walk_headers(self.fd, pos, self.size):
+                nxt = h.next_offset
+            self._next_offset = nxt
+        return self._next_offset
+
+    def _load_max_ts(self) -> None:
+        if self._max_ts is None:
+            self._ensure_indexes()
+            self._max_ts, self._offset_of_max_ts = self.time_index.last_entry()
+
+    @property
+    def max_timestamp(self) -> int:
+        self._load_max_ts()
+        return self._max_ts
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        self._load_max_ts()
+        return self._offset_of_max_ts
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime if it has none (retention by time)."""
+        ts = self.max_timestamp
+        if ts >= 0:
+            return ts
+        return int(os.stat(self.log_path).st_mtime * 1000) if os.path.exists(self.log_path) \
+            else self.created_ms
+
+    @property
+    def rolling_based_timestamp(self) -> int:
+        if self._rolling_ts is None:
+            first = next(walk_headers(self.fd, 0, self.size), None)
+            self._rolling_ts = first.max_timestamp if first else -1
+        return self._rolling_ts
+
+    # -- appends ----------------------------------------------------------------------------
+    def can_hold(self, last_offset: int) -> bool:
+        return 0 <= last_offset - self.base_offset <= INT32_MAX
+
+    def append(self, buf, headers: list[BatchHeader]) -> None:
+        """Write the batches ``headers`` (positions relative to ``buf``) at the end of the file."""
+        if not headers:
+            return
+        self._ensure_indexes()
+        self._load_max_ts()
+        start = headers[0].pos
+        end = headers[-1].pos + headers[-1].size
+        if not self.can_hold(headers[-1].last_offset):
+            raise ValueError(f"offset {headers[-1].last_offset} does not fit in segment "
+                             f"{self.base_offset}")
+        physical = self.size
+        view = memoryview(buf)[start:end]
+        written = 0
+        try:
+            while written < len(view):
+                written += os.pwrite(self.fd, view[written:], physical + written)
+        except OSError as e:
+            try:
+                os.ftruncate(self.fd, physical)
+            except OSError:
+                pass
+            kind = errno.errorcode.get(e.errno, str(e.errno))
+            raise StorageError(f"write to {self.log_path} failed ({kind}): {e.strerror}") from e
+        if physical == 0:
+            self._rolling_ts = headers[0].max_timestamp
+        oi, ti, interval = self.offset_index, self.time_index, self.index_interval_bytes
+        for h in headers:
+            pos = physical + h.pos - start
+            if h.max_timestamp > self._max_ts:
+                self._max_ts, self._offset_of_max_ts = h.max_timestamp, h.last_offset
+            if self._bytes_since_last_index > interval:
+                oi.append(h.last_offset, pos)
+                ti.maybe_append(self._max_ts, self._offset_of_max_ts)
+                self._bytes_since_last_index = 0
+            self._bytes_since_last_index += h.size
+        self.size = physical + len(view)
+        self._next_offset = headers[-1].next_offset
+
+    # -- reads ------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+        """Header (``pos`` = file position) of the first batch whose last offset ≥ ``offset``."""
+        self._ensure_indexes()
+        _, pos = self.offset_index.lookup(offset)
+        for h in walk_headers(self.fd, max(pos, starting_position), self.size):
+            if h.last_offset >= offset:
+                return h
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False):
+        """``(FileRegion, first BatchHeader)`` from the batch holding ``start_offset``, or None.
+
+        The region is at most ``max_size`` bytes (at least the first batch when
+        ``min_one_message``) and never extends past ``max_position``.  Like Kafka, the last
+        batch in the region may be cut short; clients drop a partial trailing batch.
+        """
+        h = self.translate_offset(start_offset)
+        if h is None:
+            return None
+        if max_position is None:
+            max_position = self.size
+        limit = max(max_size, h.size) if min_one_message else max_size
+        length = max(0, min(max_position - h.pos, limit))
+        return FileRegion(self.fd, h.pos, length), h
+
+    def read_bytes(self, start_offset: int, max_size: int, max_position: int | None = None,
+                   min_one_message: bool = False) -> bytes:
+        r = self.read(start_offset, max_size, max_position, min_one_message)
+        return r[0].read() if r else b""
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0):
+        """(timestamp, offset) of the first record with timestamp ≥ target at or after
+        ``start_offset``, or None if this segment has none."""
+        self._ensure_indexes()
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(ts_offset, start_offset))
+        for _, h, buf in FileScanner(self.fd, pos, self.size):
+            if h.max_timestamp < timestamp or h.last_offset < start_offset:
+                continue
+            recs = iter_records(buf, h)
+            if recs is None:   # compressed, no codec available: the batch is the answer
+                return max(h.base_timestamp, h.max_timestamp if h.timestamp_type else -1), \
+                    max(h.base_offset, start_offset)
+            for r in recs:
+                if r.timestamp >= timestamp and r.offset >= start_offset:
+                    return r.timestamp, r.offset
+        return None
+
+    # -- roll -------------------------------------------------------------------------------
+    def time_waited_for_roll(self, now_ms: int, max_timestamp_in: int) -> int:
+        ts = self.rolling_based_timestamp
+        if ts >= 0 and max_timestamp_in >= 0:
+            return max_timestamp_in - ts
+        return now_ms - self.created_ms
+
+    def should_roll(self, segment_bytes: int, segment_ms: int, incoming_size: int,
+                    max_timestamp_in: int, last_offset_in: int, now_ms: int) -> bool:
+        self._ensure_indexes()
+        reached_time = self.size > 0 and \
+            self.time_waited_for_roll(now_ms, max_timestamp_in) > segment_ms - self.rolling_jitter_ms
+        return (self.size > segment_bytes - incoming_size or reached_time
+                or self.offset_index.is_full or self.time_index.is_full
+                or not self.can_hold(last_offset_in))
+
+    def on_becoming_inactive(self) -> None:
+        """Final time-index entry, indexes trimmed to their entries."""
+        self._ensure_indexes()
+        self._load_max_ts()
+        self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+        self.active = False
+        self.offset_index.set_active(False)
+        self.time_index.set_active(False)
+
+    def on_becoming_active(self) -> None:
+        self._ensure_indexes()
+        self.active = True
+        self.offset_index.set_active(True)
+        self.time_index.set_active(True)
+
+    # -- recovery & truncation --------------------------------------------------------------
+    def recover(self) -> int:
+        """Rescan with CRC checks, truncate a torn/corrupt tail, rebuild indexes.
+
+        Returns the number of bytes truncated.  Producer state is rebuilt by the Log.
+        """
+        self._indexes_ready = True
+        oi, ti = self.offset_index, self.time_index
+        oi.reset()
+        ti.reset()
+        max_ts, off_max = -1, self.base_offset
+        since = 0
+        valid = 0
+        nxt = self.base_offset
+        first_ts = -1
+        scanner = FileScanner(self.fd, 0, self.size)
+        for pos, h, buf in scanner:
+            try:
+                validate_batch(buf, h)
+            except (CorruptRecordError, InvalidRecordError):
+                break
+            if h.base_offset < nxt or not self.can_hold(h.last_offset):
+                break
+            if valid == 0:
+                first_ts = h.max_timestamp
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, h.last_offset
+            if since > self.index_interval_bytes:
+                oi.append(h.last_offset, pos)
+                ti.maybe_append(max_ts, off_max)
+                since = 0
+            since += h.size
+            valid = pos + h.size
+            nxt = h.next_offset
+        truncated = self.size - valid
+        if truncated:
+            self._ftruncate(valid)
+        ti.maybe_append(max_ts, off_max, skip_full_check=True)
+        oi.persist()
+        ti.persist()
+        self._max_ts, self._offset_of_max_ts = max_ts, off_max
+        self._bytes_since_last_index = since
+        self._next_offset = nxt
+        self._rolling_ts = first_ts
+        return truncated
+
+    def _ftruncate(self, size: int) -> None:
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as e:
+            raise StorageError(f"truncate of {self.log_path} failed: {e}") from e
+        self.size = size
+
+    def truncate_to(self, offset: int, now_ms: int = 0) -> int:
+        """Remove the batch holding ``offset`` and everything after it; returns bytes removed."""
+        h = self.translate_offset(offset)
+        if h is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.persist()
+        self.time_index.persist()
+        removed = self.size - h.pos
+        self._ftruncate(h.pos)
+        self._max_ts, self._offset_of_max_ts = self.time_index.last_entry()
+        self._bytes_since_last_index = 0
+        if self.size == 0:
+            self.created_ms = now_ms
+            self._rolling_ts = -1
+            self._next_offset = self.base_offset
+        else:
+            self._next_offset = h.base_offset
+        return removed
+
+    # -- durability & lifecycle -------------------------------------------------------------
+    def persist_indexes(self) -> None:
+        if self._indexes_ready:
+            self.offset_index.persist()
+            self.time_index.persist()
+
+    def flush(self) -> None:
+        try:
+            os.fsync(self.fd)
+            if self._indexes_ready:
+                self.offset_index.persist(fsync=True)
+                self.time_index.persist(fsync=True)
+        except OSError as e:
+            raise StorageError(f"flush of {self.log_path} failed: {e}") from e
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        try:
+            if self._indexes_ready:
+                self._load_max_ts()
+                self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
+                                             skip_full_check=True)
+                self.offset_index._active = self.time_index._active = False
+                self.offset_index.persist()
+                self.time_index.persist()
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+    def mark_deleted(self) -> None:
+        """Rename the files with ``.deleted`` (the fd stays open for in-flight reads)."""
+        new = self.log_path + DELETED_SUFFIX
+        if os.path.exists(self.log_path):
+            os.replace(self.log_path, new)
+        self.log_path = new
+        self.offset_index.rename(self.offset_index.path + DELETED_SUFFIX)
+        self.time_index.rename(self.time_index.path + DELETED_SUFFIX)
+        self._indexes_ready = True   # never rebuild a deleted segment's index
+
+    def delete(self) -> None:
+        """Close and remove the files now."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
