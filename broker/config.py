@@ -225,18 +225,13 @@ def java_double(v: float) -> str:
     if a == 0 or 1e-3 <= a < 1e7:
         r = repr(float(v))
         return r if ("." in r or "e" in r) else r + ".0"
-    mant, exp = f"{v:.17e}".split("e")
-    # shortest repr mantissa
-    r = repr(float(v))
-    if "e" in r:
-        mant, exp = r.split("e")
-    else:
-        mant, exp = f"{v:e}".split("e")
+    for digits in range(17):                # shortest mantissa that round-trips
+        r = f"{v:.{digits}e}"
+        if float(r) == v:
+            break
+    mant, exp = r.split("e")
     if "." not in mant:
         mant += ".0"
-    mant = mant.rstrip("0") if "." in mant else mant
-    if mant.endswith("."):
-        mant += "0"
     return f"{mant}E{int(exp)}"
 
 

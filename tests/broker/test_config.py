@@ -212,7 +212,8 @@ def test_rendering():
     assert render_value("long", None) is None
     assert java_double(0.5) == "0.5" and java_double(1.0) == "1.0"
     assert java_double(1.7976931348623157e308) == "1.7976931348623157E308"
-    assert java_double(1e7) == "1.0E7"
+    assert java_double(1e7) == "1.0E7" and java_double(123456789.0) == "1.23456789E8"
+    assert java_double(2.5e-5) == "2.5E-5"
 
 
 # ----------------------------------------------------------------- topic configs
