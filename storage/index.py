@@ -167,23 +167,23 @@ class OffsetIndex(_Index):
         if _LITTLE:
             raw.byteswap()
         offs, poss = raw[0::2], raw[1::2]
-        n = len(offs)
-        # preallocated tail: first all-zero entry ends the index (a real entry never has
-        # position 0, since the first batch of a segment never gets one)
-        end = n
-        for i in range(n):
-            if poss[i] == 0 and offs[i] == 0:
-                end = i
-                break
+        # preallocated tail: entries are (offset, position>0) then all zeros (a real entry never
+        # has position 0: the first batch of a segment never gets one).  Binary-search the end.
+        lo, hi = 0, len(poss)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if poss[mid] != 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        end = lo
+        if any(data[end * 8:]):
+            raise CorruptIndexError(f"{self.path}: garbage after entry {end}")
         offs, poss = offs[:end], poss[:end]
-        for i in range(1, end):
-            if offs[i] <= offs[i - 1] or poss[i] < poss[i - 1]:
-                raise CorruptIndexError(f"{self.path}: entry {i} is out of order")
-        if end and (offs[0] < 0 or poss[0] <= 0):
-            raise CorruptIndexError(f"{self.path}: invalid first entry")
-        for i in range(end, n):
-            if offs[i] or poss[i]:
-                raise CorruptIndexError(f"{self.path}: garbage after entry {end}")
+        # Kafka-style sanity check (first/last entries), cheap for large files
+        if end and (offs[0] < 0 or poss[0] <= 0 or offs[-1] < offs[0] or poss[-1] < poss[0]
+                    or (end > 1 and offs[-1] == offs[0])):
+            raise CorruptIndexError(f"{self.path}: entries out of order")
         self._offsets, self._positions = offs, poss
 
     def _encode(self, start: int, end: int) -> bytes:
