@@ -9,8 +9,8 @@ is written with plain ``os.pwrite`` when the owner calls ``persist()`` (on flush
 no file descriptor is held in between, so a broker with thousands of segments keeps only its
 ``.log`` descriptors open.  Entries not yet persisted are lost by a crash, exactly like the
 unflushed part of the log; recovery rebuilds indexes of every segment past the recovery point.
-(Measured on this machine: in-memory bisect ~0.3 µs per lookup vs ~6 µs for a Python binary
-search over an mmap with ``struct.unpack_from``.)
+(Measured by bench/storage_bench.py: ~0.9 µs per lookup in a 200k-entry index, call overhead
+included; persisting and reloading those 200k entries takes ~10 ms.)
 
 While a segment is active its index files are preallocated (sparse) to ``segment.index.bytes``
 rounded down to whole entries, the bytes after the last entry being zero; ``set_active(False)``
