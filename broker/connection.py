@@ -207,7 +207,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         out = bytearray(4)
         regions = []
         api.encode_response_into(out, correlation_id, body, api_key, version, regions)
-        total = len(out) - 4 + sum(r.nbytes for _, r in regions)
+        total = len(out) - 4 + sum(r.length for _, r in regions)
         _SIZE.pack_into(out, 0, total)
         if not regions:
             self.transport.write(out)
@@ -224,7 +224,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for pos, region in regions:
             if pos > prev:
                 write(mv[prev:pos])
-            write(region.read_bytes())
+            write(region.read())
             prev = pos
         if prev < len(out):
             write(mv[prev:])

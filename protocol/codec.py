@@ -13,7 +13,7 @@ of fields read with one precompiled ``struct.Struct``, variable-size fields thro
 ahead of time into ``schema/hot.py`` by ``python -m protocol.generate`` and loaded from there.
 
 Records fields decode to a zero-copy ``memoryview`` of the frame.  On encode a records value may
-be bytes-like or a *file region* (an object with ``nbytes`` and ``read_bytes()``); regions are
+be bytes-like or a *file region* (an object with ``length`` and ``read()``); regions are
 collected in a list so the connection can ``sendfile`` them between the surrounding bytes.
 
 Unknown tagged fields are kept (``_unknown_tags``) so a frame re-encodes byte-exact.

@@ -268,9 +268,9 @@ def w_ncbytes(out, v):
 
 
 def _region_len(v):
-    # A file region (anything with ``nbytes`` but not a buffer) is written by reference: the
-    # connection sends it with sendfile after the bytes before it.
-    return v.nbytes
+    # A file region (an object with ``length`` and ``read()``, such as storage's FileRegion) is
+    # written by reference: the connection sends it after the bytes before it.
+    return v.length
 
 
 def w_records(out, v, regions):
@@ -298,7 +298,7 @@ def w_crecords(out, v, regions):
 def _add_region(out, v, regions):
     if regions is None:
         # No caller to send the region: materialise it.
-        out += v.read_bytes()
+        out += v.read()
     else:
         regions.append((len(out), v))
 

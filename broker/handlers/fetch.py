@@ -1,0 +1,165 @@
+"""Fetch (key 1), v0-16.
+
+v0-3 consumers need legacy message sets (magic 0 for v0-1, magic 1 for v2-3): batches are
+down-converted per partition unless ``message.downconversion.enable`` is false (then
+UNSUPPORTED_VERSION for that partition).  v3+ ``max_bytes`` (KIP-74: the first partition with
+data always gets at least one whole batch).  v4+ isolation level, last stable offset and aborted
+transactions.  v5+ log start offset.  v7+ fetch sessions (KIP-227): this broker answers every
+fetch as a full, sessionless fetch (session id 0), which clients accept.  v9+ current leader
+epoch checks.  v11+ rack id / preferred read replica (always -1).  v12+ flexible.  v13+ topic ids
+instead of names.  v15+ replica state in place of replica id.
+
+Records are answered as file regions (``storage.segment.FileRegion``), not bytes: the
+connection writes the response header and then the region.  A fetch that finds fewer than
+``min_bytes`` parks until an append to one of its partitions wakes it, or ``max_wait_ms`` passes.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from broker.dispatch import handler
+from protocol import records as rec
+from protocol.errors import ErrorCode as E
+from protocol.messages import FetchResponse
+from protocol.primitives import UUID0
+from storage.errors import OffsetOutOfRangeError
+
+R = FetchResponse
+READ_COMMITTED = 1
+
+
+def _resolve(ctrl, topic, version):
+    if version >= 13:
+        info = ctrl.topic_by_id(topic.topic_id) if topic.topic_id != UUID0 else None
+        return info, (E.UNKNOWN_TOPIC_ID if info is None else 0)
+    info = ctrl.topic(topic.topic)
+    return info, (E.UNKNOWN_TOPIC_OR_PARTITION if info is None else 0)
+
+
+def _read_all(ctx, req, plan):
+    """One pass over the requested partitions; returns (responses, bytes found)."""
+    v = ctx.api_version
+    remaining = req.max_bytes if v >= 3 else 0x7FFFFFFF
+    total = 0
+    responses = []
+    for topic, info, terr, parts in plan:
+        out = []
+        for fp, part in parts:
+            pd = R.PartitionData(partition_index=fp.partition, error_code=0, high_watermark=-1,
+                                 last_stable_offset=-1, log_start_offset=-1,
+                                 aborted_transactions=None if v < 4 else [],
+                                 preferred_read_replica=-1, records=b"")
+            out.append(pd)
+            if terr:
+                pd.error_code = terr
+                continue
+            if part is None:
+                pd.error_code = (E.UNKNOWN_TOPIC_OR_PARTITION if fp.partition not in info.partitions
+                                 else E.NOT_LEADER_OR_FOLLOWER)
+                continue
+            if not part.is_leader:
+                pd.error_code = E.NOT_LEADER_OR_FOLLOWER
+                continue
+            if v >= 9 and fp.current_leader_epoch >= 0:
+                if fp.current_leader_epoch < part.leader_epoch:
+                    pd.error_code = E.FENCED_LEADER_EPOCH
+                    continue
+                if fp.current_leader_epoch > part.leader_epoch:
+                    pd.error_code = E.UNKNOWN_LEADER_EPOCH
+                    continue
+            lg = part.log
+            hw = part.high_watermark
+            lso = lg.last_stable_offset()
+            pd.high_watermark = hw
+            pd.last_stable_offset = lso
+            pd.log_start_offset = lg.log_start_offset
+            limit = lso if req.isolation_level == READ_COMMITTED else hw
+            max_bytes = min(fp.partition_max_bytes, remaining) if v >= 3 else fp.partition_max_bytes
+            try:
+                data = lg.read(fp.fetch_offset, max(max_bytes, 0), max_offset=limit,
+                               min_one_message=(total == 0 or v < 3))
+            except OffsetOutOfRangeError:
+                pd.error_code = E.OFFSET_OUT_OF_RANGE
+                continue
+            if not data.regions:
+                pd.records = b""
+                continue
+            if v < 4:
+                if not lg.config.message_downconversion_enable:
+                    pd.error_code = E.UNSUPPORTED_VERSION
+                    continue
+                pd.records = rec.v2_to_legacy(data.read(), 0 if v < 2 else 1)
+                size = len(pd.records)
+            else:
+                region = data.regions[0] if len(data.regions) == 1 else _Joined(data.regions)
+                pd.records = region
+                size = region.length
+            if req.isolation_level == READ_COMMITTED and v >= 4:
+                pd.aborted_transactions = _aborted(lg, fp.fetch_offset, limit)
+            total += size
+            remaining -= size
+        responses.append(R.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id,
+                                                  partitions=out))
+    return responses, total
+
+
+def _aborted(lg, start, end):
+    collect = getattr(lg, "aborted_transactions", None)
+    if collect is None:
+        return []
+    return [R.AbortedTransaction(producer_id=pid, first_offset=first)
+            for pid, first in collect(start, end)]
+
+
+class _Joined:
+    """Several regions answered as one records field."""
+
+    def __init__(self, regions):
+        self.regions = regions
+        self.length = sum(r.length for r in regions)
+
+    def read(self):
+        return b"".join(r.read() for r in self.regions)
+
+
+@handler(1, 0, 16)
+async def fetch(ctx, req):
+    broker = ctx.broker
+    ctrl = broker.controller
+    v = ctx.api_version
+    plan = []
+    for topic in req.topics:
+        info, terr = _resolve(ctrl, topic, v)
+        if info is not None:
+            topic.topic = info.name
+            topic.topic_id = info.topic_id
+        parts = []
+        for fp in topic.partitions:
+            part = broker.replicas.get(info.name, fp.partition) if info is not None else None
+            parts.append((fp, part))
+        plan.append((topic, info, terr, parts))
+    responses, total = _read_all(ctx, req, plan)
+    if total < req.min_bytes and req.max_wait_ms > 0 and not _has_error(responses):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        hosted = [p for _, _, _, parts in plan for _, p in parts if p is not None]
+        while total < req.min_bytes:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or ctx.connection.closed:
+                break
+            fut = loop.create_future()
+            for p in hosted:
+                p.add_waiter(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                for p in hosted:
+                    p.remove_waiter(fut)
+            responses, total = _read_all(ctx, req, plan)
+    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+
+
+def _has_error(responses):
+    return any(pd.error_code for t in responses for pd in t.partitions)

@@ -1,0 +1,77 @@
+"""ListOffsets (key 2), v0-9.
+
+v0: ``max_num_offsets`` and an ``old_style_offsets`` array.  v1+: one (timestamp, offset).
+v2+ isolation level (latest = last stable offset for read_committed).  v4+ current leader epoch
+checks and the leader epoch of the answer.  v6+ flexible.  v7+ max timestamp (-3).  v8+
+earliest local (-4).  v9+ latest tiered (-5, answered like latest: nothing is tiered here).
+
+Consumers (replica id -1) see up to the high watermark: "latest" is the high watermark, which on a
+caught-up partition is the log end offset.  A timestamp past every record answers offset -1.
+"""
+from __future__ import annotations
+
+from broker.dispatch import handler
+from protocol.errors import ErrorCode as E
+from protocol.messages import ListOffsetsResponse
+
+R = ListOffsetsResponse
+EARLIEST, LATEST, MAX_TS, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+
+
+@handler(2, 0, 9)
+async def list_offsets(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    topics = []
+    for t in req.topics:
+        out = []
+        info = broker.controller.topic(t.name)
+        for p in t.partitions:
+            r = R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
+                                               timestamp=-1, offset=-1, leader_epoch=-1)
+            out.append(r)
+            part = broker.replicas.get(t.name, p.partition_index)
+            if info is None or p.partition_index not in info.partitions:
+                r.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if part is None or not part.is_leader:
+                r.error_code = E.NOT_LEADER_OR_FOLLOWER
+                continue
+            if v >= 4 and p.current_leader_epoch >= 0:
+                if p.current_leader_epoch < part.leader_epoch:
+                    r.error_code = E.FENCED_LEADER_EPOCH
+                    continue
+                if p.current_leader_epoch > part.leader_epoch:
+                    r.error_code = E.UNKNOWN_LEADER_EPOCH
+                    continue
+            lg = part.log
+            ts = p.timestamp
+            if req.replica_id >= 0:
+                upper = lg.log_end_offset
+            elif req.isolation_level == 1:
+                upper = lg.last_stable_offset()
+            else:
+                upper = part.high_watermark
+            if ts in (LATEST, LATEST_TIERED):
+                found = (-1, upper)
+            elif ts in (EARLIEST, EARLIEST_LOCAL):
+                found = (-1, lg.log_start_offset)
+            else:
+                found = lg.offset_for_timestamp(ts)
+                if found is not None and found[1] >= upper:
+                    found = None
+            if v == 0:
+                offsets = [] if found is None else [found[1]]
+                if ts == LATEST and lg.log_start_offset not in offsets and p.max_num_offsets > 1:
+                    offsets.append(lg.log_start_offset)
+                r.old_style_offsets = offsets[:max(p.max_num_offsets, 0)]
+                continue
+            if found is None:
+                r.timestamp, r.offset = -1, -1
+                continue
+            r.timestamp, r.offset = found
+            if v >= 4:
+                r.leader_epoch = (part.leader_epoch if ts in (LATEST, LATEST_TIERED)
+                                  else lg.epoch_cache.epoch_for_offset(r.offset))
+        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=out))
+    return R(throttle_time_ms=0, topics=topics)

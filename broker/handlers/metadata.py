@@ -1,0 +1,101 @@
+"""Metadata (key 3), v0-12.
+
+v0: an empty topic list means all topics.  v1+: null means all, and brokers carry racks, the
+response the controller id and ``is_internal``.  v2+ cluster id.  v4+ ``allow_auto_topic_creation``.
+v5+ offline replicas.  v7+ leader epochs.  v8-10 authorized operations (not computed: INT_MIN).
+v9+ flexible.  v10+ topic ids.  v12 topics may be looked up by id.
+
+Unknown topics are created when ``auto.create.topics.enable`` is true and the request allows it
+(v4+; always for older versions) — with ``num.partitions`` and ``default.replication.factor``.
+"""
+from __future__ import annotations
+
+from broker.dispatch import handler
+from controller.api import CreatableTopic, validate_topic_name
+from protocol.errors import ErrorCode as E
+from protocol.messages import MetadataResponse
+from protocol.primitives import UUID0
+
+R = MetadataResponse
+INT_MIN = -2147483648
+
+
+def broker_list(broker, listener_name):
+    out = []
+    for b in broker.controller.brokers():
+        for name, host, port, _proto in b.endpoints:
+            if name == listener_name:
+                out.append(R.MetadataResponseBroker(node_id=b.id, host=host, port=port, rack=b.rack))
+                break
+    return out
+
+
+def topic_entry(info, version, error=0):
+    parts = []
+    for p in sorted(info.partitions):
+        s = info.partitions[p]
+        parts.append(R.MetadataResponsePartition(
+            error_code=E.LEADER_NOT_AVAILABLE if s.leader < 0 else 0,
+            partition_index=p, leader_id=s.leader, leader_epoch=s.leader_epoch,
+            replica_nodes=list(s.replicas), isr_nodes=list(s.isr), offline_replicas=[]))
+    return R.MetadataResponseTopic(error_code=error, name=info.name, topic_id=info.topic_id,
+                                   is_internal=info.internal, partitions=parts,
+                                   topic_authorized_operations=INT_MIN)
+
+
+@handler(3, 0, 12)
+async def metadata(ctx, req):
+    broker = ctx.broker
+    ctrl = broker.controller
+    v = ctx.api_version
+    topics_out = []
+    if req.topics is None or (v == 0 and not req.topics):
+        for name, info in sorted(ctrl.topics().items()):
+            topics_out.append(topic_entry(info, v))
+    else:
+        auto = broker.config.get("auto.create.topics.enable") and (v < 4 or req.allow_auto_topic_creation)
+        to_create = []
+        for t in req.topics:
+            name = t.name
+            if name is None:
+                info = ctrl.topic_by_id(t.topic_id) if t.topic_id != UUID0 else None
+                if info is None:
+                    topics_out.append(R.MetadataResponseTopic(
+                        error_code=E.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id,
+                        topic_authorized_operations=INT_MIN))
+                else:
+                    topics_out.append(topic_entry(info, v))
+                continue
+            info = ctrl.topic(name)
+            if info is not None:
+                topics_out.append(topic_entry(info, v))
+            elif validate_topic_name(name) is not None:
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=E.INVALID_TOPIC_EXCEPTION, name=name, topic_id=UUID0,
+                    topic_authorized_operations=INT_MIN))
+            elif auto and not name.startswith("__"):
+                to_create.append(name)
+                topics_out.append(name)      # placeholder, filled below
+            else:
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=UUID0,
+                    topic_authorized_operations=INT_MIN))
+        if to_create:
+            results = await ctrl.create_topics([CreatableTopic(n) for n in to_create])
+            errors = {r.name: r.error_code for r in results}
+            for i, entry in enumerate(topics_out):
+                if isinstance(entry, str):
+                    info = ctrl.topic(entry)
+                    err = errors.get(entry, 0)
+                    if info is not None and err in (0, E.TOPIC_ALREADY_EXISTS):
+                        topics_out[i] = topic_entry(info, v)
+                    else:
+                        code = E.LEADER_NOT_AVAILABLE if err == 0 else (
+                            E.INVALID_REPLICATION_FACTOR if err == E.INVALID_REPLICATION_FACTOR
+                            else E.UNKNOWN_TOPIC_OR_PARTITION)
+                        topics_out[i] = R.MetadataResponseTopic(
+                            error_code=code, name=entry, topic_id=UUID0,
+                            topic_authorized_operations=INT_MIN)
+    return R(throttle_time_ms=0, brokers=broker_list(broker, ctx.connection.listener_name),
+             cluster_id=ctrl.cluster_id, controller_id=ctrl.controller_id, topics=topics_out,
+             cluster_authorized_operations=INT_MIN)

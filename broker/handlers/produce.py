@@ -1,0 +1,159 @@
+"""Produce (key 0), v0-11.
+
+v0-2 carry legacy message sets (magic 0/1); they are up-converted to v2 batches on append, as a
+3.x broker does.  v3+ add the transactional id and must carry exactly one v2 batch per partition.
+v7+ may use zstd (older versions: UNSUPPORTED_COMPRESSION_TYPE).  v8+ record errors and an error
+message.  v9+ flexible.  v10-11 add KIP-951 leader hints and TRANSACTION_ABORTABLE.
+
+The records of each partition stay a memoryview into the received frame: offsets and the leader
+epoch are patched into it in place and it is written to the log as is (storage/log.py).
+acks=0 gets no response at all; acks=-1 waits for the ISR (on one broker: this broker).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.dispatch import handler
+from protocol import records as rec
+from protocol.errors import ErrorCode as E
+from protocol.messages import ProduceResponse
+from storage import errors as se
+
+log = logging.getLogger("odradek.produce")
+R = ProduceResponse
+
+_ERRORS = (
+    (rec.CorruptRecordError, E.CORRUPT_MESSAGE),
+    (se.RecordTooLargeError, E.MESSAGE_TOO_LARGE),
+    (se.InvalidTimestampError, E.INVALID_TIMESTAMP),
+    (se.OutOfOrderSequenceError, E.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (se.InvalidProducerEpochError, E.INVALID_PRODUCER_EPOCH),
+    (se.UnknownProducerIdError, E.UNKNOWN_PRODUCER_ID),
+    (se.InvalidTxnStateError, E.INVALID_TXN_STATE),
+    (rec.InvalidRecordError, E.INVALID_RECORD),
+    (se.StorageError, E.KAFKA_STORAGE_ERROR),
+    (OSError, E.KAFKA_STORAGE_ERROR),
+)
+
+
+def _error_code(exc) -> int:
+    for cls, code in _ERRORS:
+        if isinstance(exc, cls):
+            return code
+    return E.UNKNOWN_SERVER_ERROR
+
+
+def _prepare(records, version, log_cfg):
+    """Check the shape of a partition's records; up-convert legacy message sets.
+
+    Returns the buffer to append (a writable memoryview or bytearray)."""
+    if records is None or len(records) == 0:
+        raise rec.InvalidRecordError("produce request without records")
+    if len(records) <= rec.MAGIC_OFFSET:
+        raise rec.CorruptRecordError("records shorter than a batch header")
+    magic = records[rec.MAGIC_OFFSET]
+    if magic < 2:
+        if version >= 3:
+            raise rec.InvalidRecordError("produce v3+ must carry v2 record batches")
+        return rec.legacy_to_v2(records, timestamp_type=log_cfg.message_timestamp_type)
+    if magic != 2:
+        raise rec.CorruptRecordError(f"unknown magic {magic}")
+    if version >= 3:
+        h = rec.read_header(records, 0)
+        if h.size != len(records):
+            raise rec.InvalidRecordError("produce v3+ must carry exactly one record batch")
+        if h.compression == 4 and version < 7:
+            raise _Unsupported()
+    elif any(h.compression == 4 for h in rec.iter_batches(records)):
+        raise _Unsupported()
+    return records
+
+
+class _Unsupported(Exception):
+    pass
+
+
+@handler(0, 0, 11)
+async def produce(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    acks = req.acks
+    replicas = broker.replicas
+    ctrl = broker.controller
+    responses = []
+    waits = []
+    for topic in req.topic_data:
+        out_parts = []
+        info = ctrl.topic(topic.name)
+        for pd in topic.partition_data:
+            resp = R.PartitionProduceResponse(index=pd.index, error_code=0, base_offset=-1,
+                                              log_append_time_ms=-1, log_start_offset=-1)
+            out_parts.append(resp)
+            if acks not in (-1, 0, 1):
+                resp.error_code = E.INVALID_REQUIRED_ACKS
+                continue
+            if info is None or pd.index not in info.partitions:
+                resp.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if info.internal and topic.name == "__consumer_offsets":
+                resp.error_code = E.INVALID_TOPIC_EXCEPTION
+                continue
+            part = replicas.get(topic.name, pd.index)
+            if part is None or not part.is_leader:
+                resp.error_code = E.NOT_LEADER_OR_FOLLOWER
+                continue
+            lg = part.log
+            if acks == -1 and len(part.isr) < lg.config.min_insync_replicas:
+                resp.error_code = E.NOT_ENOUGH_REPLICAS
+                continue
+            try:
+                buf = _prepare(pd.records, v, lg.config)
+                res = lg.append(buf, part.leader_epoch)
+            except _Unsupported:
+                resp.error_code = E.UNSUPPORTED_COMPRESSION_TYPE
+                continue
+            except Exception as exc:   # mapped to Kafka's error for the partition
+                code = _error_code(exc)
+                resp.error_code = code
+                if v >= 8:
+                    resp.error_message = str(exc)
+                if code == E.UNKNOWN_SERVER_ERROR:
+                    log.exception("append to %s-%d failed", topic.name, pd.index)
+                elif code == E.KAFKA_STORAGE_ERROR:
+                    log.error("append to %s-%d failed: %s", topic.name, pd.index, exc)
+                continue
+            resp.base_offset = res.first_offset
+            resp.log_append_time_ms = res.log_append_time
+            resp.log_start_offset = res.log_start_offset
+            if not res.duplicate:
+                part.after_append()
+            if acks == -1:
+                waits.append((part, res.last_offset + 1, resp))
+        responses.append(R.TopicProduceResponse(name=topic.name, partition_responses=out_parts))
+    if acks == 0:
+        return None
+    if waits:
+        await _await_isr(waits, req.timeout_ms)
+    return R(responses=responses, throttle_time_ms=0)
+
+
+async def _await_isr(waits, timeout_ms):
+    """acks=all: wait until each partition's high watermark covers its append."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    for part, needed, resp in waits:
+        while part.high_watermark < needed:
+            if len(part.isr) < part.log.config.min_insync_replicas:
+                resp.error_code = E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                resp.error_code = E.REQUEST_TIMED_OUT
+                break
+            fut = loop.create_future()
+            part.add_waiter(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                part.remove_waiter(fut)

@@ -1,0 +1,144 @@
+"""Partitions this broker hosts: leadership, high watermark, and waiters on both.
+
+How this works
+--------------
+``ReplicaManager.sync(topics)`` is called with the controller's view whenever metadata changes:
+it opens (or creates) the log of every partition whose replica list contains this broker,
+updates leader/epoch/ISR, and deletes the logs of topics that disappeared.
+
+A ``Partition`` wraps one ``storage.Log``.  Appends happen on the event loop (serialised by the
+loop itself: ``Log.append`` never awaits).  After an append, or whenever the high watermark
+moves, the partition wakes every waiter registered with ``add_waiter`` — long-poll fetches and
+acks=all produces ``await`` those futures with their own timeouts.
+
+On a single broker the ISR is just this broker, so the high watermark is the log end offset.
+Followers and ISR tracking (the cluster) plug in at ``maybe_advance_high_watermark``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.config import ConfigError, effective_topic_config
+from storage.config import LogConfig
+
+log = logging.getLogger("odradek.replica")
+
+
+def log_config_for(broker_cfg, overrides) -> LogConfig:
+    """A storage LogConfig from the broker defaults plus a topic's overrides."""
+    eff = effective_topic_config(broker_cfg, overrides)
+    props = {}
+    for k, v in eff.items():
+        if isinstance(v, (list, tuple)):
+            v = ",".join(str(x) for x in v)
+        props[k] = v
+    return LogConfig.from_properties(props)
+
+
+class Partition:
+    """One hosted partition.  Owned by the event loop; not thread-safe."""
+
+    def __init__(self, manager, topic, partition, topic_id, log_):
+        self.manager = manager
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.log = log_
+        self.leader_id = -1
+        self.leader_epoch = 0
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self._waiters: list[asyncio.Future] = []
+        # Single node: everything below the log end offset is committed.
+        self.log.update_high_watermark(self.log.log_end_offset)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.manager.broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def add_waiter(self, fut: asyncio.Future) -> None:
+        self._waiters.append(fut)
+
+    def remove_waiter(self, fut: asyncio.Future) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def wake(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for f in waiters:
+                if not f.done():
+                    f.set_result(None)
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Move the high watermark to the minimum log end offset over the ISR."""
+        new = self.log.log_end_offset   # only this broker is in the ISR (single node)
+        if new != self.log.high_watermark:
+            self.log.update_high_watermark(new)
+            return True
+        return False
+
+    def after_append(self) -> None:
+        self.maybe_advance_high_watermark()
+        self.wake()
+
+
+class ReplicaManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def sync(self, topics: dict) -> None:
+        """Bring hosted partitions in line with the controller's topics snapshot."""
+        lm = self.broker.log_manager
+        cfg = self.broker.config
+        wanted = set()
+        for name, info in topics.items():
+            try:
+                lcfg = log_config_for(cfg, info.configs)
+            except ConfigError as e:
+                log.error("topic %s has an invalid config (%s); using broker defaults", name, e)
+                lcfg = log_config_for(cfg, {})
+            tid = _b64(info.topic_id)
+            for p, state in info.partitions.items():
+                if self.broker_id not in state.replicas:
+                    continue
+                key = (name, p)
+                wanted.add(key)
+                part = self.partitions.get(key)
+                if part is None:
+                    lg = lm.get_or_create_log(name, p, lcfg, topic_id=tid)
+                    part = self.partitions[key] = Partition(self, name, p, info.topic_id, lg)
+                else:
+                    part.log.config = lcfg
+                part.leader_id = state.leader
+                part.leader_epoch = state.leader_epoch
+                part.replicas = list(state.replicas)
+                part.isr = list(state.isr)
+        for key in [k for k in self.partitions if k not in wanted]:
+            part = self.partitions.pop(key)
+            part.wake()
+            lm.delete_log(*key)
+            log.info("deleted log of %s-%d", *key)
+
+    def update_configs(self, topic: str, overrides: dict) -> None:
+        lcfg = log_config_for(self.broker.config, overrides)
+        for (t, _), part in self.partitions.items():
+            if t == topic:
+                part.log.config = lcfg
+
+
+def _b64(u):
+    from controller.api import uuid_to_base64
+    return uuid_to_base64(u)

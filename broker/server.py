@@ -1,0 +1,220 @@
+"""Composition root: start-up order, listeners, background tasks, clean shutdown.
+
+Start: controller (embedded store, or ZooKeeper later) -> log manager (locks the log dirs,
+recovers logs) -> replica manager (opens the hosted partitions) -> coordinators -> listeners.
+Stop (SIGTERM/SIGINT): close listeners, let in-flight requests finish, close connections, stop
+coordinators, flush and checkpoint every log, write the clean-shutdown marker, stop controller.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+
+from broker import dispatch
+from broker.config import BrokerConfig, ConfigError
+from broker.connection import KafkaConnection
+from broker.replica import ReplicaManager, log_config_for
+
+log = logging.getLogger("odradek.server")
+
+
+class Broker:
+    """One broker process.  Everything it owns is used from its event loop only."""
+
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.connections: set[KafkaConnection] = set()
+        self.servers: list[asyncio.AbstractServer] = []
+        self.tasks: list[asyncio.Task] = []
+        self.metrics = None
+        self.groups = None
+        self.txns = None
+        self.controller = None
+        self.log_manager = None
+        self.replicas = None
+        self.started_at = time.time()
+        self._stopping = False
+
+    # -- start ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        dispatch.load_handlers()
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        if cfg.zookeeper_connect:
+            raise ConfigError("zookeeper.connect is set, but the ZooKeeper controller is not "
+                              "available in this build; remove it to use the embedded store",
+                              "zookeeper.connect")
+        from controller.single_node import SingleNodeController
+        from storage.log_manager import LogManager
+        self.controller = SingleNodeController(cfg)
+        await self.controller.start()
+        self.broker_id = self.controller.broker_id
+        ctrl = self.controller
+
+        def topic_config(topic):
+            info = ctrl.topic(topic)
+            return log_config_for(cfg, info.configs if info else {})
+
+        t0 = time.monotonic()
+        self.log_manager = await loop.run_in_executor(None, lambda: LogManager(
+            cfg.log_dirs(), log_config_for(cfg, {}), broker_id=self.broker_id,
+            cluster_id=ctrl.cluster_id, topic_configs=topic_config))
+        log.info("loaded %d logs in %.0f ms", len(self.log_manager.logs),
+                 (time.monotonic() - t0) * 1000)
+        from controller.api import BrokerInfo
+        await ctrl.register_broker(BrokerInfo(
+            self.broker_id, [tuple(e) for e in cfg.advertised_listeners()], cfg.get("broker.rack")))
+        self.replicas = ReplicaManager(self)
+        self.replicas.sync(ctrl.topics())
+        ctrl.subscribe(self._on_metadata_event)
+        await self._start_coordinators()
+        for ep in cfg.listeners():
+            host = ep.host or None
+            server = await loop.create_server(
+                lambda name=ep.listener_name: KafkaConnection(self, name),
+                host, ep.port, reuse_address=True,
+                backlog=cfg.get("socket.listen.backlog.size"))
+            self.servers.append(server)
+            log.info("listening on %s://%s:%d", ep.listener_name, ep.host or "0.0.0.0", ep.port)
+        self._schedule_background()
+        log.info("[KafkaServer id=%d] started (cluster id %s)", self.broker_id, ctrl.cluster_id)
+
+    async def _start_coordinators(self) -> None:
+        try:
+            from broker.group_log import attach_group_coordinator
+        except ImportError:
+            return
+        await attach_group_coordinator(self)
+
+    def _on_metadata_event(self, event) -> None:
+        from controller.api import ConfigsChanged
+        if isinstance(event, ConfigsChanged) and event.entity_type == "topics":
+            info = self.controller.topic(event.entity_name)
+            if info is not None:
+                self.replicas.update_configs(event.entity_name, info.configs)
+            return
+        self.replicas.sync(self.controller.topics())
+
+    # -- background work ----------------------------------------------------------------------
+    def _every(self, ms, fn, name):
+        async def run():
+            while True:
+                await asyncio.sleep(ms / 1000)
+                try:
+                    r = fn()
+                    if asyncio.iscoroutine(r):
+                        await r
+                except Exception:
+                    log.exception("background task %s failed", name)
+        self.tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
+
+    def _schedule_background(self) -> None:
+        cfg = self.config
+        lm = self.log_manager
+        self._every(cfg.get("log.retention.check.interval.ms"), lm.cleanup_logs, "retention")
+        self._every(cfg.get("replica.high.watermark.checkpoint.interval.ms"),
+                    lm.checkpoint_high_watermarks, "hw-checkpoint")
+        self._every(cfg.get("log.flush.offset.checkpoint.interval.ms"),
+                    lm.checkpoint_recovery_points, "recovery-checkpoint")
+        self._every(cfg.get("log.flush.start.offset.checkpoint.interval.ms"),
+                    lm.checkpoint_log_start_offsets, "log-start-checkpoint")
+        self._every(min(cfg.get("log.flush.scheduler.interval.ms"), 1000), self._flush_due,
+                    "flusher")
+        idle = cfg.get("connections.max.idle.ms")
+        if idle > 0:
+            self._every(min(idle, 10000), lambda: self._close_idle(idle), "idle-connections")
+
+    async def _flush_due(self):
+        loop = asyncio.get_running_loop()
+        for lg in self.log_manager.flush_dirty_logs():
+            job = lg.start_flush()
+            await loop.run_in_executor(None, job.run)
+            if not lg.closed:
+                lg.finish_flush(job)
+
+    def _close_idle(self, idle_ms):
+        now = time.monotonic()
+        for c in list(self.connections):
+            if not c.in_flight and not c.queue and now - c.last_active > idle_ms / 1000:
+                log.info("closing idle connection from %s:%s", *c.peer)
+                c.close()
+
+    # -- stop ----------------------------------------------------------------------------------
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        for s in self.servers:
+            s.close()
+        deadline = time.monotonic() + 10
+        while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for c in list(self.connections):
+            c.close()
+        for t in self.tasks:
+            t.cancel()
+        if self.groups is not None:
+            try:
+                await self.groups.stop()
+            except Exception:
+                log.exception("stopping the group coordinator failed")
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        if self.controller is not None:
+            await self.controller.stop()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+
+def _parse_args(argv):
+    ap = argparse.ArgumentParser(prog="kafka-server-start.sh",
+                                 description="Start an Odradek broker.")
+    ap.add_argument("config", help="server.properties file")
+    ap.add_argument("--override", action="append", default=[], metavar="key=value",
+                    help="override a property from the file (repeatable)")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"),
+                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    try:
+        config = BrokerConfig.from_file(args.config, args.override)
+        config.validate()
+    except (ConfigError, OSError) as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config) -> int:
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except Exception as e:
+        from storage.errors import StorageError
+        if isinstance(e, (ConfigError, StorageError, OSError)):
+            log.error("fatal error during start-up: %s", e)
+        else:
+            log.exception("fatal error during start-up")
+        await broker.stop()
+        return 1
+    await stop.wait()
+    await broker.stop()
+    return 0
