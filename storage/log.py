@@ -277,8 +277,20 @@ class Log:
         return max(0, bisect_right(self.bases, offset) - 1)
 
     # -- appends ----------------------------------------------------------------------------
+    @staticmethod
+    def _writable(records):
+        """``records`` itself when offsets can be patched into it in place (a bytearray, or a
+        writable, contiguous byte memoryview such as a slice of a received frame); otherwise
+        a bytearray copy (bytes, read-only views).  The hot path (produce) never copies."""
+        if isinstance(records, bytearray):
+            return records
+        if isinstance(records, memoryview) and not records.readonly \
+                and records.c_contiguous and records.itemsize == 1:
+            return records if records.format == "B" else records.cast("B")
+        return bytearray(records)
+
     def _parse(self, records):
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        buf = self._writable(records)
         headers = []
         for h in scan_batches(buf):
             if isinstance(h, TruncatedBatch):
@@ -291,7 +303,7 @@ class Log:
     def append(self, records, leader_epoch: int, *, origin: str = "client",
                now: int | None = None) -> LogAppendInfo:
         """Leader append of one or more v2 batches (``records`` is patched in place when it is
-        a bytearray).  ``origin``: "client" (sequence checks, no control batches) or
+        a bytearray or a writable memoryview; no reference to it is kept after the call).  ``origin``: "client" (sequence checks, no control batches) or
         "coordinator" (transaction markers)."""
         now = self.time_ms() if now is None else now
         cfg = self.config

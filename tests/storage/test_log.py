@@ -328,3 +328,26 @@ def test_log_manager_lifecycle(tmp_path, clock):
     with pytest.raises(StorageError):
         LogManager([str(tmp_path / "other")], broker_id=1, cluster_id="x")._check_meta(d)
     lm.shutdown()
+
+
+def test_append_patches_a_writable_memoryview_in_place_and_keeps_no_reference(tmp_path, clock):
+    """The produce path hands over a memoryview into the received frame: no copy, no leak."""
+    log = Log(str(tmp_path / "mv-0"), cfg(), time_ms=clock)
+    log.append(make_batch([b"x"]), leader_epoch=0)
+    frame = bytearray(b"HEAD") + make_batch([b"a", b"b"]) + bytearray(b"TAIL")
+    view = memoryview(frame)[4:-4]
+    info = log.append(view, leader_epoch=3)
+    assert (info.first_offset, info.last_offset) == (1, 2)
+    h = read_header(frame, 4)           # patched in the frame itself: nothing was copied
+    assert (h.base_offset, h.partition_leader_epoch) == (1, 3)
+    view.release()
+    frame.extend(b"!")                  # BufferError if the log still exported the frame
+    assert offsets_in(log.read_bytes(1, 10 ** 6)) == [(1, 2)]
+
+
+def test_append_copies_read_only_input(tmp_path, clock):
+    log = Log(str(tmp_path / "ro-0"), cfg(), time_ms=clock)
+    data = bytes(make_batch([b"a"]))
+    log.append(memoryview(data), leader_epoch=0)
+    log.append(data, leader_epoch=0)
+    assert offsets_in(log.read_bytes(0, 10 ** 6)) == [(0, 0), (1, 1)]

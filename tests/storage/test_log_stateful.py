@@ -92,6 +92,8 @@ class LogMachine(RuleBasedStateMachine):
                     f.truncate(size - cut)
                 self.leo = self.model[-1][0]
                 self.model.pop()
+                # a torn tail below the log start offset: the log start cannot pass the end
+                self.start = min(self.start, self.leo)
         self.log = Log(self.dir, config(), recovery_point=rp, log_start_offset=self.start,
                        clean_shutdown=False)
 
