@@ -1,0 +1,311 @@
+"""kafka-console-consumer.sh: consume records and print them to stdout."""
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import signal
+import sys
+import time
+
+from tools.common import (OptionParser, ToolError, UsageError, cluster_from, load_properties,
+                          parse_kv_list, parse_or_exit, run, topic_matcher)
+from tools.kclient import EARLIEST, LATEST, Consumer
+
+DESCRIPTION = "This tool reads records from Kafka topics and writes them to standard output."
+
+
+def build_parser() -> OptionParser:
+    p = OptionParser(DESCRIPTION)
+    p.add("help", "Print usage information.")
+    p.add("version", "Display Kafka version.")
+    p.add("topic", "The topic to consume.", "topic")
+    p.add("include", "A regular expression of the topics to consume (internal topics are left "
+                     "out).", "Java regex (String)", alias=("whitelist",))
+    p.add("partition", "Consume only this partition (without a group); starts at the end "
+                       "unless --from-beginning or --offset says otherwise.", "partition",
+          type=int)
+    p.add("offset", "Where to start in --partition: a non-negative offset, 'earliest' or "
+                    "'latest'.", "consume offset", default="latest")
+    p.add("consumer-property", "A consumer setting, key=value (repeatable).", "consumer_prop",
+          multi=True)
+    p.add("consumer.config", "A properties file of consumer settings (--consumer-property "
+                             "wins).", "config file")
+    p.add("command-config", "Same as --consumer.config.", "config file")
+    p.add("formatter", "Only the default formatter is available.", "class",
+          default="org.apache.kafka.tools.consumer.DefaultMessageFormatter")
+    p.add("property", "A formatter setting, key=value (repeatable): print.timestamp, print.key, "
+                      "print.offset, print.partition, print.headers, print.value, key.separator, "
+                      "line.separator, headers.separator, null.literal.", "prop", multi=True)
+    p.add("formatter-config", "A properties file of formatter settings (--property wins).",
+          "config file")
+    p.add("from-beginning", "Start at the earliest offset when there is no committed offset "
+                            "(auto.offset.reset=earliest).")
+    p.add("max-messages", "Exit after this many messages (default: consume forever).",
+          "num_messages", type=int)
+    p.add("timeout-ms", "Exit when no message arrives for this long, in ms.", "timeout_ms",
+          type=int)
+    p.add("skip-message-on-error", "Skip a message that cannot be printed instead of stopping.")
+    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server to connect to")
+    p.add("key-deserializer", "Only byte keys are supported; accepted for compatibility.",
+          "deserializer for key")
+    p.add("value-deserializer", "Only byte values are supported; accepted for compatibility.",
+          "deserializer for values")
+    p.add("enable-systest-events", "Print 'shutdown_complete' when the consumer stops.")
+    p.add("isolation-level", "read_committed hides records of aborted transactions; "
+                             "read_uncommitted shows everything.", "isolation level",
+          default="read_uncommitted")
+    p.add("group", "The consumer group to join (offsets are committed there).",
+          "consumer group id")
+    return p
+
+
+class Formatter:
+    def __init__(self, props):
+        b = lambda k, d: props.get(k, d).strip().lower() == "true"  # noqa: E731
+        self.print_timestamp = b("print.timestamp", "false")
+        self.print_key = b("print.key", "false")
+        self.print_offset = b("print.offset", "false")
+        self.print_partition = b("print.partition", "false")
+        self.print_headers = b("print.headers", "false")
+        self.print_value = b("print.value", "true")
+        self.print_epoch = b("print.epoch", "false")
+        self.key_sep = _unescape(props.get("key.separator", "\t")).encode()
+        self.line_sep = _unescape(props.get("line.separator", "\n")).encode()
+        self.headers_sep = _unescape(props.get("headers.separator", ",")).encode()
+        self.null = _unescape(props.get("null.literal", "null")).encode()
+
+    def format(self, r) -> bytes:
+        cols = []
+        if self.print_timestamp:
+            if r.timestamp_type < 0 or r.timestamp is None or r.timestamp < 0 and r.timestamp_type < 0:
+                cols.append(b"NO_TIMESTAMP")
+            else:
+                kind = b"LogAppendTime" if r.timestamp_type == 1 else b"CreateTime"
+                cols.append(kind + b":" + str(r.timestamp).encode())
+        if self.print_partition:
+            cols.append(b"Partition:" + str(r.partition).encode())
+        if self.print_offset:
+            cols.append(b"Offset:" + str(r.offset).encode())
+        if self.print_epoch:
+            ep = r.leader_epoch
+            cols.append(b"Epoch:" + (str(ep).encode() if ep is not None and ep >= 0 else b"NOT_PRESENT"))
+        if self.print_headers:
+            if not r.headers:
+                cols.append(b"NO_HEADERS")
+            else:
+                cols.append(self.headers_sep.join(
+                    k.encode() + b":" + (self.null if v is None else v) for k, v in r.headers))
+        if self.print_key:
+            cols.append(self.null if r.key is None else r.key)
+        if self.print_value:
+            cols.append(self.null if r.value is None else r.value)
+        return self.key_sep.join(cols) + self.line_sep
+
+
+def _unescape(s: str) -> str:
+    return s.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in s else s
+
+
+def check_args(p, o):
+    given = [x for x in ("topic", "include") if o.get(x)]
+    if len(given) != 1:
+        p.usage_exit("Exactly one of --include/--topic is required. ")
+    if o.has("partition"):
+        if not o.has("topic"):
+            p.usage_exit("The topic is required when partition is specified.")
+        if o.has("from-beginning") and o.has("offset"):
+            p.usage_exit("Options from-beginning and offset cannot be specified together.")
+    elif o.has("offset"):
+        p.usage_exit("The partition is required when offset is specified.")
+    if not o.has("bootstrap-server"):
+        p.usage_exit("Missing required argument \"[bootstrap-server]\"")
+    if o.get("isolation-level") not in ("read_committed", "read_uncommitted"):
+        p.usage_exit(f"Invalid value {o.get('isolation-level')} for configuration "
+                     f"isolation.level: String must be one of: read_committed, read_uncommitted")
+    if o.has("offset"):
+        v = o["offset"].lower()
+        if v not in ("earliest", "latest"):
+            try:
+                if int(v) < 0:
+                    raise ValueError
+            except ValueError:
+                p.usage_exit(f"The provided offset value '{o['offset']}' is incorrect. Valid values "
+                             f"are 'earliest', 'latest', or a non-negative long.")
+
+
+def consumer_settings(p, o):
+    file_props = {}
+    for key in ("command-config", "consumer.config"):
+        if o.get(key):
+            file_props.update(load_properties(o[key]))
+    try:
+        extra = parse_kv_list(o["consumer-property"], "consumer property")
+    except UsageError as e:
+        p.usage_exit(str(e))
+    groups = []
+    for src in (o.get("group"), file_props.get("group.id"), extra.get("group.id")):
+        if src and src not in groups:
+            groups.append(src)
+    if len(groups) > 1:
+        p.usage_exit("The group ids given with --group, --consumer-property and "
+                     "--consumer.config differ: " + ", ".join(f"'{g}'" for g in groups))
+    if groups and o.has("partition"):
+        p.usage_exit("Options group and partition cannot be specified together.")
+    props = dict(file_props)
+    props.update(extra)
+    if "auto.offset.reset" in props:
+        if o.has("from-beginning") and props["auto.offset.reset"] != "earliest":
+            raise ToolError(f"Can't simultaneously specify --from-beginning and "
+                            f"'auto.offset.reset={props['auto.offset.reset']}', please remove one option")
+    else:
+        props["auto.offset.reset"] = "earliest" if o.has("from-beginning") else "latest"
+    props.setdefault("client.id", "console-consumer")
+    if o.has("isolation-level"):
+        props["isolation.level"] = o["isolation-level"]
+    if groups:
+        props["group.id"] = groups[0]
+    return props
+
+
+async def consume(o, props) -> int:
+    fmt_props = {}
+    if o.get("formatter-config"):
+        fmt_props.update(load_properties(o["formatter-config"]))
+    fmt_props.update(parse_kv_list(o["property"]))
+    formatter = Formatter(fmt_props)
+    if props["auto.offset.reset"] not in ("earliest", "latest", "none"):
+        raise ToolError(f"Invalid value {props['auto.offset.reset']} for configuration "
+                        f"auto.offset.reset: String must be one of: latest, earliest, none")
+    client = await cluster_from(o, props, client_id=props["client.id"])
+    group = props.get("group.id")
+    b = lambda k, d: props.get(k, d).strip().lower() == "true"  # noqa: E731
+    consumer = Consumer(
+        client, group_id=group, auto_offset_reset=props["auto.offset.reset"],
+        isolation_level=1 if props.get("isolation.level") == "read_committed" else 0,
+        enable_auto_commit=b("enable.auto.commit", "true"),
+        auto_commit_interval_ms=int(props.get("auto.commit.interval.ms", 5000)),
+        session_timeout_ms=int(props.get("session.timeout.ms", 45000)),
+        heartbeat_interval_ms=int(props.get("heartbeat.interval.ms", 3000)),
+        fetch_max_wait_ms=int(props.get("fetch.max.wait.ms", 500)),
+        fetch_min_bytes=int(props.get("fetch.min.bytes", 1)),
+        max_partition_fetch_bytes=int(props.get("max.partition.fetch.bytes", 1048576)),
+        group_instance_id=props.get("group.instance.id"), client_id=props["client.id"])
+    count = 0
+    max_messages = o.get("max-messages")
+    if max_messages is not None and max_messages < 0:
+        max_messages = None
+    timeout = o.get("timeout-ms")
+    timeout = None if timeout is None or timeout < 0 else timeout / 1000.0
+    out = sys.stdout.buffer
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    status = 0
+    try:
+        topic = o.get("topic")
+        if o.has("partition"):
+            await client.refresh_metadata([topic])
+            t = client.topics.get(topic)
+            if t is None or o["partition"] not in {x.partition_index for x in t.partitions}:
+                raise ToolError(f"The partition {topic}-{o['partition']} does not exist")
+            start = None
+            if o.has("offset"):
+                v = o["offset"].lower()
+                start = EARLIEST if v == "earliest" else LATEST if v == "latest" else int(v)
+            elif o.has("from-beginning"):
+                start = EARLIEST
+            else:
+                start = LATEST
+            await consumer.assign([(topic, o["partition"])], start)
+        elif topic:
+            await client.refresh_metadata([topic])
+            if topic not in client.topics:
+                # Kafka's consumer waits for the topic to appear; so do we (bounded by --timeout-ms).
+                deadline = time.monotonic() + (timeout if timeout is not None else 3600 * 24 * 365)
+                while topic not in client.topics and time.monotonic() < deadline and not stop.is_set():
+                    await asyncio.sleep(0.5)
+                    await client.refresh_metadata([topic])
+            if topic in client.topics:
+                await consumer.subscribe([topic])
+        else:
+            try:
+                rx = topic_matcher(o["include"])
+            except ToolError as e:
+                raise ToolError(str(e)) from None
+            await consumer.subscribe(pattern=rx)
+        last = time.monotonic()
+        while not stop.is_set():
+            if max_messages is not None and count >= max_messages:
+                break
+            wait = 1.0 if timeout is None else max(0.0, min(1.0, timeout - (time.monotonic() - last)))
+            if timeout is not None and time.monotonic() - last >= timeout:
+                print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] ERROR Error processing message, "
+                      f"terminating consumer process: TimeoutException", file=sys.stderr)
+                break
+            poll = asyncio.ensure_future(consumer.poll(wait))
+            stopper = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({poll, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if poll not in done:
+                poll.cancel()
+                break
+            records = poll.result()
+            if records:
+                last = time.monotonic()
+            for r in records:
+                if max_messages is not None and count >= max_messages:
+                    break
+                try:
+                    out.write(formatter.format(r))
+                except BrokenPipeError:
+                    raise
+                except Exception as e:
+                    if not o.has("skip-message-on-error"):
+                        raise ToolError(f"Error processing message: {e}") from None
+                    print(f"ERROR Error processing message, skipping this message: {e}",
+                          file=sys.stderr)
+                count += 1
+                if consumer.group_id is not None:
+                    consumer.positions[(r.topic, r.partition)] = r.offset + 1
+            out.flush()
+        if max_messages is not None and count >= max_messages and consumer.group_id:
+            # Only what was printed counts as consumed.
+            pass
+    finally:
+        try:
+            await consumer.close()
+            await client.close()
+        finally:
+            try:
+                out.flush()
+            except BrokenPipeError:
+                pass
+            print(f"Processed a total of {count} messages", file=sys.stderr)
+            if o.has("enable-systest-events"):
+                print("shutdown_complete")
+    return status
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+
+    def body(args):
+        o = parse_or_exit(p, args)
+        check_args(p, o)
+        props = consumer_settings(p, o)
+        if not o.get("group") and "group.id" not in props:
+            props["group.id"] = None
+            props.setdefault("enable.auto.commit", "false")
+        o["_group_random"] = f"console-consumer-{random.randrange(100000)}"
+        return consume(o, props)
+
+    return run(body, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
