@@ -124,10 +124,14 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+_make_header = BatchHeader._make
+_unpack_header = HEADER.unpack_from
+
+
 def read_header(buf, pos: int = 0) -> BatchHeader:
     """Read a v2 batch header at ``pos``; raises ``CorruptRecordError`` if too short."""
     try:
-        return BatchHeader(*HEADER.unpack_from(buf, pos), pos)
+        return _make_header(_unpack_header(buf, pos) + (pos,))
     except struct.error:
         raise CorruptRecordError("record batch header is truncated") from None
 
@@ -184,10 +188,7 @@ def iter_batches(buf, start: int = 0, end: int | None = None) -> Iterator[BatchH
     iteration silently; use ``scan_batches`` to learn about it.  A header that cannot be right
     (length below the minimum) raises ``CorruptRecordError``.
     """
-    for h in scan_batches(buf, start, end):
-        if isinstance(h, TruncatedBatch):
-            return
-        yield h
+    return _scan(buf, start, len(buf) if end is None else end, None, False)
 
 
 def scan_batches(buf, start: int = 0, end: int | None = None, max_batch_size: int | None = None):
@@ -197,32 +198,45 @@ def scan_batches(buf, start: int = 0, end: int | None = None, max_batch_size: in
     length below the header size, a magic byte other than 0/1/2, or (when ``max_batch_size``
     is given) a batch larger than that.
     """
-    if end is None:
-        end = len(buf)
-    pos = start
+    return _scan(buf, start, len(buf) if end is None else end, max_batch_size, True)
+
+
+def _scan(buf, pos: int, end: int, max_batch_size, report_tail: bool):
     unpack = HEADER.unpack_from
+    make = BatchHeader._make
+    limit = (1 << 31) + LOG_OVERHEAD if max_batch_size is None else max_batch_size
     while pos < end:
-        if end - pos < LOG_OVERHEAD:
-            yield TruncatedBatch(pos, end - pos)
+        avail = end - pos
+        if avail >= BATCH_OVERHEAD:
+            # fast path: a whole, plausible v2 batch
+            fields = unpack(buf, pos)
+            size = fields[1] + LOG_OVERHEAD
+            if fields[3] == 2 and BATCH_OVERHEAD <= size <= avail and size <= limit:
+                yield make(fields + (pos,))
+                pos += size
+                continue
+        if avail < LOG_OVERHEAD:
+            if report_tail:
+                yield TruncatedBatch(pos, avail)
             return
         length = _I32.unpack_from(buf, pos + 8)[0]
-        if end - pos > MAGIC_OFFSET:
+        if avail > MAGIC_OFFSET:
             magic = buf[pos + MAGIC_OFFSET]
             if magic > 2:
                 raise CorruptRecordError(f"invalid magic {magic} at position {pos}")
             if magic == 2 and length < BATCH_OVERHEAD - LOG_OVERHEAD:
-                length = -1
+                raise CorruptRecordError(f"invalid batch length {length} at position {pos}")
         if length < 0:
-            raise CorruptRecordError(
-                f"invalid batch length {_I32.unpack_from(buf, pos + 8)[0]} at position {pos}")
+            raise CorruptRecordError(f"invalid batch length {length} at position {pos}")
         size = length + LOG_OVERHEAD
-        if max_batch_size is not None and size > max_batch_size:
+        if size > limit:
             raise CorruptRecordError(
                 f"batch size {size} at position {pos} exceeds the maximum {max_batch_size}")
-        if pos + size > end or end - pos < BATCH_OVERHEAD:
-            yield TruncatedBatch(pos, end - pos)
+        if size > avail or avail < BATCH_OVERHEAD:
+            if report_tail:
+                yield TruncatedBatch(pos, avail)
             return
-        yield BatchHeader(*unpack(buf, pos), pos)
+        yield make(unpack(buf, pos) + (pos,))    # a legacy entry: only pos/size/magic mean much
         pos += size
 
 
