@@ -19,6 +19,13 @@ Interface used by storage/ and broker/ (keep it stable):
 * ``iter_batches(buf) -> Iterator[BatchHeader]`` (stops at a truncated trailing batch)
 * ``validate_batch(buf, header)`` raises ``CorruptRecordError`` / ``InvalidRecordError``
 * ``set_base_offset``, ``set_partition_leader_epoch``, ``set_log_append_time``
+
+Record level (decoded only on request):
+
+* ``iter_records(buf, header)`` -> ``Record`` objects; ``build_batch(records, ...)``
+* ``build_control_batch`` / ``parse_control_record`` / ``read_control_record`` (txn markers)
+* legacy magic 0/1: ``iter_legacy``, ``build_legacy``, ``legacy_to_v2`` (produce),
+  ``v2_to_legacy`` (Fetch v0-v3)
 """
 from __future__ import annotations
 

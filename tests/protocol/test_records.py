@@ -165,14 +165,12 @@ def test_set_log_append_time_keeps_batch_valid(codec):
 
 def test_validate_rejects_bad_headers():
     buf = build_batch([(b"a", b"1")] * 2)
-    cases = {
-        R.MAGIC_OFFSET: (1, CorruptRecordError),
-    }
-    for off, (val, exc) in cases.items():
+    for offset, value in ((R.MAGIC_OFFSET, 1), (R.ATTRIBUTES_OFFSET, 0x80),
+                          (R.ATTRIBUTES_OFFSET + 1, 0x05)):
         bad = bytearray(buf)
-        bad[off] = val
-        with pytest.raises(exc):
-            validate_batch(bad, read_header(bad))
+        bad[offset] = value
+        with pytest.raises(CorruptRecordError):
+            validate_batch(bad, read_header(bad), check_crc=False)
     with pytest.raises(CorruptRecordError):
         validate_batch(buf[:-1], read_header(buf[:-1]))
     # recordsCount that disagrees with lastOffsetDelta (CRC recomputed so only the rule fails)
