@@ -21,7 +21,10 @@ report.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -49,7 +52,18 @@ def pytest_addoption(parser):
                     help="log lines of each started process shown for a failed test")
 
 
+def _on_sigterm(signum, frame):
+    # Brokers and ZooKeeper run in their own sessions, so a CI timeout's SIGTERM
+    # does not reach them: kill them, then die of the signal as usual.
+    kill_all_live()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
 def pytest_configure(config):
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    atexit.register(kill_all_live)
     cmd = config.getoption("--broker-cmd")
     if cmd:
         os.environ["ODRADEK_BROKER_CMD"] = cmd

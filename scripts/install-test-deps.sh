@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine (run as root, or
+# with sudo available). Idempotent: safe to run again; skips work already done.
+#
+#   apt:  zookeeper (Debian's 3.8, run by tests/support/zookeeper.py with java), kcat,
+#         a headless JRE when no java is on PATH
+#   pip:  this project in editable mode with its [test] extra
+#
+# Environment: PYTHON (default python3), SKIP_APT=1 to skip the apt part,
+#              SKIP_PIP=1 to skip the pip part.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-python3}"
+
+log() { echo "[install-test-deps] $*" >&2; }
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null; then sudo_cmd=(sudo); else
+        log "not root and no sudo: apt packages cannot be installed"; SKIP_APT=1; fi
+fi
+
+have_apt_pkgs() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
+    done
+}
+
+if [[ "${SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null; then
+    pkgs=(zookeeper kcat)
+    command -v java >/dev/null || pkgs+=(default-jre-headless)
+    # slf4j-simple gives ZooKeeper a log in test failure reports (optional).
+    apt-cache show libslf4j-java >/dev/null 2>&1 && pkgs+=(libslf4j-java)
+    if have_apt_pkgs "${pkgs[@]}" && command -v java >/dev/null; then
+        log "apt packages already installed: ${pkgs[*]}"
+    else
+        log "apt-get install ${pkgs[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        "${sudo_cmd[@]}" apt-get update -q
+        "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+    fi
+    # Debian's zookeeper package may start a system service on port 2181; the tests
+    # never use it (they start their own on a free port), so leave it alone.
+fi
+
+missing=()
+command -v java >/dev/null || missing+=(java)
+[[ -f /usr/share/java/zookeeper.jar ]] || missing+=(/usr/share/java/zookeeper.jar)
+command -v kcat >/dev/null || command -v kafkacat >/dev/null || missing+=(kcat)
+if ((${#missing[@]})); then
+    log "still missing after install: ${missing[*]}"
+    exit 1
+fi
+
+if [[ "${SKIP_PIP:-0}" != 1 ]]; then
+    log "$python -m pip install -e '.[test]'"
+    pip_args=(--disable-pip-version-check -q)
+    # Debian's system Python refuses pip installs (PEP 668) outside a venv.
+    if "$python" -c 'import sys; sys.exit(0 if sys.prefix == sys.base_prefix else 1)' &&
+        compgen -G "$("$python" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" >/dev/null; then
+        pip_args+=(--break-system-packages)
+    fi
+    (cd "$repo" && "$python" -m pip install "${pip_args[@]}" -e '.[test]')
+fi
+
+log "java: $(java -version 2>&1 | head -n1)"
+log "kcat: $( (command -v kcat || command -v kafkacat) )"
+log "done"
