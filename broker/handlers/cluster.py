@@ -1,0 +1,93 @@
+"""DescribeCluster (key 60) v0-1 and DescribeLogDirs (key 35) v0-4.
+
+DescribeCluster
+    Always flexible.  Brokers are listed with their endpoint on the listener the request
+    came in on.  v1 adds ``endpoint_type``: only 1 (brokers) is served here; 2 (controllers)
+    is UNSUPPORTED_ENDPOINT_TYPE, as on a ZooKeeper-mode broker.  Cluster authorized
+    operations are computed only when asked; with no authorizer every cluster operation is
+    allowed (Kafka's answer without an authorizer), otherwise INT_MIN.
+
+DescribeLogDirs
+    Null ``topics`` describes every partition; otherwise only the partitions named (a topic
+    without any of them is left out).  Every log dir is listed, an offline one with
+    KAFKA_STORAGE_ERROR.  Offset lag is 0 (no future replicas here).  v2+ flexible; v3+ a
+    top-level error code; v4+ total and usable bytes of the dir's file system.
+"""
+from __future__ import annotations
+
+import os
+
+from broker.dispatch import handler
+from protocol.errors import ErrorCode as E
+from protocol.messages import DescribeClusterResponse, DescribeLogDirsResponse
+
+INT_MIN = -2147483648
+ENDPOINT_BROKERS = 1
+
+# AclOperation codes a CLUSTER resource supports: CREATE(5) ALTER(7) DESCRIBE(8)
+# CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+@handler(60, 0, 1)
+async def describe_cluster(ctx, req):
+    R = DescribeClusterResponse
+    broker = ctx.broker
+    ctrl = broker.controller
+    v = ctx.api_version
+    endpoint_type = req.endpoint_type if v >= 1 else ENDPOINT_BROKERS
+    if endpoint_type != ENDPOINT_BROKERS:
+        return R(throttle_time_ms=0, error_code=E.UNSUPPORTED_ENDPOINT_TYPE,
+                 error_message="The request was sent to an endpoint of type BROKER, but we "
+                               "wanted an endpoint of type CONTROLLER",
+                 endpoint_type=endpoint_type, cluster_id=ctrl.cluster_id, controller_id=-1,
+                 brokers=[], cluster_authorized_operations=INT_MIN)
+    listener = ctx.connection.listener_name
+    brokers = []
+    for b in ctrl.brokers():
+        for name, host, port, _proto in b.endpoints:
+            if name == listener:
+                brokers.append(R.DescribeClusterBroker(broker_id=b.id, host=host, port=port,
+                                                       rack=b.rack))
+                break
+    ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else INT_MIN
+    return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
+             cluster_id=ctrl.cluster_id, controller_id=ctrl.controller_id, brokers=brokers,
+             cluster_authorized_operations=ops)
+
+
+def _volume_bytes(path: str) -> tuple[int, int]:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1, -1
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+@handler(35, 0, 4)
+async def describe_log_dirs(ctx, req):
+    R = DescribeLogDirsResponse
+    lm = ctx.broker.log_manager
+    wanted = None
+    if req.topics is not None:
+        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+    sizes = lm.dir_sizes()
+    results = []
+    for d in lm.log_dirs:
+        path = os.path.abspath(d)
+        total, usable = _volume_bytes(path)
+        if d in lm.offline_dirs:
+            results.append(R.DescribeLogDirsResult(error_code=E.KAFKA_STORAGE_ERROR, log_dir=path,
+                                                   topics=[], total_bytes=-1, usable_bytes=-1))
+            continue
+        by_topic: dict[str, list] = {}
+        for (topic, partition), size in sorted(sizes.get(d, {}).items()):
+            if wanted is not None and (topic, partition) not in wanted:
+                continue
+            by_topic.setdefault(topic, []).append(R.DescribeLogDirsPartition(
+                partition_index=partition, partition_size=size, offset_lag=0,
+                is_future_key=False))
+        topics = [R.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        results.append(R.DescribeLogDirsResult(error_code=0, log_dir=path, topics=topics,
+                                               total_bytes=total, usable_bytes=usable))
+    return R(throttle_time_ms=0, error_code=0, results=results)

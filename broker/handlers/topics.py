@@ -1,0 +1,185 @@
+"""CreateTopics (key 19) v0-7, DeleteTopics (key 20) v0-6, CreatePartitions (key 37) v0-3.
+
+CreateTopics
+    v1+ ``validate_only`` and error messages.  v2+ throttle time.  v4: num_partitions and
+    replication_factor may be -1 (``num.partitions`` / ``default.replication.factor``).
+    v5+ flexible; a created (or validated) topic's result carries its partition count,
+    replication factor and every topic config (value, source, read-only, sensitive), and a
+    failed one carries -1/-1 and no configs.  v7+ the new topic id (zero for validate_only).
+    Explicit assignments exclude num_partitions/replication_factor (INVALID_REQUEST);
+    duplicate partition indexes or bad replica lists are INVALID_REPLICA_ASSIGNMENT.
+    A null config value is INVALID_REQUEST; an unknown or bad one INVALID_CONFIG.
+
+DeleteTopics
+    v0-5 by name.  v5+ error messages.  v6 entries name a topic or a topic id (both set:
+    INVALID_REQUEST; unknown id: UNKNOWN_TOPIC_ID) and results carry the topic id.
+    ``delete.topic.enable=false``: TOPIC_DELETION_DISABLED (v3+) or INVALID_REQUEST (v0-2).
+
+CreatePartitions
+    v1 as v0, v2+ flexible, v3 as v2.  A topic listed twice is INVALID_REQUEST for both.
+
+Timeouts: the embedded controller applies a change before answering, so every request
+completes inside its timeout; unlike a ZooKeeper-mode Kafka broker, ``timeout_ms <= 0`` is
+not answered with REQUEST_TIMED_OUT (KRaft brokers behave like this too).
+"""
+from __future__ import annotations
+
+import logging
+
+from broker.config import describe_topic_configs
+from broker.dispatch import handler
+from controller.api import CreatableTopic
+from protocol.errors import ErrorCode as E
+from protocol.messages import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
+from protocol.primitives import UUID0
+
+log = logging.getLogger("odradek.admin")
+
+CR = CreateTopicsResponse
+DR = DeleteTopicsResponse
+PR = CreatePartitionsResponse
+
+
+# ----------------------------------------------------------------------------- CreateTopics
+
+def _spec_from_request(t):
+    """(CreatableTopic, None) or (None, (error_code, message)) for one request entry."""
+    nulls = [c.name for c in t.configs or () if c.value is None]
+    if nulls:
+        return None, (E.INVALID_REQUEST,
+                      "Null value not supported for topic configs : " + ",".join(nulls))
+    configs = {c.name: c.value for c in t.configs or ()}
+    assignments = None
+    if t.assignments:
+        assignments = {}
+        for a in t.assignments:
+            if a.partition_index in assignments:
+                return None, (E.INVALID_REPLICA_ASSIGNMENT,
+                              f"Found multiple manual partition assignments for partition "
+                              f"{a.partition_index}")
+            assignments[a.partition_index] = list(a.broker_ids)
+    return CreatableTopic(t.name, t.num_partitions, t.replication_factor, assignments, configs), None
+
+
+def _topic_configs(cfg, overrides):
+    out = []
+    for e in describe_topic_configs(cfg, overrides):
+        out.append(CR.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                            config_source=e.source, is_sensitive=e.sensitive))
+    return out
+
+
+@handler(19, 0, 7)
+async def create_topics(ctx, req):
+    broker = ctx.broker
+    ctrl = broker.controller
+    v = ctx.api_version
+    validate_only = bool(req.validate_only) if v >= 1 else False
+    results = []
+    specs = []
+    for t in req.topics:
+        res = CR.CreatableTopicResult(name=t.name, topic_id=UUID0, error_code=0, error_message=None,
+                                      num_partitions=-1, replication_factor=-1, configs=[])
+        results.append(res)
+        spec, err = _spec_from_request(t)
+        if err is not None:
+            res.error_code, res.error_message = err
+            continue
+        specs.append((res, spec))
+    if specs:
+        outcome = await ctrl.create_topics([s for _, s in specs], validate_only=validate_only)
+        for (res, spec), r in zip(specs, outcome):
+            res.error_code = r.error_code
+            res.error_message = r.error_message if r.error_code else None
+            if r.error_code:
+                continue
+            res.num_partitions = r.num_partitions
+            res.replication_factor = r.replication_factor
+            if r.topic_id is not None:
+                res.topic_id = r.topic_id
+            if v >= 5:
+                res.configs = _topic_configs(broker.config, spec.configs)
+            if not validate_only:
+                log.info("created topic %s (%d partitions, replication factor %d) for %s",
+                         spec.name, r.num_partitions, r.replication_factor, ctx.client_id)
+    return CR(throttle_time_ms=0, topics=results)
+
+
+# ----------------------------------------------------------------------------- DeleteTopics
+
+@handler(20, 0, 6)
+async def delete_topics(ctx, req):
+    broker = ctx.broker
+    ctrl = broker.controller
+    v = ctx.api_version
+    results: list = []
+    targets = []          # (result, name-or-uuid)
+    seen = set()
+    if v >= 6:
+        entries = [(s.name, s.topic_id) for s in req.topics]
+    else:
+        entries = [(n, UUID0) for n in req.topic_names]
+    for name, tid in entries:
+        key = name if name is not None else tid
+        if key in seen:
+            continue
+        seen.add(key)
+        res = DR.DeletableTopicResult(name=name, topic_id=tid or UUID0, error_code=0,
+                                      error_message=None)
+        results.append(res)
+        if name is not None and tid not in (None, UUID0):
+            res.error_code = E.INVALID_REQUEST
+            res.error_message = "You may not specify both topic name and topic id."
+            continue
+        if name is None:
+            info = ctrl.topic_by_id(tid) if tid not in (None, UUID0) else None
+            if info is None:
+                res.error_code = E.UNKNOWN_TOPIC_ID
+                res.error_message = "This server does not host this topic ID."
+                continue
+            res.name = info.name
+        if not broker.config.get("delete.topic.enable"):
+            res.error_code = E.TOPIC_DELETION_DISABLED if v >= 3 else E.INVALID_REQUEST
+            res.error_message = "Topic deletion is disabled."
+            continue
+        targets.append((res, res.name))
+    if targets:
+        outcome = await ctrl.delete_topics([n for _, n in targets])
+        for (res, _), r in zip(targets, outcome):
+            res.error_code = r.error_code
+            res.error_message = r.error_message if r.error_code else None
+            if r.topic_id is not None:
+                res.topic_id = r.topic_id
+            if not r.error_code:
+                log.info("deleted topic %s for %s", res.name, ctx.client_id)
+    return DR(throttle_time_ms=0, responses=results)
+
+
+# ----------------------------------------------------------------------------- CreatePartitions
+
+@handler(37, 0, 3)
+async def create_partitions(ctx, req):
+    ctrl = ctx.broker.controller
+    counts: dict[str, int] = {}
+    for t in req.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results = []
+    for t in req.topics:
+        res = PR.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
+        results.append(res)
+        if counts[t.name] > 1:
+            res.error_code = E.INVALID_REQUEST
+            res.error_message = "Duplicate topic in request."
+            continue
+        assignments = None
+        if t.assignments is not None:
+            assignments = [list(a.broker_ids) for a in t.assignments]
+        r = await ctrl.create_partitions(t.name, t.count, assignments,
+                                         validate_only=bool(req.validate_only))
+        if r.error_code:
+            res.error_code = r.error_code
+            res.error_message = r.error_message
+        elif not req.validate_only:
+            log.info("topic %s now has %d partitions (requested by %s)", t.name, t.count,
+                     ctx.client_id)
+    return PR(throttle_time_ms=0, results=results)
