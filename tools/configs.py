@@ -1,0 +1,236 @@
+"""kafka-configs.sh: describe and alter topic and broker configurations."""
+from __future__ import annotations
+
+import re
+import sys
+
+from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from tools.common import (OptionParser, ToolError, cluster_from, load_properties, parse_or_exit,
+                          raise_error, run, standard_options)
+
+DESCRIPTION = ("This tool describes and changes the configuration of topics and brokers.")
+TOPIC, BROKER = 2, 4
+SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+           3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+           6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+SET, DELETE = 0, 1
+SUPPORTED = ("topics", "brokers")
+KNOWN = ("topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics",
+         "groups")
+
+
+def build_parser() -> OptionParser:
+    p = OptionParser(DESCRIPTION)
+    standard_options(p, "A properties file of settings for the admin client.",
+                     bootstrap_required=False)
+    p.add("alter", "Change the configuration of the entity.")
+    p.add("describe", "Show the configuration of the entity.")
+    p.add("all", "With --describe, show every configuration (static and default ones too), "
+                 "not only dynamic overrides.")
+    p.add("entity-type", "The kind of entity: topics or brokers.", "String", multi=True)
+    p.add("entity-name", "The entity: a topic name or a broker id.", "String", multi=True)
+    p.add("entity-default", "The cluster-wide default entity (brokers).")
+    p.add("add-config", "Settings to add or change, k1=v1,k2=[v1,v2],k3=v3 (square brackets "
+                        "group values that contain commas).", "String")
+    p.add("add-config-file", "A properties file of settings to add or change.", "String")
+    p.add("delete-config", "Settings to remove, k1,k2 (repeatable).", "String", multi=True)
+    p.add("force", "Accepted for compatibility.")
+    p.add("topic", "Short for --entity-type topics --entity-name <topic>.", "String")
+    p.add("broker", "Short for --entity-type brokers --entity-name <id>.", "String")
+    p.add("broker-defaults", "Short for --entity-type brokers --entity-default.")
+    return p
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    out = {}
+    for item in re.split(r",(?=[^\]]*(?:\[|$))", text):
+        parts = re.split(r"\s*=\s*(?=[^\]]*(?:\[|$))", item, maxsplit=1)
+        if len(parts) != 2:
+            raise ToolError('requirement failed: Invalid entity config: all configs to be added '
+                            'must be in the format "key=val".')
+        k, v = parts[0].strip(), re.sub(r"[\[\]]", "", parts[1]).strip()
+        if not re.fullmatch(r"[a-zA-Z0-9._-]*", k):
+            raise ToolError(f"Invalid character found for config key: {k}")
+        out[k] = v
+    return out
+
+
+def resolve_entity(p, o):
+    types = list(o["entity-type"])
+    names = list(o["entity-name"])
+    default = o.has("entity-default")
+    shortcuts = [x for x in ("topic", "broker", "broker-defaults") if o.has(x)]
+    if shortcuts and (types or names or default):
+        raise ToolError("--entity-{type,name,default} should not be used in conjunction with "
+                        "specific entity flags")
+    if len(shortcuts) > 1:
+        raise ToolError("Only one entity may be given")
+    if o.has("topic"):
+        types, names = ["topics"], [o["topic"]]
+    elif o.has("broker"):
+        types, names = ["brokers"], [o["broker"]]
+    elif o.has("broker-defaults"):
+        types, default = ["brokers"], True
+    if not types:
+        raise ToolError("At least one entity type must be specified")
+    if len(types) > 1:
+        raise ToolError("Only one entity type may be given with these tools")
+    etype = types[0]
+    if etype not in KNOWN:
+        raise ToolError(f"Invalid entity type {etype}, the entity type must be one of "
+                        f"{', '.join(KNOWN)} with a --bootstrap-server argument")
+    if etype not in SUPPORTED:
+        raise ToolError(f"Entity type {etype} is not supported by Odradek's kafka-configs.sh yet")
+    if len(names) > 1 or (names and default):
+        raise ToolError("Exactly one entity name must be specified for every entity type")
+    name = names[0] if names else ("" if default else None)
+    if default and etype == "topics":
+        raise ToolError("--entity-default is not allowed for topics")
+    if etype == "brokers" and name:
+        try:
+            int(name)
+        except ValueError:
+            raise ToolError(f"The entity name for {etype} must be a valid integer broker id, "
+                            f"but it is: {name}") from None
+    if o.has("describe") and default and etype == "topics":
+        raise ToolError(f"--entity-default must not be specified with --describe of {etype}")
+    if o.has("alter"):
+        if name is None:
+            if etype == "brokers":
+                raise ToolError("An entity-name or default entity must be specified with "
+                                "--alter of users, clients, brokers or ips")
+            raise ToolError(f"An entity name must be specified with --alter of {etype}")
+        if o.has("add-config") and o.has("add-config-file"):
+            raise ToolError("Only one of --add-config or --add-config-file must be specified")
+        if not (o.has("add-config") or o.has("add-config-file") or o.has("delete-config")):
+            raise ToolError("At least one of --add-config, --add-config-file, or --delete-config "
+                            "must be specified with --alter")
+    elif etype == "topics" and name == "":
+        raise ToolError(f"An entity name must be specified with --describe of {etype}")
+    return etype, name
+
+
+async def describe_entity(client, rtype, name, synonyms=True):
+    R = DescribeConfigsRequest
+    req = R(resources=[R.DescribeConfigsResource(resource_type=rtype, resource_name=name,
+                                                 configuration_keys=None)],
+            include_synonyms=synonyms, include_documentation=False)
+    node = int(name) if rtype == BROKER and name else None
+    if node is not None:
+        if node not in client.nodes:
+            raise ToolError(f"Broker {node} is not in the cluster")
+        resp = await client.send_to(node, req)
+    else:
+        resp = await client.send_any(req)
+    r = resp.results[0]
+    raise_error(r.error_code, r.error_message)
+    return r.configs
+
+
+def source_of(c) -> int:
+    s = getattr(c, "config_source", -1)
+    if s is None or s < 0:
+        return 5 if getattr(c, "is_default", False) else 1
+    return s
+
+
+async def describe(client, o, etype, name):
+    rtype = TOPIC if etype == "topics" else BROKER
+    dynamic = {TOPIC: 1, BROKER: 2}[rtype]
+    if name is None:
+        if etype == "topics":
+            await client.refresh_metadata(None)
+            entities = sorted(client.topics)
+        else:
+            entities = [str(n) for n in sorted(client.nodes)] + [""]
+    else:
+        entities = [name]
+    if etype == "topics":
+        await client.refresh_metadata(None)
+        for e in entities:
+            if e not in client.topics:
+                raise ToolError(f"Topic '{e}' does not exist")
+    lines = []
+    for e in entities:
+        if e == "":
+            lines.append(f"Default configs for {etype} in the cluster are:")
+            want = 3
+        else:
+            lines.append(f"{'All' if o.has('all') else 'Dynamic'} configs for "
+                         f"{etype[:-1]} {e} are:")
+            want = dynamic
+        for c in sorted(await describe_entity(client, rtype, e), key=lambda c: c.name):
+            if not o.has("all") and source_of(c) != want:
+                continue
+            syn = ", ".join(f"{SOURCES.get(s.source, s.source)}:{s.name}={s.value}"
+                            for s in (getattr(c, "synonyms", None) or []))
+            value = c.value
+            lines.append(f"  {c.name}={value} sensitive={str(c.is_sensitive).lower()} "
+                         f"synonyms={{{syn}}}")
+    print("\n".join(lines))
+
+
+async def alter(client, o, etype, name):
+    rtype = TOPIC if etype == "topics" else BROKER
+    to_add = {}
+    if o.get("add-config-file"):
+        to_add.update(load_properties(o["add-config-file"]))
+    if o.get("add-config"):
+        to_add.update(parse_add_config(o["add-config"]))
+    to_delete = [k.strip() for item in o["delete-config"] for k in item.split(",") if k.strip()]
+    if etype == "topics":
+        await client.refresh_metadata([name])
+        if name not in client.topics:
+            raise ToolError(f"Topic '{name}' does not exist")
+    current = {c.name: c for c in await describe_entity(client, rtype, name, synonyms=False)}
+    dynamic = {TOPIC: 1, BROKER: 2}[rtype] if name else 3
+    invalid = [k for k in to_delete
+               if k not in current or source_of(current[k]) != dynamic]
+    if invalid:
+        raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+    R = IncrementalAlterConfigsRequest
+    configs = [R.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in to_add.items()]
+    configs += [R.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in to_delete]
+    req = R(resources=[R.AlterConfigsResource(resource_type=rtype, resource_name=name,
+                                              configs=configs)], validate_only=False)
+    if rtype == BROKER and name:
+        resp = await client.send_to(int(name), req)
+    else:
+        resp = await client.send_to_controller(req)
+    for r in resp.responses:
+        raise_error(r.error_code, r.error_message)
+    if name:
+        print(f"Completed updating config for {etype[:-1]} {name}.")
+    else:
+        print(f"Completed updating default config for {etype} in the cluster.")
+
+
+async def execute(o, etype, name):
+    client = await cluster_from(o)
+    try:
+        if o.has("describe"):
+            await describe(client, o, etype, name)
+        else:
+            await alter(client, o, etype, name)
+    finally:
+        await client.close()
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+
+    def body(args):
+        o = parse_or_exit(p, args)
+        if o.has("describe") == o.has("alter"):
+            p.usage_exit("Command must include exactly one action: --describe, --alter")
+        if not o.has("bootstrap-server"):
+            raise ToolError("One of the required --bootstrap-server or --bootstrap-controller "
+                            "arguments must be specified")
+        etype, name = resolve_entity(p, o)
+        return execute(o, etype, name)
+
+    return run(body, sys.argv[1:] if argv is None else argv, error_prefix="")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
