@@ -1,0 +1,381 @@
+"""kafka-dump-log.sh: print the batches and records of segment files (.log), and the entries
+of offset (.index) and time (.timeindex) indexes, in Kafka's line formats."""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import sys
+
+from protocol import records as rec
+from protocol.compression import CODEC_NAMES
+from tools.common import OptionParser, ToolError, parse_or_exit, run
+
+DESCRIPTION = ("This tool prints the contents of log segment and index files, useful for "
+               "debugging a segment that seems corrupt.")
+TS_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+
+
+def build_parser() -> OptionParser:
+    p = OptionParser(DESCRIPTION)
+    p.add("help", "Print usage information.")
+    p.add("version", "Display Kafka version.")
+    p.add("files", "REQUIRED: comma-separated data (.log) and index (.index, .timeindex) files "
+                   "to dump.", "file1, file2, ...")
+    p.add("print-data-log", "Print record keys and values too (implies --deep-iteration).")
+    p.add("deep-iteration", "Print every record, not only the batch lines.")
+    p.add("verify-index-only", "Check index entries against the log without printing them.")
+    p.add("index-sanity-check", "Only check that index files look sane.")
+    p.add("max-message-size", "The largest message size expected.", "Integer", type=int,
+          default=5 * 1024 * 1024)
+    p.add("max-bytes", "Read at most this many bytes of each .log file.", "Integer", type=int,
+          default=2 ** 31 - 1)
+    p.add("offsets-decoder", "Decode the records as __consumer_offsets keys and values "
+                             "(implies --print-data-log).")
+    p.add("transaction-log-decoder", "Decode the records as __transaction_state keys "
+                                     "(implies --print-data-log).")
+    p.add("skip-record-metadata", "Do not print the metadata of each record.")
+    p.add("key-decoder-class", "Only the string decoder is available.", "String",
+          default="org.apache.kafka.tools.api.StringDecoder")
+    p.add("value-decoder-class", "Only the string decoder is available.", "String",
+          default="org.apache.kafka.tools.api.StringDecoder")
+    return p
+
+
+# -- __consumer_offsets / __transaction_state decoding ------------------------------------------
+
+class _R:
+    def __init__(self, b):
+        self.b, self.p = bytes(b), 0
+
+    def i(self, fmt):
+        v = struct.unpack_from(fmt, self.b, self.p)[0]
+        self.p += struct.calcsize(fmt)
+        return v
+
+    def s(self, nullable=False):
+        n = self.i(">h")
+        if n < 0:
+            return None
+        v = self.b[self.p:self.p + n].decode("utf-8", "replace")
+        self.p += n
+        return v
+
+    def uvarint(self):
+        shift = out = 0
+        while True:
+            b = self.b[self.p]
+            self.p += 1
+            out |= (b & 0x7F) << shift
+            if b < 0x80:
+                return out
+            shift += 7
+
+    def cs(self):
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        v = self.b[self.p:self.p + n].decode("utf-8", "replace")
+        self.p += n
+        return v
+
+
+def _j(o):
+    return json.dumps(o, separators=(",", ":"))
+
+
+def offsets_parser(key, value):
+    if key is None:
+        return "NO_KEY", "NO_PAYLOAD" if value is None else "<unknown>"
+    k = _R(key)
+    kv = k.i(">h")
+    if kv in (0, 1):
+        kd = {"group": k.s(), "topic": k.s(), "partition": k.i(">i")}
+        key_s = _j({"type": str(kv), "data": kd})
+        if value is None:
+            return key_s, "<DELETE>"
+        v = _R(value)
+        vv = v.i(">h")
+        try:
+            if vv >= 4:
+                data = {"offset": v.i(">q"), "leaderEpoch": v.i(">i"), "metadata": v.cs(),
+                        "commitTimestamp": v.i(">q")}
+            else:
+                data = {"offset": v.i(">q")}
+                if vv == 3:
+                    data["leaderEpoch"] = v.i(">i")
+                data["metadata"] = v.s()
+                data["commitTimestamp"] = v.i(">q")
+                if vv == 1:
+                    data["expireTimestamp"] = v.i(">q")
+        except (struct.error, IndexError):
+            return key_s, "<unparseable>"
+        return key_s, _j({"version": str(vv), "data": data})
+    if kv == 2:
+        key_s = _j({"type": "2", "data": {"group": k.s()}})
+        if value is None:
+            return key_s, "<DELETE>"
+        v = _R(value)
+        vv = v.i(">h")
+        try:
+            if vv >= 4:
+                data = {"protocolType": v.cs(), "generation": v.i(">i"), "protocol": v.cs(),
+                        "leader": v.cs(), "currentStateTimestamp": v.i(">q")}
+            else:
+                data = {"protocolType": v.s(), "generation": v.i(">i"), "protocol": v.s(),
+                        "leader": v.s()}
+                if vv >= 2:
+                    data["currentStateTimestamp"] = v.i(">q")
+        except (struct.error, IndexError):
+            return key_s, "<unparseable>"
+        return key_s, _j({"version": str(vv), "data": data})
+    return _j({"type": str(kv), "data": "<unknown>"}), "<unknown>"
+
+
+def txn_parser(key, value):
+    if key is None:
+        return "NO_KEY", "NO_PAYLOAD"
+    k = _R(key)
+    kv = k.i(">h")
+    key_s = _j({"type": str(kv), "data": {"transactionalId": k.s()}})
+    if value is None:
+        return key_s, "<DELETE>"
+    v = _R(value)
+    vv = v.i(">h")
+    try:
+        if vv >= 1:
+            data = {"producerId": v.i(">q"), "producerEpoch": v.i(">h"),
+                    "transactionTimeoutMs": v.i(">i"), "transactionStatus": v.i(">b")}
+        else:
+            data = {"producerId": v.i(">q"), "producerEpoch": v.i(">h"),
+                    "transactionTimeoutMs": v.i(">i"), "transactionStatus": v.i(">b")}
+    except (struct.error, IndexError):
+        return key_s, "<unparseable>"
+    return key_s, _j({"version": str(vv), "data": data})
+
+
+def string_parser(key, value):
+    k = None if key is None else bytes(key).decode("utf-8", "replace")
+    v = "null" if value is None else bytes(value).decode("utf-8", "replace")
+    return k, v
+
+
+# -- dumping --------------------------------------------------------------------------------------
+
+def batch_line(h, position, out):  # noqa: ARG001
+    size = h.size
+    if h.magic >= 2:
+        horizon = (f"OptionalLong[{h.base_timestamp}]" if h.attributes & rec.DELETE_HORIZON_MASK
+                   else "OptionalLong.empty")
+        head = (f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
+                f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
+                f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
+                f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+                f"isTransactional: {str(h.is_transactional).lower()} "
+                f"isControl: {str(h.is_control).lower()} deleteHorizonMs: {horizon}")
+    else:
+        head = f"offset: {h.base_offset}"
+    return head
+
+
+def dump_log(path, o, parser, deep, out):
+    name = os.path.basename(path)
+    if name.endswith(".log"):
+        try:
+            out.append(f"Log starting offset: {int(name.split('.')[0])}")
+        except ValueError:
+            pass
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    try:
+        buf = memoryview(data)[:min(size, o["max-bytes"])]
+        valid = 0
+        last = -1
+        gaps = []
+        try:
+            for h in rec.iter_batches(buf):
+                emit_batch(buf, h, valid, o, parser, deep, out)
+                if deep and h.magic >= 2:
+                    for r in rec.iter_records(buf, h):
+                        if last != -1 and r.offset != last + 1:
+                            gaps.append((last, r.offset))
+                        last = r.offset
+                valid += h.size
+                if len(out) > 2000:
+                    sys.stdout.write("\n".join(out) + "\n")
+                    out.clear()
+        except rec.CorruptRecordError as e:
+            out.append(f"Found a corrupt batch at position {valid}: {e}")
+        trailing = len(buf) - valid
+        if trailing > 0 and o["max-bytes"] == 2 ** 31 - 1:
+            out.append(f"Found {trailing} invalid bytes at the end of {name}")
+        buf.release()
+    finally:
+        if size:
+            data.close()
+    return gaps
+
+
+def emit_batch(buf, h, position, o, parser, deep, out):
+    if h.magic >= 2:
+        try:
+            rec.validate_batch(buf, h)
+            valid = True
+        except rec.RecordError:
+            valid = False
+        ts_type = TS_TYPES[h.timestamp_type]
+        out.append(batch_line(h, position, out) +
+                   f" position: {position} {ts_type}: {h.max_timestamp} size: {h.size} "
+                   f"magic: {h.magic} compresscodec: {CODEC_NAMES.get(h.compression, 'unknown')} "
+                   f"crc: {h.crc} isvalid: {str(valid).lower()}")
+        if not deep:
+            return
+        for r in rec.iter_records(buf, h):
+            parts = []
+            if not o.has("skip-record-metadata"):
+                seq = -1 if h.base_sequence < 0 else (h.base_sequence + r.offset - h.base_offset) & 0x7FFFFFFF
+                klen = -1 if r.key is None else len(r.key)
+                vlen = -1 if r.value is None else len(r.value)
+                parts.append(f"offset: {r.offset} {ts_type}: {r.timestamp} keySize: {klen} "
+                             f"valueSize: {vlen} sequence: {seq} headerKeys: "
+                             f"[{','.join(k for k, _ in r.headers)}]")
+                if h.is_control:
+                    try:
+                        cr = rec.parse_control_record(r.key, r.value)
+                        if cr.type in (0, 1):
+                            parts.append(f"endTxnMarker: {CONTROL_TYPES[cr.type]} "
+                                         f"coordinatorEpoch: {cr.coordinator_epoch}")
+                        else:
+                            parts.append(f"controlType: {CONTROL_TYPES.get(cr.type, 'UNKNOWN')}({cr.type})")
+                    except rec.RecordError:
+                        parts.append("controlType: UNKNOWN(-1)")
+            if o.has("print-data-log") and not h.is_control:
+                key, payload = parser(r.key, r.value)
+                if key is not None:
+                    parts.append(f"key: {key}")
+                parts.append(f"payload: {payload}")
+            out.append("| " + " ".join(parts))
+    else:
+        end = h.pos + h.size
+        msgs = list(rec.iter_legacy(buf, h.pos, end, deep=False, check_crc=False))
+        m = msgs[0] if msgs else None
+        ts_type = "NoTimestampType" if h.magic == 0 else TS_TYPES[getattr(m, "timestamp_type", 0)]
+        ts = -1 if h.magic == 0 else (m.timestamp if m else -1)
+        codec = CODEC_NAMES.get((m.attributes if m else 0) & 7, "unknown")
+        try:
+            list(rec.iter_legacy(buf, h.pos, end, deep=False, check_crc=True))
+            valid = True
+        except rec.RecordError:
+            valid = False
+        out.append(f"offset: {h.base_offset} position: {position} {ts_type}: {ts} size: {h.size} "
+                   f"magic: {h.magic} compresscodec: {codec} crc: {m.crc if m else 0} "
+                   f"isvalid: {str(valid).lower()}")
+        if deep:
+            for lm in rec.iter_legacy(buf, h.pos, end, deep=True, check_crc=False):
+                line = (f"| offset: {lm.offset} {ts_type}: {lm.timestamp if h.magic else -1} "
+                        f"keySize: {-1 if lm.key is None else len(lm.key)} "
+                        f"valueSize: {-1 if lm.value is None else len(lm.value)}")
+                if o.has("print-data-log"):
+                    key, payload = parser(lm.key, lm.value)
+                    if key is not None:
+                        line += f" key: {key}"
+                    line += f" payload: {payload}"
+                out.append(line)
+
+
+def dump_index(path, o, out):
+    base = int(os.path.basename(path).split(".")[0])
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        out.append(f"{path} is empty.")
+        return
+    n = len(data) // 8
+    for i in range(n):
+        rel, pos = struct.unpack_from(">ii", data, i * 8)
+        if rel == 0 and (i > 0 or pos == 0):
+            break          # the zero-filled, preallocated tail
+        if not o.has("verify-index-only"):
+            out.append(f"offset: {base + rel} position: {pos}")
+    if o.has("index-sanity-check"):
+        out.append(f"{path} passed sanity check.")
+
+
+def dump_time_index(path, o, out):
+    base = int(os.path.basename(path).split(".")[0])
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        out.append(f"{path} is empty.")
+        return
+    for i in range(len(data) // 12):
+        ts, rel = struct.unpack_from(">qi", data, i * 12)
+        if ts == 0 and rel == 0:
+            break
+        if not o.has("verify-index-only"):
+            out.append(f"timestamp: {ts} offset: {base + rel}")
+
+
+def execute(o):
+    files = [f.strip() for f in o["files"].split(",") if f.strip()]
+    if o.has("offsets-decoder"):
+        parser = offsets_parser
+    elif o.has("transaction-log-decoder"):
+        parser = txn_parser
+    else:
+        parser = string_parser
+    if o.has("offsets-decoder") or o.has("transaction-log-decoder"):
+        o["print-data-log"] = True
+        o._given.add("print-data-log")
+    deep = o.has("deep-iteration") or o.has("print-data-log")
+    status = 0
+    gaps_by_file = {}
+    for path in files:
+        out = [f"Dumping {path}"]
+        try:
+            if path.endswith(".log"):
+                gaps = dump_log(path, o, parser, deep, out)
+                if gaps:
+                    gaps_by_file[os.path.abspath(path)] = gaps
+            elif path.endswith(".index"):
+                dump_index(path, o, out)
+            elif path.endswith(".timeindex"):
+                dump_time_index(path, o, out)
+            else:
+                sys.stdout.write("\n".join(out) + "\n")
+                print(f"Ignoring unknown file {path}", file=sys.stderr)
+                continue
+        except FileNotFoundError:
+            sys.stdout.write("\n".join(out) + "\n")
+            raise ToolError(f"{path} (No such file or directory)") from None
+        except (OSError, ValueError) as e:
+            sys.stdout.write("\n".join(out) + "\n")
+            raise ToolError(f"{path}: {e}") from None
+        if out:
+            sys.stdout.write("\n".join(out) + "\n")
+    for path, gaps in gaps_by_file.items():
+        print(f"Non-consecutive offsets in {path}", file=sys.stderr)
+        for a, b in gaps:
+            print(f"  {a} is followed by {b}", file=sys.stderr)
+    return status
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+
+    def body(args):
+        o = parse_or_exit(p, args, "This tool prints the contents of log segment and index "
+                                   "files.")
+        if not o.has("files"):
+            p.usage_exit("Missing required argument \"[files]\"")
+        return execute(o)
+
+    return run(body, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
