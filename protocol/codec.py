@@ -46,7 +46,7 @@ class Struct:
     _defaults: tuple = ()
 
     def __eq__(self, other):
-        if type(other) is not type(self):
+        if not isinstance(other, Struct) or other._base is not self._base:
             return NotImplemented
         for name in self.__slots__:
             if getattr(self, name) != getattr(other, name):
@@ -113,7 +113,7 @@ def _default_expr(ftype, default, struct_cls_name):
     if ftype.startswith("[]"):
         return "None" if default == "null" else "[]"
     if ftype == "struct":
-        return "None" if default == "null" else f"{struct_cls_name}()"
+        return "None" if default == "null" else f"DF_{struct_cls_name}"
     v = _default_value(ftype, default, False, None)
     if ftype == "uuid":
         return "UUID0"
@@ -203,7 +203,25 @@ def _make_class(sdef: _StructDef, pretty_name: str, namespace: dict):
         "__qualname__": pretty_name,
         "__module__": "protocol.messages",
     })
+    cls._base = cls
+    # The shared default instance of a struct-typed field: frozen, so that a default can be
+    # shared by every message (cheap to build, compared by identity on encode) and never
+    # mutated by accident — assign a new struct instead.
+    frozen = type(pretty_name, (cls,), {"__slots__": (), "__setattr__": _frozen_setattr,
+                                        "__qualname__": pretty_name,
+                                        "__module__": "protocol.messages"})
+    proto = cls()
+    inst = object.__new__(frozen)
+    for name in cls.__slots__:
+        object.__setattr__(inst, name, getattr(proto, name))
+    namespace[f"DF_{sdef.cls_name}"] = inst
+    cls.DEFAULT = inst
     return cls
+
+
+def _frozen_setattr(self, name, value):
+    raise AttributeError(f"{type(self).__name__} is a shared default; assign a new instance "
+                         f"to the field instead of changing this one")
 
 
 # --- source generation ------------------------------------------------------------------------
@@ -218,6 +236,7 @@ class _Gen:
         self.funcs: list[str] = []
         self.structs: dict[str, str] = {}   # var name -> format
         self.done: set = set()
+        self.isdefs: dict[str, str | None] = {}
 
     def sname(self, fmt):
         var = "S_" + fmt.replace("?", "o")
@@ -334,6 +353,11 @@ class _Gen:
                               .replace("unpack_from(buf, pos)", "unpack_from(sub, pos)")
                               .replace("buf[pos]", "sub[pos]") for l in tl)
                 lines.append("            if pos != p0 + size: raise DecodeError('tagged field size mismatch')")
+                # A peer may write a tagged field whose value is the default; keep its bytes so
+                # the message re-encodes exactly (the current value wins if it is changed).
+                lines.append(f"            if {self.is_default('v_' + f.name, f.type, f.default, f.struct)}:")
+                lines.append("                if unknown is None: unknown = []")
+                lines.append("                unknown.append((tag, bytes(buf[p0:pos])))")
                 kw = "elif"
             if tagged:
                 lines.append("        else:")
@@ -428,14 +452,20 @@ class _Gen:
                 lines.append("    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)")
                 lines.append("    else: out.append(0)")
             else:
-                lines.append("    tags = list(o._unknown_tags) if o._unknown_tags else []")
+                fast = " and ".join(["not o._unknown_tags"] + [
+                    self.is_default("o." + f.name, f.type, f.default, f.struct) for f in tagged])
+                lines.append(f"    if {fast}:")
+                lines.append("        out.append(0)")
+                lines.append("        return")
+                lines.append("    tags = []")
                 for f in tagged:
-                    dflt = _default_expr(f.type, f.default, f.struct.cls_name if f.struct else None)
-                    cond = f"o.{f.name} is not None" if dflt == "None" else f"o.{f.name} != {dflt}"
-                    lines.append(f"    if {cond}:")
+                    lines.append(f"    if not ({self.is_default('o.' + f.name, f.type, f.default, f.struct)}):")
                     lines.append("        t = bytearray()")
                     self.write_value(f, f.type, "o." + f.name, lines, "        ", _in(f.nullable, v), "t")
                     lines.append(f"        tags.append(({f.tag}, t))")
+                lines.append("    if o._unknown_tags:")
+                lines.append("        written = {t[0] for t in tags}")
+                lines.append("        tags.extend(t for t in o._unknown_tags if t[0] not in written)")
                 lines.append("    if tags:")
                 lines.append("        tags.sort(key=lambda t: t[0])")
                 lines.append("        w_unknown_tags(out, tags)")
@@ -445,9 +475,29 @@ class _Gen:
             lines.append("    pass")
         self.funcs.append("\n".join(lines) + "\n")
 
+    def is_default(self, expr, ftype, default, sdef):
+        """A cheap expression that is true when ``expr`` equals the field's default."""
+        dflt = _default_expr(ftype, default, sdef.cls_name if sdef else None)
+        if dflt == "None":
+            return f"{expr} is None"
+        if ftype == "struct" and all(f.type in _FIXED for f in sdef.fields):
+            conds = [f"{expr}.{f.name} == {_default_expr(f.type, f.default, None)}" for f in sdef.fields]
+            return (f"({expr} is {dflt} or ({expr} is not None and " + " and ".join(conds)
+                    + f" and not {expr}._unknown_tags))")
+        if ftype == "struct":
+            name = f"isdef_{sdef.cls_name}"
+            if name not in self.isdefs:
+                self.isdefs[name] = None      # placeholder against recursion
+                conds = [self.is_default(f"o.{f.name}", f.type, f.default, f.struct)
+                         for f in sdef.fields] + ["not o._unknown_tags"]
+                self.isdefs[name] = (f"def {name}(o):\n    return (o is not None and "
+                                     + "\n            and ".join(conds) + ")\n")
+            return f"({expr} is {dflt} or {name}({expr}))"
+        return f"{expr} == {dflt}"
+
     def source(self):
         self.gen(self.m.root)
-        return self.funcs
+        return self.funcs + [src for src in self.isdefs.values() if src]
 
 
 # Names a generated function may reference besides classes and struct objects.
@@ -460,12 +510,19 @@ def render_hot_source(messages: dict, names) -> str:
     """Source for every version of the named messages (written to schema/hot.py)."""
     structs: dict[str, str] = {}
     bodies = []
+    seen = set()
     for name in names:
         mdef = MessageDef(messages[name])
         lo, hi = mdef.valid_versions
         for v in range(lo, hi + 1):
             g = _Gen(mdef, v)
-            bodies.extend(g.source())
+            for src in g.source():
+                head = src.split("(", 1)[0]
+                if head.startswith("def isdef_"):
+                    if head in seen:
+                        continue
+                    seen.add(head)
+                bodies.append(src)
             structs.update(g.structs)
     head = "".join(f"{k} = struct.Struct({fmt!r})\n" for k, fmt in sorted(structs.items()))
     return head + "\n\n" + "\n\n".join(bodies)

@@ -70,6 +70,14 @@ def r_uvarint(buf, pos, end):
 
 
 def w_uvarint(out, value):
+    if value < 0x80:
+        if value >= 0:
+            out.append(value)
+            return
+    elif value < 0x4000:
+        out.append((value & 0x7F) | 0x80)
+        out.append(value >> 7)
+        return
     if value < 0:
         raise EncodeError(f"negative unsigned varint {value}")
     while value >= 0x80:
@@ -291,8 +299,11 @@ def w_crecords(out, v, regions):
         w_uvarint(out, len(v) + 1)
         out += v
     else:
-        w_uvarint(out, _region_len(v) + 1)
-        _add_region(out, v, regions)
+        w_uvarint(out, v.length + 1)
+        if regions is None:
+            out += v.read()
+        else:
+            regions.append((len(out), v))
 
 
 def _add_region(out, v, regions):

@@ -914,7 +914,7 @@ def e_ProduceRequest_v11(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end):
     v_index, v_error_code, v_base_offset = S_ihq.unpack_from(buf, pos)
     pos += 14
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, -1, -1, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, -1, -1, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v0(o, out, regions):
@@ -972,7 +972,7 @@ def e_ProduceResponse_v0(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v1(buf, pos, end):
     v_index, v_error_code, v_base_offset = S_ihq.unpack_from(buf, pos)
     pos += 14
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, -1, -1, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, -1, -1, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v1(o, out, regions):
@@ -1032,7 +1032,7 @@ def e_ProduceResponse_v1(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v2(buf, pos, end):
     v_index, v_error_code, v_base_offset, v_log_append_time_ms = S_ihqq.unpack_from(buf, pos)
     pos += 22
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, -1, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, -1, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v2(o, out, regions):
@@ -1092,7 +1092,7 @@ def e_ProduceResponse_v2(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v3(buf, pos, end):
     v_index, v_error_code, v_base_offset, v_log_append_time_ms = S_ihqq.unpack_from(buf, pos)
     pos += 22
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, -1, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, -1, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v3(o, out, regions):
@@ -1152,7 +1152,7 @@ def e_ProduceResponse_v3(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v4(buf, pos, end):
     v_index, v_error_code, v_base_offset, v_log_append_time_ms = S_ihqq.unpack_from(buf, pos)
     pos += 22
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, -1, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, -1, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v4(o, out, regions):
@@ -1212,7 +1212,7 @@ def e_ProduceResponse_v4(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v5(buf, pos, end):
     v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v5(o, out, regions):
@@ -1272,7 +1272,7 @@ def e_ProduceResponse_v5(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v6(buf, pos, end):
     v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v6(o, out, regions):
@@ -1332,7 +1332,7 @@ def e_ProduceResponse_v6(o, out, regions):
 def d_ProduceResponse_PartitionProduceResponse_v7(buf, pos, end):
     v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, [], None, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, [], None, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v7(o, out, regions):
@@ -1413,7 +1413,7 @@ def d_ProduceResponse_PartitionProduceResponse_v8(buf, pos, end):
             x, pos = d_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, pos, end)
             app(x)
     v_error_message, pos = r_nstr(buf, pos, end)
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, ProduceResponse_LeaderIdAndEpoch()), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, DF_ProduceResponse_LeaderIdAndEpoch), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v8(o, out, regions):
@@ -1524,7 +1524,7 @@ def d_ProduceResponse_PartitionProduceResponse_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, ProduceResponse_LeaderIdAndEpoch(), unknown), pos
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, DF_ProduceResponse_LeaderIdAndEpoch, unknown), pos
 
 
 def e_ProduceResponse_PartitionProduceResponse_v9(o, out, regions):
@@ -1673,7 +1673,7 @@ def d_ProduceResponse_PartitionProduceResponse_v10(buf, pos, end):
             x, pos = d_ProduceResponse_BatchIndexAndErrorMessage_v10(buf, pos, end)
             app(x)
     v_error_message, pos = r_ncstr(buf, pos, end)
-    v_current_leader = ProduceResponse_LeaderIdAndEpoch()
+    v_current_leader = DF_ProduceResponse_LeaderIdAndEpoch
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -1685,6 +1685,9 @@ def d_ProduceResponse_PartitionProduceResponse_v10(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_ProduceResponse_LeaderIdAndEpoch_v10(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -1702,11 +1705,17 @@ def e_ProduceResponse_PartitionProduceResponse_v10(o, out, regions):
         for x in a:
             e_ProduceResponse_BatchIndexAndErrorMessage_v10(x, out, regions)
     w_ncstr(out, o.error_message)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if not o._unknown_tags and (o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_ProduceResponse_LeaderIdAndEpoch_v10(o.current_leader, t, regions)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -1809,6 +1818,9 @@ def d_ProduceResponse_v10(buf, pos, end):
                     x, pos = d_ProduceResponse_NodeEndpoint_v10(sub, pos, p0 + size)
                     app(x)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_node_endpoints == []:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -1825,8 +1837,11 @@ def e_ProduceResponse_v10(o, out, regions):
         for x in a:
             e_ProduceResponse_TopicProduceResponse_v10(x, out, regions)
     out += S_i.pack(o.throttle_time_ms)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.node_endpoints != []:
+    if not o._unknown_tags and o.node_endpoints == []:
+        out.append(0)
+        return
+    tags = []
+    if not (o.node_endpoints == []):
         t = bytearray()
         a = o.node_endpoints
         if a is None:
@@ -1836,6 +1851,9 @@ def e_ProduceResponse_v10(o, out, regions):
             for x in a:
                 e_ProduceResponse_NodeEndpoint_v10(x, t, regions)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -1901,7 +1919,7 @@ def d_ProduceResponse_PartitionProduceResponse_v11(buf, pos, end):
             x, pos = d_ProduceResponse_BatchIndexAndErrorMessage_v11(buf, pos, end)
             app(x)
     v_error_message, pos = r_ncstr(buf, pos, end)
-    v_current_leader = ProduceResponse_LeaderIdAndEpoch()
+    v_current_leader = DF_ProduceResponse_LeaderIdAndEpoch
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -1913,6 +1931,9 @@ def d_ProduceResponse_PartitionProduceResponse_v11(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_ProduceResponse_LeaderIdAndEpoch_v11(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -1930,11 +1951,17 @@ def e_ProduceResponse_PartitionProduceResponse_v11(o, out, regions):
         for x in a:
             e_ProduceResponse_BatchIndexAndErrorMessage_v11(x, out, regions)
     w_ncstr(out, o.error_message)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if not o._unknown_tags and (o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_ProduceResponse_LeaderIdAndEpoch_v11(o.current_leader, t, regions)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -2037,6 +2064,9 @@ def d_ProduceResponse_v11(buf, pos, end):
                     x, pos = d_ProduceResponse_NodeEndpoint_v11(sub, pos, p0 + size)
                     app(x)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_node_endpoints == []:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -2053,8 +2083,11 @@ def e_ProduceResponse_v11(o, out, regions):
         for x in a:
             e_ProduceResponse_TopicProduceResponse_v11(x, out, regions)
     out += S_i.pack(o.throttle_time_ms)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.node_endpoints != []:
+    if not o._unknown_tags and o.node_endpoints == []:
+        out.append(0)
+        return
+    tags = []
+    if not (o.node_endpoints == []):
         t = bytearray()
         a = o.node_endpoints
         if a is None:
@@ -2064,6 +2097,9 @@ def e_ProduceResponse_v11(o, out, regions):
             for x in a:
                 e_ProduceResponse_NodeEndpoint_v11(x, t, regions)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -2118,7 +2154,7 @@ def d_FetchRequest_v0(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_FetchTopic_v0(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, 2147483647, 0, 0, -1, v_topics, [], ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, 2147483647, 0, 0, -1, v_topics, [], ''), pos
 
 
 def e_FetchRequest_v0(o, out, regions):
@@ -2179,7 +2215,7 @@ def d_FetchRequest_v1(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_FetchTopic_v1(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, 2147483647, 0, 0, -1, v_topics, [], ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, 2147483647, 0, 0, -1, v_topics, [], ''), pos
 
 
 def e_FetchRequest_v1(o, out, regions):
@@ -2240,7 +2276,7 @@ def d_FetchRequest_v2(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_FetchTopic_v2(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, 2147483647, 0, 0, -1, v_topics, [], ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, 2147483647, 0, 0, -1, v_topics, [], ''), pos
 
 
 def e_FetchRequest_v2(o, out, regions):
@@ -2301,7 +2337,7 @@ def d_FetchRequest_v3(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_FetchTopic_v3(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, 0, 0, -1, v_topics, [], ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, 0, 0, -1, v_topics, [], ''), pos
 
 
 def e_FetchRequest_v3(o, out, regions):
@@ -2362,7 +2398,7 @@ def d_FetchRequest_v4(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_FetchTopic_v4(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], ''), pos
 
 
 def e_FetchRequest_v4(o, out, regions):
@@ -2423,7 +2459,7 @@ def d_FetchRequest_v5(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_FetchTopic_v5(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], ''), pos
 
 
 def e_FetchRequest_v5(o, out, regions):
@@ -2484,7 +2520,7 @@ def d_FetchRequest_v6(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_FetchTopic_v6(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], ''), pos
 
 
 def e_FetchRequest_v6(o, out, regions):
@@ -2574,7 +2610,7 @@ def d_FetchRequest_v7(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_ForgottenTopic_v7(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
 
 
 def e_FetchRequest_v7(o, out, regions):
@@ -2671,7 +2707,7 @@ def d_FetchRequest_v8(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_ForgottenTopic_v8(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
 
 
 def e_FetchRequest_v8(o, out, regions):
@@ -2768,7 +2804,7 @@ def d_FetchRequest_v9(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_ForgottenTopic_v9(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
 
 
 def e_FetchRequest_v9(o, out, regions):
@@ -2865,7 +2901,7 @@ def d_FetchRequest_v10(buf, pos, end):
         for _ in range(n):
             x, pos = d_FetchRequest_ForgottenTopic_v10(buf, pos, end)
             app(x)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, ''), pos
 
 
 def e_FetchRequest_v10(o, out, regions):
@@ -2963,7 +2999,7 @@ def d_FetchRequest_v11(buf, pos, end):
             x, pos = d_FetchRequest_ForgottenTopic_v11(buf, pos, end)
             app(x)
     v_rack_id, pos = r_str(buf, pos, end)
-    return FetchRequest(None, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id), pos
+    return FetchRequest(None, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id), pos
 
 
 def e_FetchRequest_v11(o, out, regions):
@@ -3110,11 +3146,14 @@ def d_FetchRequest_v12(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_cluster_id, pos = r_ncstr(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_cluster_id is None:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
             pos += size
-    return FetchRequest(v_cluster_id, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+    return FetchRequest(v_cluster_id, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
 
 
 def e_FetchRequest_v12(o, out, regions):
@@ -3134,11 +3173,17 @@ def e_FetchRequest_v12(o, out, regions):
         for x in a:
             e_FetchRequest_ForgottenTopic_v12(x, out, regions)
     w_cstr(out, o.rack_id)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.cluster_id is not None:
+    if not o._unknown_tags and o.cluster_id is None:
+        out.append(0)
+        return
+    tags = []
+    if not (o.cluster_id is None):
         t = bytearray()
         w_ncstr(t, o.cluster_id)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -3271,11 +3316,14 @@ def d_FetchRequest_v13(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_cluster_id, pos = r_ncstr(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_cluster_id is None:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
             pos += size
-    return FetchRequest(v_cluster_id, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+    return FetchRequest(v_cluster_id, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
 
 
 def e_FetchRequest_v13(o, out, regions):
@@ -3295,11 +3343,17 @@ def e_FetchRequest_v13(o, out, regions):
         for x in a:
             e_FetchRequest_ForgottenTopic_v13(x, out, regions)
     w_cstr(out, o.rack_id)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.cluster_id is not None:
+    if not o._unknown_tags and o.cluster_id is None:
+        out.append(0)
+        return
+    tags = []
+    if not (o.cluster_id is None):
         t = bytearray()
         w_ncstr(t, o.cluster_id)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -3432,11 +3486,14 @@ def d_FetchRequest_v14(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_cluster_id, pos = r_ncstr(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_cluster_id is None:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
             pos += size
-    return FetchRequest(v_cluster_id, v_replica_id, FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+    return FetchRequest(v_cluster_id, v_replica_id, DF_FetchRequest_ReplicaState, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
 
 
 def e_FetchRequest_v14(o, out, regions):
@@ -3456,11 +3513,17 @@ def e_FetchRequest_v14(o, out, regions):
         for x in a:
             e_FetchRequest_ForgottenTopic_v14(x, out, regions)
     w_cstr(out, o.rack_id)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.cluster_id is not None:
+    if not o._unknown_tags and o.cluster_id is None:
+        out.append(0)
+        return
+    tags = []
+    if not (o.cluster_id is None):
         t = bytearray()
         w_ncstr(t, o.cluster_id)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -3604,7 +3667,7 @@ def d_FetchRequest_v15(buf, pos, end):
             app(x)
     v_rack_id, pos = r_cstr(buf, pos, end)
     v_cluster_id = None
-    v_replica_state = FetchRequest_ReplicaState()
+    v_replica_state = DF_FetchRequest_ReplicaState
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -3616,10 +3679,16 @@ def d_FetchRequest_v15(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_cluster_id, pos = r_ncstr(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_cluster_id is None:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_replica_state, pos = d_FetchRequest_ReplicaState_v15(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_replica_state is DF_FetchRequest_ReplicaState or (v_replica_state is not None and v_replica_state.replica_id == -1 and v_replica_state.replica_epoch == -1 and not v_replica_state._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -3644,15 +3713,21 @@ def e_FetchRequest_v15(o, out, regions):
         for x in a:
             e_FetchRequest_ForgottenTopic_v15(x, out, regions)
     w_cstr(out, o.rack_id)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.cluster_id is not None:
+    if not o._unknown_tags and o.cluster_id is None and (o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not (o.cluster_id is None):
         t = bytearray()
         w_ncstr(t, o.cluster_id)
         tags.append((0, t))
-    if o.replica_state != FetchRequest_ReplicaState():
+    if not ((o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags))):
         t = bytearray()
         e_FetchRequest_ReplicaState_v15(o.replica_state, t, regions)
         tags.append((1, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -3796,7 +3871,7 @@ def d_FetchRequest_v16(buf, pos, end):
             app(x)
     v_rack_id, pos = r_cstr(buf, pos, end)
     v_cluster_id = None
-    v_replica_state = FetchRequest_ReplicaState()
+    v_replica_state = DF_FetchRequest_ReplicaState
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -3808,10 +3883,16 @@ def d_FetchRequest_v16(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_cluster_id, pos = r_ncstr(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_cluster_id is None:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_replica_state, pos = d_FetchRequest_ReplicaState_v16(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_replica_state is DF_FetchRequest_ReplicaState or (v_replica_state is not None and v_replica_state.replica_id == -1 and v_replica_state.replica_epoch == -1 and not v_replica_state._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -3836,15 +3917,21 @@ def e_FetchRequest_v16(o, out, regions):
         for x in a:
             e_FetchRequest_ForgottenTopic_v16(x, out, regions)
     w_cstr(out, o.rack_id)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.cluster_id is not None:
+    if not o._unknown_tags and o.cluster_id is None and (o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not (o.cluster_id is None):
         t = bytearray()
         w_ncstr(t, o.cluster_id)
         tags.append((0, t))
-    if o.replica_state != FetchRequest_ReplicaState():
+    if not ((o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags))):
         t = bytearray()
         e_FetchRequest_ReplicaState_v16(o.replica_state, t, regions)
         tags.append((1, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -3867,6 +3954,9 @@ def d_FetchRequest_FetchPartition_v17(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_replica_directory_id, pos = r_uuid(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_replica_directory_id == UUID0:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -3876,11 +3966,17 @@ def d_FetchRequest_FetchPartition_v17(buf, pos, end):
 
 def e_FetchRequest_FetchPartition_v17(o, out, regions):
     out += S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.replica_directory_id != UUID0:
+    if not o._unknown_tags and o.replica_directory_id == UUID0:
+        out.append(0)
+        return
+    tags = []
+    if not (o.replica_directory_id == UUID0):
         t = bytearray()
         w_uuid(t, o.replica_directory_id)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -4002,7 +4098,7 @@ def d_FetchRequest_v17(buf, pos, end):
             app(x)
     v_rack_id, pos = r_cstr(buf, pos, end)
     v_cluster_id = None
-    v_replica_state = FetchRequest_ReplicaState()
+    v_replica_state = DF_FetchRequest_ReplicaState
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -4014,10 +4110,16 @@ def d_FetchRequest_v17(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_cluster_id, pos = r_ncstr(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_cluster_id is None:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_replica_state, pos = d_FetchRequest_ReplicaState_v17(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_replica_state is DF_FetchRequest_ReplicaState or (v_replica_state is not None and v_replica_state.replica_id == -1 and v_replica_state.replica_epoch == -1 and not v_replica_state._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -4042,15 +4144,21 @@ def e_FetchRequest_v17(o, out, regions):
         for x in a:
             e_FetchRequest_ForgottenTopic_v17(x, out, regions)
     w_cstr(out, o.rack_id)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.cluster_id is not None:
+    if not o._unknown_tags and o.cluster_id is None and (o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not (o.cluster_id is None):
         t = bytearray()
         w_ncstr(t, o.cluster_id)
         tags.append((0, t))
-    if o.replica_state != FetchRequest_ReplicaState():
+    if not ((o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags))):
         t = bytearray()
         e_FetchRequest_ReplicaState_v17(o.replica_state, t, regions)
         tags.append((1, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -4062,7 +4170,7 @@ def d_FetchResponse_PartitionData_v0(buf, pos, end):
     v_partition_index, v_error_code, v_high_watermark = S_ihq.unpack_from(buf, pos)
     pos += 14
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), [], -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, [], -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v0(o, out, regions):
@@ -4122,7 +4230,7 @@ def d_FetchResponse_PartitionData_v1(buf, pos, end):
     v_partition_index, v_error_code, v_high_watermark = S_ihq.unpack_from(buf, pos)
     pos += 14
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), [], -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, [], -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v1(o, out, regions):
@@ -4184,7 +4292,7 @@ def d_FetchResponse_PartitionData_v2(buf, pos, end):
     v_partition_index, v_error_code, v_high_watermark = S_ihq.unpack_from(buf, pos)
     pos += 14
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), [], -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, [], -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v2(o, out, regions):
@@ -4246,7 +4354,7 @@ def d_FetchResponse_PartitionData_v3(buf, pos, end):
     v_partition_index, v_error_code, v_high_watermark = S_ihq.unpack_from(buf, pos)
     pos += 14
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), [], -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, [], -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v3(o, out, regions):
@@ -4327,7 +4435,7 @@ def d_FetchResponse_PartitionData_v4(buf, pos, end):
             x, pos = d_FetchResponse_AbortedTransaction_v4(buf, pos, end)
             app(x)
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, -1, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, -1, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v4(o, out, regions):
@@ -4415,7 +4523,7 @@ def d_FetchResponse_PartitionData_v5(buf, pos, end):
             x, pos = d_FetchResponse_AbortedTransaction_v5(buf, pos, end)
             app(x)
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v5(o, out, regions):
@@ -4503,7 +4611,7 @@ def d_FetchResponse_PartitionData_v6(buf, pos, end):
             x, pos = d_FetchResponse_AbortedTransaction_v6(buf, pos, end)
             app(x)
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v6(o, out, regions):
@@ -4591,7 +4699,7 @@ def d_FetchResponse_PartitionData_v7(buf, pos, end):
             x, pos = d_FetchResponse_AbortedTransaction_v7(buf, pos, end)
             app(x)
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v7(o, out, regions):
@@ -4680,7 +4788,7 @@ def d_FetchResponse_PartitionData_v8(buf, pos, end):
             x, pos = d_FetchResponse_AbortedTransaction_v8(buf, pos, end)
             app(x)
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v8(o, out, regions):
@@ -4769,7 +4877,7 @@ def d_FetchResponse_PartitionData_v9(buf, pos, end):
             x, pos = d_FetchResponse_AbortedTransaction_v9(buf, pos, end)
             app(x)
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v9(o, out, regions):
@@ -4858,7 +4966,7 @@ def d_FetchResponse_PartitionData_v10(buf, pos, end):
             x, pos = d_FetchResponse_AbortedTransaction_v10(buf, pos, end)
             app(x)
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, -1, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, -1, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v10(o, out, regions):
@@ -4948,7 +5056,7 @@ def d_FetchResponse_PartitionData_v11(buf, pos, end):
             app(x)
     v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_records, pos = r_records(buf, pos, end)
-    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, FetchResponse_EpochEndOffset(), FetchResponse_LeaderIdAndEpoch(), FetchResponse_SnapshotId(), v_aborted_transactions, v_preferred_read_replica, v_records), pos
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, DF_FetchResponse_EpochEndOffset, DF_FetchResponse_LeaderIdAndEpoch, DF_FetchResponse_SnapshotId, v_aborted_transactions, v_preferred_read_replica, v_records), pos
 
 
 def e_FetchResponse_PartitionData_v11(o, out, regions):
@@ -5117,9 +5225,9 @@ def d_FetchResponse_PartitionData_v12(buf, pos, end):
             app(x)
     v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_records, pos = r_crecords(buf, pos, end)
-    v_diverging_epoch = FetchResponse_EpochEndOffset()
-    v_current_leader = FetchResponse_LeaderIdAndEpoch()
-    v_snapshot_id = FetchResponse_SnapshotId()
+    v_diverging_epoch = DF_FetchResponse_EpochEndOffset
+    v_current_leader = DF_FetchResponse_LeaderIdAndEpoch
+    v_snapshot_id = DF_FetchResponse_SnapshotId
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -5131,14 +5239,23 @@ def d_FetchResponse_PartitionData_v12(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_diverging_epoch, pos = d_FetchResponse_EpochEndOffset_v12(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_diverging_epoch is DF_FetchResponse_EpochEndOffset or (v_diverging_epoch is not None and v_diverging_epoch.epoch == -1 and v_diverging_epoch.end_offset == -1 and not v_diverging_epoch._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_FetchResponse_LeaderIdAndEpoch_v12(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_FetchResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 2:
             sub = buf[:pos + size]; p0 = pos
             v_snapshot_id, pos = d_FetchResponse_SnapshotId_v12(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_snapshot_id is DF_FetchResponse_SnapshotId or (v_snapshot_id is not None and v_snapshot_id.end_offset == -1 and v_snapshot_id.epoch == -1 and not v_snapshot_id._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -5157,19 +5274,25 @@ def e_FetchResponse_PartitionData_v12(o, out, regions):
             e_FetchResponse_AbortedTransaction_v12(x, out, regions)
     out += S_i.pack(o.preferred_read_replica)
     w_crecords(out, o.records, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.diverging_epoch != FetchResponse_EpochEndOffset():
+    if not o._unknown_tags and (o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags)) and (o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)) and (o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags))):
         t = bytearray()
         e_FetchResponse_EpochEndOffset_v12(o.diverging_epoch, t, regions)
         tags.append((0, t))
-    if o.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if not ((o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_FetchResponse_LeaderIdAndEpoch_v12(o.current_leader, t, regions)
         tags.append((1, t))
-    if o.snapshot_id != FetchResponse_SnapshotId():
+    if not ((o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags))):
         t = bytearray()
         e_FetchResponse_SnapshotId_v12(o.snapshot_id, t, regions)
         tags.append((2, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -5354,9 +5477,9 @@ def d_FetchResponse_PartitionData_v13(buf, pos, end):
             app(x)
     v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_records, pos = r_crecords(buf, pos, end)
-    v_diverging_epoch = FetchResponse_EpochEndOffset()
-    v_current_leader = FetchResponse_LeaderIdAndEpoch()
-    v_snapshot_id = FetchResponse_SnapshotId()
+    v_diverging_epoch = DF_FetchResponse_EpochEndOffset
+    v_current_leader = DF_FetchResponse_LeaderIdAndEpoch
+    v_snapshot_id = DF_FetchResponse_SnapshotId
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -5368,14 +5491,23 @@ def d_FetchResponse_PartitionData_v13(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_diverging_epoch, pos = d_FetchResponse_EpochEndOffset_v13(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_diverging_epoch is DF_FetchResponse_EpochEndOffset or (v_diverging_epoch is not None and v_diverging_epoch.epoch == -1 and v_diverging_epoch.end_offset == -1 and not v_diverging_epoch._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_FetchResponse_LeaderIdAndEpoch_v13(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_FetchResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 2:
             sub = buf[:pos + size]; p0 = pos
             v_snapshot_id, pos = d_FetchResponse_SnapshotId_v13(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_snapshot_id is DF_FetchResponse_SnapshotId or (v_snapshot_id is not None and v_snapshot_id.end_offset == -1 and v_snapshot_id.epoch == -1 and not v_snapshot_id._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -5394,19 +5526,25 @@ def e_FetchResponse_PartitionData_v13(o, out, regions):
             e_FetchResponse_AbortedTransaction_v13(x, out, regions)
     out += S_i.pack(o.preferred_read_replica)
     w_crecords(out, o.records, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.diverging_epoch != FetchResponse_EpochEndOffset():
+    if not o._unknown_tags and (o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags)) and (o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)) and (o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags))):
         t = bytearray()
         e_FetchResponse_EpochEndOffset_v13(o.diverging_epoch, t, regions)
         tags.append((0, t))
-    if o.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if not ((o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_FetchResponse_LeaderIdAndEpoch_v13(o.current_leader, t, regions)
         tags.append((1, t))
-    if o.snapshot_id != FetchResponse_SnapshotId():
+    if not ((o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags))):
         t = bytearray()
         e_FetchResponse_SnapshotId_v13(o.snapshot_id, t, regions)
         tags.append((2, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -5591,9 +5729,9 @@ def d_FetchResponse_PartitionData_v14(buf, pos, end):
             app(x)
     v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_records, pos = r_crecords(buf, pos, end)
-    v_diverging_epoch = FetchResponse_EpochEndOffset()
-    v_current_leader = FetchResponse_LeaderIdAndEpoch()
-    v_snapshot_id = FetchResponse_SnapshotId()
+    v_diverging_epoch = DF_FetchResponse_EpochEndOffset
+    v_current_leader = DF_FetchResponse_LeaderIdAndEpoch
+    v_snapshot_id = DF_FetchResponse_SnapshotId
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -5605,14 +5743,23 @@ def d_FetchResponse_PartitionData_v14(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_diverging_epoch, pos = d_FetchResponse_EpochEndOffset_v14(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_diverging_epoch is DF_FetchResponse_EpochEndOffset or (v_diverging_epoch is not None and v_diverging_epoch.epoch == -1 and v_diverging_epoch.end_offset == -1 and not v_diverging_epoch._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_FetchResponse_LeaderIdAndEpoch_v14(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_FetchResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 2:
             sub = buf[:pos + size]; p0 = pos
             v_snapshot_id, pos = d_FetchResponse_SnapshotId_v14(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_snapshot_id is DF_FetchResponse_SnapshotId or (v_snapshot_id is not None and v_snapshot_id.end_offset == -1 and v_snapshot_id.epoch == -1 and not v_snapshot_id._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -5631,19 +5778,25 @@ def e_FetchResponse_PartitionData_v14(o, out, regions):
             e_FetchResponse_AbortedTransaction_v14(x, out, regions)
     out += S_i.pack(o.preferred_read_replica)
     w_crecords(out, o.records, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.diverging_epoch != FetchResponse_EpochEndOffset():
+    if not o._unknown_tags and (o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags)) and (o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)) and (o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags))):
         t = bytearray()
         e_FetchResponse_EpochEndOffset_v14(o.diverging_epoch, t, regions)
         tags.append((0, t))
-    if o.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if not ((o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_FetchResponse_LeaderIdAndEpoch_v14(o.current_leader, t, regions)
         tags.append((1, t))
-    if o.snapshot_id != FetchResponse_SnapshotId():
+    if not ((o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags))):
         t = bytearray()
         e_FetchResponse_SnapshotId_v14(o.snapshot_id, t, regions)
         tags.append((2, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -5828,9 +5981,9 @@ def d_FetchResponse_PartitionData_v15(buf, pos, end):
             app(x)
     v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_records, pos = r_crecords(buf, pos, end)
-    v_diverging_epoch = FetchResponse_EpochEndOffset()
-    v_current_leader = FetchResponse_LeaderIdAndEpoch()
-    v_snapshot_id = FetchResponse_SnapshotId()
+    v_diverging_epoch = DF_FetchResponse_EpochEndOffset
+    v_current_leader = DF_FetchResponse_LeaderIdAndEpoch
+    v_snapshot_id = DF_FetchResponse_SnapshotId
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -5842,14 +5995,23 @@ def d_FetchResponse_PartitionData_v15(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_diverging_epoch, pos = d_FetchResponse_EpochEndOffset_v15(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_diverging_epoch is DF_FetchResponse_EpochEndOffset or (v_diverging_epoch is not None and v_diverging_epoch.epoch == -1 and v_diverging_epoch.end_offset == -1 and not v_diverging_epoch._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_FetchResponse_LeaderIdAndEpoch_v15(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_FetchResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 2:
             sub = buf[:pos + size]; p0 = pos
             v_snapshot_id, pos = d_FetchResponse_SnapshotId_v15(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_snapshot_id is DF_FetchResponse_SnapshotId or (v_snapshot_id is not None and v_snapshot_id.end_offset == -1 and v_snapshot_id.epoch == -1 and not v_snapshot_id._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -5868,19 +6030,25 @@ def e_FetchResponse_PartitionData_v15(o, out, regions):
             e_FetchResponse_AbortedTransaction_v15(x, out, regions)
     out += S_i.pack(o.preferred_read_replica)
     w_crecords(out, o.records, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.diverging_epoch != FetchResponse_EpochEndOffset():
+    if not o._unknown_tags and (o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags)) and (o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)) and (o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags))):
         t = bytearray()
         e_FetchResponse_EpochEndOffset_v15(o.diverging_epoch, t, regions)
         tags.append((0, t))
-    if o.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if not ((o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_FetchResponse_LeaderIdAndEpoch_v15(o.current_leader, t, regions)
         tags.append((1, t))
-    if o.snapshot_id != FetchResponse_SnapshotId():
+    if not ((o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags))):
         t = bytearray()
         e_FetchResponse_SnapshotId_v15(o.snapshot_id, t, regions)
         tags.append((2, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -6065,9 +6233,9 @@ def d_FetchResponse_PartitionData_v16(buf, pos, end):
             app(x)
     v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_records, pos = r_crecords(buf, pos, end)
-    v_diverging_epoch = FetchResponse_EpochEndOffset()
-    v_current_leader = FetchResponse_LeaderIdAndEpoch()
-    v_snapshot_id = FetchResponse_SnapshotId()
+    v_diverging_epoch = DF_FetchResponse_EpochEndOffset
+    v_current_leader = DF_FetchResponse_LeaderIdAndEpoch
+    v_snapshot_id = DF_FetchResponse_SnapshotId
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -6079,14 +6247,23 @@ def d_FetchResponse_PartitionData_v16(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_diverging_epoch, pos = d_FetchResponse_EpochEndOffset_v16(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_diverging_epoch is DF_FetchResponse_EpochEndOffset or (v_diverging_epoch is not None and v_diverging_epoch.epoch == -1 and v_diverging_epoch.end_offset == -1 and not v_diverging_epoch._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_FetchResponse_LeaderIdAndEpoch_v16(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_FetchResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 2:
             sub = buf[:pos + size]; p0 = pos
             v_snapshot_id, pos = d_FetchResponse_SnapshotId_v16(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_snapshot_id is DF_FetchResponse_SnapshotId or (v_snapshot_id is not None and v_snapshot_id.end_offset == -1 and v_snapshot_id.epoch == -1 and not v_snapshot_id._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -6105,19 +6282,25 @@ def e_FetchResponse_PartitionData_v16(o, out, regions):
             e_FetchResponse_AbortedTransaction_v16(x, out, regions)
     out += S_i.pack(o.preferred_read_replica)
     w_crecords(out, o.records, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.diverging_epoch != FetchResponse_EpochEndOffset():
+    if not o._unknown_tags and (o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags)) and (o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)) and (o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags))):
         t = bytearray()
         e_FetchResponse_EpochEndOffset_v16(o.diverging_epoch, t, regions)
         tags.append((0, t))
-    if o.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if not ((o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_FetchResponse_LeaderIdAndEpoch_v16(o.current_leader, t, regions)
         tags.append((1, t))
-    if o.snapshot_id != FetchResponse_SnapshotId():
+    if not ((o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags))):
         t = bytearray()
         e_FetchResponse_SnapshotId_v16(o.snapshot_id, t, regions)
         tags.append((2, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -6221,6 +6404,9 @@ def d_FetchResponse_v16(buf, pos, end):
                     x, pos = d_FetchResponse_NodeEndpoint_v16(sub, pos, p0 + size)
                     app(x)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_node_endpoints == []:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -6237,8 +6423,11 @@ def e_FetchResponse_v16(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_FetchResponse_FetchableTopicResponse_v16(x, out, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.node_endpoints != []:
+    if not o._unknown_tags and o.node_endpoints == []:
+        out.append(0)
+        return
+    tags = []
+    if not (o.node_endpoints == []):
         t = bytearray()
         a = o.node_endpoints
         if a is None:
@@ -6248,6 +6437,9 @@ def e_FetchResponse_v16(o, out, regions):
             for x in a:
                 e_FetchResponse_NodeEndpoint_v16(x, t, regions)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -6357,9 +6549,9 @@ def d_FetchResponse_PartitionData_v17(buf, pos, end):
             app(x)
     v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_records, pos = r_crecords(buf, pos, end)
-    v_diverging_epoch = FetchResponse_EpochEndOffset()
-    v_current_leader = FetchResponse_LeaderIdAndEpoch()
-    v_snapshot_id = FetchResponse_SnapshotId()
+    v_diverging_epoch = DF_FetchResponse_EpochEndOffset
+    v_current_leader = DF_FetchResponse_LeaderIdAndEpoch
+    v_snapshot_id = DF_FetchResponse_SnapshotId
     unknown = None
     ntags, pos = r_uvarint(buf, pos, end)
     if ntags > end - pos: raise DecodeError('too many tagged fields')
@@ -6371,14 +6563,23 @@ def d_FetchResponse_PartitionData_v17(buf, pos, end):
             sub = buf[:pos + size]; p0 = pos
             v_diverging_epoch, pos = d_FetchResponse_EpochEndOffset_v17(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_diverging_epoch is DF_FetchResponse_EpochEndOffset or (v_diverging_epoch is not None and v_diverging_epoch.epoch == -1 and v_diverging_epoch.end_offset == -1 and not v_diverging_epoch._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 1:
             sub = buf[:pos + size]; p0 = pos
             v_current_leader, pos = d_FetchResponse_LeaderIdAndEpoch_v17(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_FetchResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         elif tag == 2:
             sub = buf[:pos + size]; p0 = pos
             v_snapshot_id, pos = d_FetchResponse_SnapshotId_v17(sub, pos, p0 + size)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_snapshot_id is DF_FetchResponse_SnapshotId or (v_snapshot_id is not None and v_snapshot_id.end_offset == -1 and v_snapshot_id.epoch == -1 and not v_snapshot_id._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -6397,19 +6598,25 @@ def e_FetchResponse_PartitionData_v17(o, out, regions):
             e_FetchResponse_AbortedTransaction_v17(x, out, regions)
     out += S_i.pack(o.preferred_read_replica)
     w_crecords(out, o.records, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.diverging_epoch != FetchResponse_EpochEndOffset():
+    if not o._unknown_tags and (o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags)) and (o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)) and (o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags))):
         t = bytearray()
         e_FetchResponse_EpochEndOffset_v17(o.diverging_epoch, t, regions)
         tags.append((0, t))
-    if o.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if not ((o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
         t = bytearray()
         e_FetchResponse_LeaderIdAndEpoch_v17(o.current_leader, t, regions)
         tags.append((1, t))
-    if o.snapshot_id != FetchResponse_SnapshotId():
+    if not ((o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags))):
         t = bytearray()
         e_FetchResponse_SnapshotId_v17(o.snapshot_id, t, regions)
         tags.append((2, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)
@@ -6513,6 +6720,9 @@ def d_FetchResponse_v17(buf, pos, end):
                     x, pos = d_FetchResponse_NodeEndpoint_v17(sub, pos, p0 + size)
                     app(x)
             if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_node_endpoints == []:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
         else:
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
@@ -6529,8 +6739,11 @@ def e_FetchResponse_v17(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_FetchResponse_FetchableTopicResponse_v17(x, out, regions)
-    tags = list(o._unknown_tags) if o._unknown_tags else []
-    if o.node_endpoints != []:
+    if not o._unknown_tags and o.node_endpoints == []:
+        out.append(0)
+        return
+    tags = []
+    if not (o.node_endpoints == []):
         t = bytearray()
         a = o.node_endpoints
         if a is None:
@@ -6540,6 +6753,9 @@ def e_FetchResponse_v17(o, out, regions):
             for x in a:
                 e_FetchResponse_NodeEndpoint_v17(x, t, regions)
         tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
     if tags:
         tags.sort(key=lambda t: t[0])
         w_unknown_tags(out, tags)

@@ -1,0 +1,133 @@
+"""``__consumer_offsets`` as the group coordinator sees it (the ``GroupLog`` interface).
+
+The topic is created on first use (FindCoordinator) with ``offsets.topic.num.partitions``
+partitions, ``offsets.topic.replication.factor`` replicas (capped at the live brokers, as
+Kafka 3.x does when it creates internal topics) and ``cleanup.policy=compact``.
+
+Appends are written by the coordinator as one v2 batch per call and wait — like acks=all — until
+the high watermark covers them (``offsets.commit.timeout.ms``).  Loading reads the partition
+from its log start offset to its log end offset, skipping control batches.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from controller.api import CreatableTopic
+from protocol import records as rec
+from protocol.errors import ErrorCode as E, error_for
+
+log = logging.getLogger("odradek.group")
+
+TOPIC = "__consumer_offsets"
+READ_CHUNK = 1 << 20
+
+
+class ConsumerOffsetsLog:
+    def __init__(self, broker):
+        self.broker = broker
+        self.num_partitions = broker.config.get("offsets.topic.num.partitions")
+        self._creating = None
+
+    def is_leader(self, partition: int) -> bool:
+        part = self.broker.replicas.get(TOPIC, partition)
+        return part is not None and part.is_leader
+
+    async def ensure_created(self) -> None:
+        ctrl = self.broker.controller
+        if ctrl.topic(TOPIC) is not None:
+            return
+        if self._creating is None:
+            self._creating = asyncio.ensure_future(self._create())
+        await asyncio.shield(self._creating)
+
+    async def _create(self):
+        cfg = self.broker.config
+        rf = min(cfg.get("offsets.topic.replication.factor"), max(1, len(self.broker.controller.brokers())))
+        configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                   "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))}
+        res = await self.broker.controller.create_topics(
+            [CreatableTopic(TOPIC, self.num_partitions, rf, None, configs)])
+        if res[0].error_code not in (0, E.TOPIC_ALREADY_EXISTS):
+            log.error("could not create %s: %s", TOPIC, res[0].error_message)
+        self._creating = None
+
+    async def append(self, partition: int, records) -> None:
+        part = self.broker.replicas.get(TOPIC, partition)
+        if part is None or not part.is_leader:
+            raise error_for(E.NOT_LEADER_OR_FOLLOWER)(f"not the leader of {TOPIC}-{partition}")
+        now = int(time.time() * 1000)
+        batch = rec.build_batch([(k, v, [], now) for k, v in records])
+        res = part.log.append(batch, part.leader_epoch, origin="coordinator")
+        part.after_append()
+        needed = res.last_offset + 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.broker.config.get("offsets.commit.timeout.ms") / 1000
+        while part.high_watermark < needed:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise error_for(E.REQUEST_TIMED_OUT)("offsets write not replicated in time")
+            fut = loop.create_future()
+            part.add_waiter(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                part.remove_waiter(fut)
+
+    def read(self, partition: int):
+        part = self.broker.replicas.get(TOPIC, partition)
+        if part is None:
+            return
+        lg = part.log
+        offset = lg.log_start_offset
+        end = lg.log_end_offset
+        while offset < end:
+            data = lg.read_bytes(offset, READ_CHUNK, max_offset=end)
+            if not data:
+                break
+            last = offset
+            for h in rec.iter_batches(data):
+                last = h.next_offset
+                if h.is_control:
+                    continue
+                for r in rec.iter_records(data, h):
+                    if r.offset >= offset:
+                        yield r.offset, r.key, r.value
+            if last <= offset:
+                break
+            offset = last
+
+
+class _Node:
+    __slots__ = ("node_id", "host", "port")
+
+    def __init__(self, node_id, host, port):
+        self.node_id, self.host, self.port = node_id, host, port
+
+
+async def attach_group_coordinator(broker) -> None:
+    """Create the coordinator, wire it to ``__consumer_offsets`` and to leadership changes."""
+    from broker.group.coordinator import GroupCoordinator
+    glog = ConsumerOffsetsLog(broker)
+
+    def node_lookup(partition):
+        info = broker.controller.topic(TOPIC)
+        if info is None or partition not in info.partitions:
+            return None
+        leader = info.partitions[partition].leader
+        for b in broker.controller.brokers():
+            if b.id == leader:
+                for name, host, port, _ in b.endpoints:
+                    if name == broker.config.inter_broker_listener_name() or len(b.endpoints) == 1:
+                        return _Node(b.id, host, port)
+                name, host, port, _ = b.endpoints[0]
+                return _Node(b.id, host, port)
+        return None
+
+    coord = GroupCoordinator(broker.config, glog, node_lookup)
+    broker.groups = coord
+    await coord.start()
+    for (t, p), part in broker.replicas.partitions.items():
+        if t == TOPIC and part.is_leader:
+            coord.on_become_leader(p)
