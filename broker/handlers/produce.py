@@ -61,6 +61,8 @@ def _prepare(records, version, log_cfg):
         raise rec.CorruptRecordError(f"unknown magic {magic}")
     if version >= 3:
         h = rec.read_header(records, 0)
+        if h.batch_length < rec.BATCH_OVERHEAD - rec.LOG_OVERHEAD:
+            raise rec.CorruptRecordError(f"batch length {h.batch_length} is below the minimum")
         if h.size != len(records):
             raise rec.InvalidRecordError("produce v3+ must carry exactly one record batch")
         if h.compression == 4 and version < 7:
