@@ -126,11 +126,30 @@ class ReplicaManager:
                 part.leader_epoch = state.leader_epoch
                 part.replicas = list(state.replicas)
                 part.isr = list(state.isr)
+        deleted = False
         for key in [k for k in self.partitions if k not in wanted]:
             part = self.partitions.pop(key)
             part.wake()
             lm.delete_log(*key)
+            deleted = True
             log.info("deleted log of %s-%d", *key)
+        if deleted:
+            self._schedule_dir_removal()
+
+    def _schedule_dir_removal(self) -> None:
+        """Remove renamed ``-delete`` log dirs after ``log.segment.delete.delay.ms``, off-loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        lm = self.broker.log_manager
+        delay = self.broker.config.get("log.segment.delete.delay.ms") / 1000
+
+        def remove():
+            fut = loop.run_in_executor(None, lm.remove_deleted_dirs)
+            fut.add_done_callback(lambda f: not f.cancelled() and f.exception() and log.error(
+                "removing deleted log dirs failed: %s", f.exception()))
+        loop.call_later(delay, remove)
 
     def update_configs(self, topic: str, overrides: dict) -> None:
         lcfg = log_config_for(self.broker.config, overrides)

@@ -1,0 +1,690 @@
+"""Admin APIs against a real broker process, driven by kafka-python's KafkaAdminClient,
+confluent-kafka's AdminClient and (for versions/corner cases the clients do not reach) raw
+requests built with the project's message classes.
+
+One broker serves the whole module (topic names are unique per test); it runs with a short
+retention-check interval and file-delete delay so that config changes and deletions can be
+observed quickly.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition as CTopicPartition
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource as CResource,
+                                   ConfigSource, NewPartitions as CNewPartitions, NewTopic as CNewTopic)
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions
+from kafka.errors import MessageSizeTooLargeError
+
+from protocol import api
+from protocol.messages import (AlterConfigsRequest, ApiVersionsRequest, DeleteTopicsRequest,
+                               DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+                               OffsetForLeaderEpochRequest)
+from tests.support import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+PROPS = {
+    "num.partitions": "2",
+    "log.retention.check.interval.ms": "300",
+    "log.segment.delete.delay.ms": "200",
+}
+
+# Kafka error codes
+UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_OUT_OF_RANGE = 1
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+UNKNOWN_TOPIC_ID = 100
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("admin-broker"), props=PROPS)
+    b.start()
+    yield b
+    try:
+        b.stop()
+    except Exception:
+        b.kill()
+
+
+@pytest.fixture(scope="module")
+def kp(srv):
+    a = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=15000)
+    yield a
+    a.close()
+
+
+@pytest.fixture(scope="module")
+def ck(srv):
+    return AdminClient({"bootstrap.servers": srv.bootstrap})
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _wait(fs, timeout=15):
+    """Resolve a confluent futures dict; {key: result or KafkaError}."""
+    out = {}
+    for k, f in fs.items():
+        try:
+            out[k] = f.result(timeout=timeout)
+        except KafkaException as e:
+            out[k] = e.args[0]
+    return out
+
+
+def _partitions(kp, topic):
+    meta = kp.describe_topics([topic])[0]
+    return sorted(p["partition_index"] for p in meta["partitions"]) if meta["error_code"] == 0 else None
+
+
+def _produce(srv, topic, n, size=100, partition=0):
+    p = KafkaProducer(bootstrap_servers=srv.bootstrap, acks=1, linger_ms=0)
+    try:
+        for i in range(n):
+            p.send(topic, value=b"%06d" % i + b"x" * (size - 6), partition=partition).get(timeout=15)
+    finally:
+        p.close()
+
+
+# ----------------------------------------------------------------------------- raw requests
+
+class Raw:
+    def __init__(self, srv):
+        self.sock = socket.create_connection((srv.host, srv.port), timeout=10)
+        self.cid = 0
+
+    def call(self, api_key, version, body):
+        self.cid += 1
+        hdr = api.make_request_header(api_key, version, self.cid, "admin-test")
+        data = api.encode_request(hdr, body)
+        self.sock.sendall(struct.pack(">i", len(data)) + data)
+        size = struct.unpack(">i", self._read(4))[0]
+        _h, resp = api.decode_response(self._read(size), api_key, version)
+        return resp
+
+    def _read(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            buf += chunk
+        return buf
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def raw(srv):
+    r = Raw(srv)
+    yield r
+    r.close()
+
+
+# ----------------------------------------------------------------------------- ApiVersions
+
+def test_admin_api_versions_advertised(raw):
+    resp = raw.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    expected = {19: (0, 7), 20: (0, 6), 21: (0, 2), 23: (0, 4), 32: (0, 4), 33: (0, 2),
+                35: (0, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1)}
+    for k, rng in expected.items():
+        assert got.get(k) == rng, k
+
+
+# ----------------------------------------------------------------------------- CreateTopics
+
+def test_create_topic_with_configs_returns_metadata(kp):
+    t = _name("cfg")
+    res = kp.create_topics({t: {"num_partitions": 3, "replication_factor": 1,
+                                "configs": {"retention.ms": "12345", "cleanup.policy": "compact"}}})
+    r = res["topics"][0]
+    assert r["error_code"] == 0 and r["name"] == t
+    assert r["num_partitions"] == 3 and r["replication_factor"] == 1
+    assert r["topic_id"] is not None
+    assert r["configs"]["retention.ms"]["value"] == "12345"
+    assert r["configs"]["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert r["configs"]["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
+    assert _partitions(kp, t) == [0, 1, 2]
+    described = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)])
+    assert described["topic"][t]["cleanup.policy"]["value"] == "compact"
+
+
+def test_create_topic_defaults_from_broker(kp):
+    t = _name("dflt")
+    r = kp.create_topics({t: {}})["topics"][0]       # -1 / -1
+    assert r["error_code"] == 0
+    assert r["num_partitions"] == 2 and r["replication_factor"] == 1   # num.partitions=2
+    assert _partitions(kp, t) == [0, 1]
+
+
+def test_create_validate_only(kp, ck):
+    t = _name("vo")
+    r = kp.create_topics({t: {"num_partitions": 4}}, validate_only=True)["topics"][0]
+    assert r["error_code"] == 0 and r["num_partitions"] == 4
+    t2 = _name("vo-ck")
+    out = _wait(ck.create_topics([CNewTopic(t2, 2, 1)], validate_only=True))
+    assert out[t2] is None
+    names = set(kp.list_topics())
+    assert t not in names and t2 not in names
+    # validation still reports errors
+    bad = kp.create_topics({_name("vo"): {"num_partitions": 0}}, validate_only=True,
+                           raise_errors=False)["topics"][0]
+    assert bad["error_code"] == INVALID_PARTITIONS
+
+
+def test_create_explicit_assignment(kp, ck):
+    t = _name("asg")
+    r = kp.create_topics({t: {"assignments": {0: [0], 1: [0], 2: [0]}}})["topics"][0]
+    assert r["error_code"] == 0 and r["num_partitions"] == 3
+    assert _partitions(kp, t) == [0, 1, 2]
+    t2 = _name("asg-ck")
+    out = _wait(ck.create_topics([CNewTopic(t2, num_partitions=2, replica_assignment=[[0], [0]])]))
+    assert out[t2] is None
+    assert _partitions(kp, t2) == [0, 1]
+
+
+def test_create_errors_kafka_python(kp):
+    existing = _name("dup")
+    kp.create_topics({existing: {"num_partitions": 1}})
+    cases = {
+        existing: ({"num_partitions": 1}, TOPIC_ALREADY_EXISTS),
+        "bad name!": ({"num_partitions": 1}, INVALID_TOPIC_EXCEPTION),
+        "x" * 250: ({"num_partitions": 1}, INVALID_TOPIC_EXCEPTION),
+        _name("zero"): ({"num_partitions": 0}, INVALID_PARTITIONS),
+        _name("rf"): ({"num_partitions": 1, "replication_factor": 3}, INVALID_REPLICATION_FACTOR),
+        _name("asg"): ({"assignments": {0: [7]}}, INVALID_REPLICA_ASSIGNMENT),
+        _name("asg2"): ({"assignments": {0: [0], 2: [0]}}, INVALID_REPLICA_ASSIGNMENT),
+        _name("cfg"): ({"num_partitions": 1, "configs": {"retention.ms": "soon"}}, INVALID_CONFIG),
+        _name("cfg2"): ({"num_partitions": 1, "configs": {"no.such.config": "1"}}, INVALID_CONFIG),
+        _name("both"): ({"num_partitions": 2, "assignments": {0: [0]}}, INVALID_REQUEST),
+    }
+    res = kp.create_topics({n: spec for n, (spec, _) in cases.items()}, raise_errors=False)
+    by_name = {r["name"]: r for r in res["topics"]}
+    for name, (_, code) in cases.items():
+        r = by_name[name]
+        assert r["error_code"] == code, (name, r)
+        assert r["error_message"], name
+        assert r["num_partitions"] == -1 and r["replication_factor"] == -1
+    topics = set(kp.list_topics())
+    assert not any(n in topics for n in cases if n != existing)
+
+
+def test_create_errors_confluent(ck):
+    existing = _name("dup-ck")
+    assert _wait(ck.create_topics([CNewTopic(existing, 1, 1)]))[existing] is None
+    out = _wait(ck.create_topics([CNewTopic(existing, 1, 1), CNewTopic("bad/name", 1, 1),
+                                  CNewTopic(_name("rf-ck"), 1, 2)]))
+    codes = {k: v.code() for k, v in out.items()}
+    assert codes[existing] == KafkaError.TOPIC_ALREADY_EXISTS
+    assert codes["bad/name"] == KafkaError.TOPIC_EXCEPTION
+    assert [c for k, c in codes.items() if k.startswith("rf-ck")] == [KafkaError.INVALID_REPLICATION_FACTOR]
+
+
+# ----------------------------------------------------------------------------- DescribeConfigs
+
+def test_describe_topic_configs_defaults_and_synonyms(kp):
+    t = _name("desc")
+    kp.create_topics({t: {"num_partitions": 1, "configs": {"max.message.bytes": "5000"}}})
+    res = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)], include_synonyms=True,
+                              config_filter="all")["topic"][t]
+    assert len(res) >= 30      # every topic config, not only the overridden one
+    mmb = res["max.message.bytes"]
+    assert mmb["value"] == "5000" and mmb["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert [s["name"] for s in mmb["synonyms"]] == ["max.message.bytes", "message.max.bytes"]
+    assert mmb["synonyms"][1]["source"] == "DEFAULT_CONFIG"
+    assert mmb["config_type"] == "INT"
+    ret = res["retention.ms"]
+    assert ret["value"] == "604800000" and ret["config_source"] == "DEFAULT_CONFIG"
+    assert res["cleanup.policy"]["value"] == "delete"
+    only = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t,
+                                               configs={"max.message.bytes": None})],
+                               config_filter="all")["topic"][t]
+    assert set(only) == {"max.message.bytes"}
+
+
+def test_describe_broker_configs(kp):
+    res = kp.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
+                              include_synonyms=True, config_filter="all")["broker"]["0"]
+    assert len(res) > 100
+    np_ = res["num.partitions"]
+    assert np_["value"] == "2" and np_["config_source"] == "STATIC_BROKER_CONFIG"
+    assert [s["source"] for s in np_["synonyms"]] == ["STATIC_BROKER_CONFIG", "DEFAULT_CONFIG"]
+    assert res["log.cleaner.threads"]["config_source"] == "DEFAULT_CONFIG"
+    assert res["log.cleaner.threads"]["read_only"] is False
+    assert res["broker.id"]["read_only"] is True
+
+
+def test_describe_configs_confluent(ck):
+    t = _name("desc-ck")
+    assert _wait(ck.create_topics([CNewTopic(t, 1, 1, config={"retention.bytes": "1000000"})]))[t] is None
+    res = _wait(ck.describe_configs([CResource("topic", t), CResource("broker", "0")]))
+    tcfg = next(v for k, v in res.items() if k.name == t)
+    assert tcfg["retention.bytes"].value == "1000000"
+    assert tcfg["retention.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert tcfg["segment.ms"].is_default
+    bcfg = next(v for k, v in res.items() if k.name == "0")
+    assert bcfg["num.partitions"].value == "2"
+
+
+def test_describe_configs_errors_and_v0(raw):
+    R = DescribeConfigsRequest
+    req = R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name="no-such-topic",
+                                                 configuration_keys=None),
+                       R.DescribeConfigsResource(resource_type=2, resource_name="bad name",
+                                                 configuration_keys=None),
+                       R.DescribeConfigsResource(resource_type=4, resource_name="7",
+                                                 configuration_keys=None),
+                       R.DescribeConfigsResource(resource_type=4, resource_name="",
+                                                 configuration_keys=None),
+                       R.DescribeConfigsResource(resource_type=4, resource_name="0",
+                                                 configuration_keys=["num.partitions",
+                                                                     "log.cleaner.threads"])],
+            include_synonyms=False, include_documentation=True)
+    for v in (0, 3, 4):
+        resp = raw.call(32, v, req)
+        codes = [r.error_code for r in resp.results]
+        assert codes == [UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, 0, 0]
+        assert resp.results[2].error_message
+        cfgs = {c.name: c for c in resp.results[4].configs}
+        assert set(cfgs) == {"num.partitions", "log.cleaner.threads"}
+        if v == 0:
+            assert cfgs["log.cleaner.threads"].is_default and not cfgs["num.partitions"].is_default
+        else:
+            assert cfgs["num.partitions"].config_source == 4
+            assert cfgs["num.partitions"].config_type == 3          # INT
+            assert cfgs["num.partitions"].documentation
+
+
+# ----------------------------------------------------------------------------- altering configs
+
+def test_incremental_alter_confluent(ck, kp):
+    t = _name("inc")
+    assert _wait(ck.create_topics([CNewTopic(t, 1, 1)]))[t] is None
+    res = CResource("topic", t, incremental_configs=[
+        ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
+    assert list(_wait(ck.incremental_alter_configs([res])).values()) == [None]
+    cfg = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)])["topic"][t]
+    assert cfg["retention.ms"]["value"] == "60000"
+    assert cfg["cleanup.policy"]["value"] == "delete,compact"
+    res = CResource("topic", t, incremental_configs=[
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    assert list(_wait(ck.incremental_alter_configs([res])).values()) == [None]
+    cfg = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)],
+                              config_filter="all")["topic"][t]
+    assert cfg["retention.ms"]["config_source"] == "DEFAULT_CONFIG"
+    assert cfg["cleanup.policy"]["value"] == "compact"
+    # validate_only changes nothing
+    res = CResource("topic", t, incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    assert list(_wait(ck.incremental_alter_configs([res], validate_only=True)).values()) == [None]
+    cfg = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)],
+                              config_filter="all")["topic"][t]
+    assert cfg["retention.ms"]["value"] == "604800000"
+
+
+def test_incremental_alter_errors(ck):
+    t = _name("inc-err")
+    assert _wait(ck.create_topics([CNewTopic(t, 1, 1)]))[t] is None
+
+    def one(name, entries, rtype="topic"):
+        out = _wait(ck.incremental_alter_configs([CResource(rtype, name, incremental_configs=entries)]))
+        err = list(out.values())[0]
+        return None if err is None else err.code()
+
+    SET, APPEND = AlterConfigOpType.SET, AlterConfigOpType.APPEND
+    assert one("nope-" + t, [ConfigEntry("retention.ms", "1", incremental_operation=SET)]) == \
+        KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert one(t, [ConfigEntry("retention.ms", "abc", incremental_operation=SET)]) == \
+        KafkaError.INVALID_REQUEST
+    assert one(t, [ConfigEntry("no.such.key", "1", incremental_operation=SET)]) == \
+        KafkaError.INVALID_CONFIG
+    assert one(t, [ConfigEntry("retention.ms", "1", incremental_operation=APPEND)]) == \
+        KafkaError.INVALID_REQUEST
+    assert one("0", [ConfigEntry("broker.id", "3", incremental_operation=SET)],
+               "broker") == KafkaError.INVALID_REQUEST
+
+
+def test_alter_configs_corner_cases_raw(kp, raw):
+    t = _name("raw-alter")
+    kp.create_topics({t: {"num_partitions": 1, "configs": {"retention.ms": "5000"}}})
+    I = IncrementalAlterConfigsRequest
+    res = I.AlterConfigsResource
+
+    def inc(resources, validate_only=False, version=1):
+        resp = raw.call(44, version, I(resources=resources, validate_only=validate_only))
+        return [(r.error_code, r.error_message) for r in resp.responses]
+
+    def op(name, o, value):
+        return I.AlterableConfig(name=name, config_operation=o, value=value)
+
+    out = inc([res(resource_type=4, resource_name="9", configs=[op("log.cleaner.threads", 0, "2")]),
+               res(resource_type=4, resource_name="abc", configs=[op("log.cleaner.threads", 0, "2")]),
+               res(resource_type=2, resource_name=t, configs=[op("retention.ms", 0, "1"),
+                                                               op("retention.ms", 1, None)]),
+               res(resource_type=2, resource_name=t, configs=[op("segment.ms", 0, None)]),
+               res(resource_type=3, resource_name="g", configs=[op("x", 0, "1")])])
+    assert [c for c, _ in out] == [INVALID_REQUEST] * 5
+    assert "Unexpected broker id" in out[0][1] and "must be an integer" in out[1][1]
+    out = inc([res(resource_type=2, resource_name=t, configs=[op("segment.ms", 0, "1000")]),
+               res(resource_type=2, resource_name=t, configs=[op("segment.ms", 0, "2000")])])
+    assert out == [(INVALID_REQUEST, "Each resource must appear at most once.")] * 2
+    # validate_only on a valid change (v0) leaves the topic as it was
+    assert inc([res(resource_type=2, resource_name=t, configs=[op("retention.ms", 1, None)])],
+               validate_only=True, version=0) == [(0, None)]
+    cfg = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)])["topic"][t]
+    assert cfg["retention.ms"]["value"] == "5000"
+    # the per-broker entity accepts a dynamic per-broker key, then removes it again
+    assert inc([res(resource_type=4, resource_name="0",
+                    configs=[op("log.cleaner.threads", 0, "2")])]) == [(0, None)]
+    b = kp.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
+                            config_filter="all")["broker"]["0"]
+    assert b["log.cleaner.threads"]["value"] == "2"
+    assert b["log.cleaner.threads"]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    assert inc([res(resource_type=4, resource_name="0",
+                    configs=[op("log.cleaner.threads", 1, None)])]) == [(0, None)]
+
+    A = AlterConfigsRequest
+    for v in (0, 1, 2):
+        resp = raw.call(33, v, A(resources=[
+            A.AlterConfigsResource(resource_type=2, resource_name=t,
+                                   configs=[A.AlterableConfig(name="retention.ms", value="x")]),
+            A.AlterConfigsResource(resource_type=2, resource_name=t + "-absent",
+                                   configs=[A.AlterableConfig(name="retention.ms", value="1")]),
+            A.AlterConfigsResource(resource_type=4, resource_name="",
+                                   configs=[A.AlterableConfig(name="broker.id", value="1")]),
+        ], validate_only=False))
+        assert [r.error_code for r in resp.responses] == [INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
+                                                          INVALID_REQUEST], v
+        assert all(r.error_message for r in resp.responses)
+
+
+def test_legacy_alter_configs_replaces_overrides(kp):
+    t = _name("legacy")
+    kp.create_topics({t: {"num_partitions": 1, "configs": {"retention.ms": "5000",
+                                                           "segment.ms": "100000"}}})
+    res = kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t,
+                                           configs={"retention.bytes": "7777"})],
+                           incremental=False, raise_on_unknown=False)
+    assert res["topic"][t] == "OK" or not res["topic"][t], res
+    cfg = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)])["topic"][t]
+    # kafka-python's legacy path re-sends the other modified keys (read-modify-write)
+    assert cfg["retention.bytes"]["value"] == "7777"
+    bad = kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t,
+                                           configs={"retention.bytes": "lots"})],
+                           incremental=False, raise_on_unknown=False)["topic"][t]
+    assert "InvalidRequest" in str(bad)
+    missing = kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "absent-" + t,
+                                               configs={"retention.bytes": "1"})],
+                               incremental=False, raise_on_unknown=False)["topic"]["absent-" + t]
+    assert "UnknownTopicOrPartition" in str(missing)
+
+
+def test_broker_default_entity_alter_and_describe(kp, raw):
+    """The cluster-default entity (resource name ""): set a dynamic default, see it on the
+    default entity, on this broker and as the source of a topic's effective value."""
+    t = _name("bdef")
+    kp.create_topics({t: {"num_partitions": 1}})
+    I = IncrementalAlterConfigsRequest
+    D = DescribeConfigsRequest
+
+    def set_default(op, value):
+        resp = raw.call(44, 1, I(resources=[I.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[
+                I.AlterableConfig(name="log.retention.ms", config_operation=op, value=value)])],
+            validate_only=False))
+        return resp.responses[0].error_code
+
+    def describe_default():
+        resp = raw.call(32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=4, resource_name="", configuration_keys=None)],
+            include_synonyms=True, include_documentation=False))
+        assert resp.results[0].error_code == 0
+        return {c.name: c for c in resp.results[0].configs}
+
+    assert describe_default() == {}
+    assert set_default(0, "3600000") == 0
+    try:
+        d = describe_default()
+        assert set(d) == {"log.retention.ms"}
+        assert d["log.retention.ms"].value == "3600000" and d["log.retention.ms"].config_source == 3
+        assert [s.source for s in d["log.retention.ms"].synonyms] == [3]
+        tc = kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)], include_synonyms=True,
+                                 config_filter="all")["topic"][t]
+        assert tc["retention.ms"]["value"] == "3600000"
+        assert tc["retention.ms"]["config_source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        b = kp.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
+                                config_filter="all")["broker"]["0"]
+        assert b["log.retention.ms"]["value"] == "3600000"
+    finally:
+        assert set_default(1, None) == 0
+    assert describe_default() == {}
+
+
+def test_config_change_max_message_bytes_takes_effect(srv, kp):
+    t = _name("mmb")
+    kp.create_topics({t: {"num_partitions": 1}})
+    _produce(srv, t, 1, size=2000)
+    kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t,
+                                     configs={"max.message.bytes": "500"})])
+    p = KafkaProducer(bootstrap_servers=srv.bootstrap, acks=1, retries=0)
+    try:
+        with pytest.raises(MessageSizeTooLargeError):
+            p.send(t, value=b"y" * 2000, partition=0).get(timeout=15)
+        p.send(t, value=b"small", partition=0).get(timeout=15)
+    finally:
+        p.close()
+    kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t,
+                                     configs={"max.message.bytes": (("DELETE"), None)})])
+    _produce(srv, t, 1, size=2000)
+
+
+def test_config_change_retention_takes_effect(srv, kp):
+    t = _name("ret")
+    kp.create_topics({t: {"num_partitions": 1, "configs": {"segment.bytes": "1024"}}})
+    _produce(srv, t, 30, size=200)
+    c = KafkaConsumer(bootstrap_servers=srv.bootstrap)
+    tp = TopicPartition(t, 0)
+    try:
+        assert c.beginning_offsets([tp])[tp] == 0
+        kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t, configs={"retention.ms": "1"})])
+        deadline = time.time() + 15
+        while time.time() < deadline and c.beginning_offsets([tp])[tp] == 0:
+            time.sleep(0.2)
+        start = c.beginning_offsets([tp])[tp]
+        assert 0 < start <= 30
+        assert c.end_offsets([tp])[tp] == 30
+    finally:
+        c.close()
+
+
+# ----------------------------------------------------------------------------- CreatePartitions
+
+def test_create_partitions(srv, kp, ck):
+    t = _name("cp")
+    kp.create_topics({t: {"num_partitions": 1}})
+    kp.create_partitions({t: NewPartitions(3)})
+    assert _partitions(kp, t) == [0, 1, 2]
+    kp.create_partitions({t: NewPartitions(5)}, validate_only=True)
+    assert _partitions(kp, t) == [0, 1, 2]
+    out = _wait(ck.create_partitions([CNewPartitions(t, 4, replica_assignment=[[0]])]))
+    assert out[t] is None
+    assert _partitions(kp, t) == [0, 1, 2, 3]
+    out = _wait(ck.create_partitions([CNewPartitions(t, 2), CNewPartitions("absent-" + t, 3)]))
+    assert out[t].code() == KafkaError.INVALID_PARTITIONS
+    assert out["absent-" + t].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    out = _wait(ck.create_partitions([CNewPartitions(t, 5, replica_assignment=[[4]])]))
+    assert out[t].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    _produce(srv, t, 1, partition=3)        # the new partitions take data
+
+
+# ----------------------------------------------------------------------------- DeleteTopics
+
+def test_delete_topics_removes_logs(srv, kp):
+    t = _name("del")
+    kp.create_topics({t: {"num_partitions": 2}})
+    _produce(srv, t, 5)
+    logs = srv.log_dir
+    assert (logs / f"{t}-0").is_dir()
+    res = kp.delete_topics([t])
+    assert [r["error_code"] for r in res["topics"]] == [0]
+    assert t not in kp.list_topics()
+    assert not (logs / f"{t}-0").exists() and not (logs / f"{t}-1").exists()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(n.startswith(t) for n in os.listdir(logs)):
+        time.sleep(0.1)
+    assert not any(n.startswith(t) for n in os.listdir(logs))
+    again = kp.delete_topics([t], raise_errors=False)
+    assert [r["error_code"] for r in again["topics"]] == [UNKNOWN_TOPIC_OR_PARTITION]
+    # the name can be used again, with a fresh log
+    kp.create_topics({t: {"num_partitions": 1}})
+    c = KafkaConsumer(bootstrap_servers=srv.bootstrap)
+    try:
+        assert c.end_offsets([TopicPartition(t, 0)])[TopicPartition(t, 0)] == 0
+    finally:
+        c.close()
+
+
+def test_delete_topics_confluent(ck, kp):
+    t = _name("del-ck")
+    assert _wait(ck.create_topics([CNewTopic(t, 1, 1)]))[t] is None
+    out = _wait(ck.delete_topics([t, "absent-" + t]))
+    assert out[t] is None
+    assert out["absent-" + t].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert t not in kp.list_topics()
+
+
+def test_delete_topics_by_id_v6(kp, raw):
+    t = _name("del-id")
+    tid = kp.create_topics({t: {"num_partitions": 1}})["topics"][0]["topic_id"]
+    tid = uuid.UUID(str(tid))
+    R = DeleteTopicsRequest
+    resp = raw.call(20, 6, R(topics=[R.DeleteTopicState(name=None, topic_id=tid),
+                                     R.DeleteTopicState(name=None, topic_id=uuid.uuid4()),
+                                     R.DeleteTopicState(name="x", topic_id=uuid.uuid4())],
+                             timeout_ms=5000))
+    codes = [(r.name, r.error_code) for r in resp.responses]
+    assert codes[0] == (t, 0) and resp.responses[0].topic_id == tid
+    assert codes[1][1] == UNKNOWN_TOPIC_ID
+    assert codes[2][1] == INVALID_REQUEST
+    assert t not in kp.list_topics()
+    # v0-5: by name
+    t2 = _name("del-v1")
+    kp.create_topics({t2: {"num_partitions": 1}})
+    resp = raw.call(20, 1, R(topic_names=[t2], timeout_ms=5000))
+    assert [(r.name, r.error_code) for r in resp.responses] == [(t2, 0)]
+
+
+# ----------------------------------------------------------------------------- DeleteRecords
+
+def test_delete_records_then_consume_from_low_watermark(srv, kp):
+    t = _name("dr")
+    kp.create_topics({t: {"num_partitions": 1}})
+    _produce(srv, t, 20)
+    tp = TopicPartition(t, 0)
+    res = kp.delete_records({tp: 7})
+    assert res[tp]["low_watermark"] == 7
+    c = KafkaConsumer(bootstrap_servers=srv.bootstrap, group_id=None, auto_offset_reset="earliest",
+                      consumer_timeout_ms=5000)
+    try:
+        c.assign([tp])
+        assert c.beginning_offsets([tp])[tp] == 7
+        c.seek_to_beginning(tp)
+        first = next(iter(c))
+        assert first.offset == 7 and first.value.startswith(b"000007")
+    finally:
+        c.close()
+    with pytest.raises(Exception) as ei:
+        kp.delete_records({tp: 21})
+    assert "OffsetOutOfRange" in type(ei.value).__name__
+    res = kp.delete_records({tp: -1})            # -1 = high watermark
+    assert res[tp]["low_watermark"] == 20
+    res = kp.delete_records({tp: 3})             # never moves backwards
+    assert res[tp]["low_watermark"] == 20
+
+
+def test_delete_records_confluent(srv, ck):
+    t = _name("dr-ck")
+    assert _wait(ck.create_topics([CNewTopic(t, 1, 1)]))[t] is None
+    _produce(srv, t, 10)
+    fs = ck.delete_records([CTopicPartition(t, 0, 4)])
+    (tp_res,) = [f.result(timeout=15) for f in fs.values()]
+    assert tp_res.low_watermark == 4
+
+
+# ----------------------------------------------------------------------------- cluster, log dirs
+
+def test_describe_cluster(kp, ck, srv):
+    d = kp.describe_cluster()
+    assert d["controller_id"] == 0 and d["cluster_id"]
+    assert [(b["broker_id"], b["host"], b["port"]) for b in d["brokers"]] == [(0, srv.host, srv.port)]
+    desc = ck.describe_cluster(include_authorized_operations=True).result(timeout=15)
+    assert desc.cluster_id == d["cluster_id"]
+    assert desc.controller.id == 0
+    assert [n.id for n in desc.nodes] == [0]
+    assert set(d["authorized_operations"]) >= {"DESCRIBE", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"}
+
+
+def test_describe_log_dirs(srv, kp):
+    t = _name("ld")
+    kp.create_topics({t: {"num_partitions": 2}})
+    _produce(srv, t, 10, size=500, partition=1)
+    res = kp.describe_log_dirs()
+    (entry,) = res
+    (d,) = entry["log_dirs"]
+    assert d["error_code"] == 0 and d["log_dir"] == str(srv.log_dir)
+    parts = {p["partition_index"]: p for tt in d["topics"] if tt["name"] == t for p in tt["partitions"]}
+    assert set(parts) == {0, 1}
+    assert parts[0]["partition_size"] == 0 and parts[1]["partition_size"] > 5000
+    assert parts[1]["offset_lag"] == 0
+    assert d["total_bytes"] > 0 and 0 < d["usable_bytes"] <= d["total_bytes"]
+    only = kp.describe_log_dirs(topic_partitions={t: [1]})
+    (d,) = only[0]["log_dirs"]
+    assert [(tt["name"], [p["partition_index"] for p in tt["partitions"]]) for tt in d["topics"]] == [(t, [1])]
+
+
+# ----------------------------------------------------------------------------- OffsetForLeaderEpoch
+
+def test_offset_for_leader_epoch(srv, kp, raw):
+    t = _name("ofle")
+    kp.create_topics({t: {"num_partitions": 1}})
+    _produce(srv, t, 6)
+    R = OffsetForLeaderEpochRequest
+
+    def ask(version, current, epoch, topic=t, replica_id=-1):
+        req = R(replica_id=replica_id, topics=[R.OffsetForLeaderTopic(topic=topic, partitions=[
+            R.OffsetForLeaderPartition(partition=0, current_leader_epoch=current, leader_epoch=epoch)])])
+        return raw.call(23, version, req).topics[0].partitions[0]
+
+    for v in (0, 1, 2, 3, 4):
+        p = ask(v, -1, 0)
+        assert (p.error_code, p.end_offset) == (0, 6), v
+        if v >= 1:
+            assert p.leader_epoch == 0
+    p = ask(4, 0, 0, replica_id=1)
+    assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 6)
+    assert ask(4, 1, 0).error_code == UNKNOWN_LEADER_EPOCH
+    assert ask(4, -2, 0).error_code == FENCED_LEADER_EPOCH
+    assert ask(4, 0, 0, topic="absent-" + t).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    p = ask(4, 0, 5)          # an epoch beyond any known one: undefined, no error
+    assert (p.error_code, p.leader_epoch, p.end_offset) == (0, -1, -1)
