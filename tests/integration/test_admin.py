@@ -23,9 +23,10 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, Ne
 from kafka.errors import MessageSizeTooLargeError
 
 from protocol import api
-from protocol.messages import (AlterConfigsRequest, ApiVersionsRequest, DeleteTopicsRequest,
-                               DescribeConfigsRequest, IncrementalAlterConfigsRequest,
-                               OffsetForLeaderEpochRequest)
+from protocol.messages import (AlterConfigsRequest, ApiVersionsRequest, CreatePartitionsRequest,
+                               CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+                               DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+                               IncrementalAlterConfigsRequest, OffsetForLeaderEpochRequest)
 from tests.support import BrokerProcess
 
 pytestmark = pytest.mark.integration
@@ -688,3 +689,72 @@ def test_offset_for_leader_epoch(srv, kp, raw):
     assert ask(4, 0, 0, topic="absent-" + t).error_code == UNKNOWN_TOPIC_OR_PARTITION
     p = ask(4, 0, 5)          # an epoch beyond any known one: undefined, no error
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, -1, -1)
+
+
+# ----------------------------------------------------------------------------- every version
+
+def test_every_version_round_trips(srv, raw):
+    """Each admin API answers at each advertised version (the codec and the handler agree)."""
+    C = CreateTopicsRequest
+    for v in range(0, 8):
+        t = _name(f"v{v}")
+        req = C(topics=[C.CreatableTopic(name=t, num_partitions=1, replication_factor=1,
+                                         assignments=[], configs=[
+                                             C.CreatableTopicConfig(name="retention.ms", value="1000")])],
+                timeout_ms=5000, validate_only=False)
+        resp = raw.call(19, v, req)
+        assert [(r.name, r.error_code) for r in resp.topics] == [(t, 0)], v
+        if v >= 5:
+            assert resp.topics[0].num_partitions == 1
+            assert {c.name: c.value for c in resp.topics[0].configs}["retention.ms"] == "1000"
+        P = CreatePartitionsRequest
+        if v <= 3:
+            resp = raw.call(37, v, P(topics=[P.CreatePartitionsTopic(name=t, count=2, assignments=None)],
+                                     timeout_ms=5000, validate_only=False))
+            assert [r.error_code for r in resp.results] == [0], v
+        DR = DeleteRecordsRequest
+        if v <= 2:
+            resp = raw.call(21, v, DR(topics=[DR.DeleteRecordsTopic(name=t, partitions=[
+                DR.DeleteRecordsPartition(partition_index=0, offset=0),
+                DR.DeleteRecordsPartition(partition_index=9, offset=0)])], timeout_ms=5000))
+            assert [(p.error_code, p.low_watermark) for p in resp.topics[0].partitions] == \
+                [(0, 0), (UNKNOWN_TOPIC_OR_PARTITION, -1)], v
+        L = DescribeLogDirsRequest
+        if v <= 4:
+            resp = raw.call(35, v, L(topics=[L.DescribableLogDirTopic(topic=t, partitions=[0])]))
+            (d,) = resp.results
+            assert [(x.name, [p.partition_index for p in x.partitions]) for x in d.topics] == [(t, [0])]
+            if v >= 4:
+                assert d.total_bytes > 0
+        if v <= 1:
+            resp = raw.call(60, v, DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                          endpoint_type=1))
+            assert resp.error_code == 0 and [b.broker_id for b in resp.brokers] == [0]
+            assert resp.cluster_authorized_operations == -2147483648
+        D = DeleteTopicsRequest
+        if v <= 5:
+            resp = raw.call(20, v, D(topic_names=[t], timeout_ms=5000))
+        else:
+            resp = raw.call(20, 6, D(topics=[D.DeleteTopicState(name=t, topic_id=uuid.UUID(int=0))],
+                                     timeout_ms=5000))
+        assert [(r.name, r.error_code) for r in resp.responses] == [(t, 0)], v
+    resp = raw.call(60, 1, DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                  endpoint_type=2))
+    assert resp.error_code == 115       # UNSUPPORTED_ENDPOINT_TYPE
+
+
+def test_create_topics_rejects_null_config_and_duplicate_assignment(raw):
+    C = CreateTopicsRequest
+    t1, t2, t3 = _name("nullcfg"), _name("dupasg"), _name("twice")
+    resp = raw.call(19, 7, C(topics=[
+        C.CreatableTopic(name=t1, num_partitions=1, replication_factor=1, assignments=[],
+                         configs=[C.CreatableTopicConfig(name="retention.ms", value=None)]),
+        C.CreatableTopic(name=t2, num_partitions=-1, replication_factor=-1, configs=[], assignments=[
+            C.CreatableReplicaAssignment(partition_index=0, broker_ids=[0]),
+            C.CreatableReplicaAssignment(partition_index=0, broker_ids=[0])]),
+        C.CreatableTopic(name=t3, num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+        C.CreatableTopic(name=t3, num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+    ], timeout_ms=5000, validate_only=False))
+    codes = [(r.name, r.error_code) for r in resp.topics]
+    assert codes == [(t1, INVALID_REQUEST), (t2, INVALID_REPLICA_ASSIGNMENT),
+                     (t3, INVALID_REQUEST), (t3, INVALID_REQUEST)]
