@@ -40,7 +40,8 @@ class _ManualHandle:
 
 
 class ManualTimers:
-    """Deterministic timers: nothing fires until ``advance``."""
+    """Deterministic timers: nothing with a positive delay fires until ``advance``; a zero delay
+    runs on the next loop iteration."""
 
     def __init__(self, start_ms: int = 1_700_000_000_000):
         self._now = start_ms
@@ -51,6 +52,8 @@ class ManualTimers:
         return self._now
 
     def call_later(self, delay_ms: float, fn: Callable[[], None]):
+        if delay_ms <= 0:       # due now: run soon on the loop, as the loop's timers would
+            return asyncio.get_running_loop().call_soon(fn)
         h = _ManualHandle()
         heapq.heappush(self._heap, (self._now + max(delay_ms, 0), next(self._seq), h, fn))
         return h

@@ -109,7 +109,7 @@ class Client:
         self.instance = instance
         self.session = session
         self.rebalance = rebalance
-        self.protocols = protocols or [("range", subscription(*topics))]
+        self.protocols = protocols if protocols is not None else [("range", subscription(*topics))]
         self.member_id = ""
         self.generation = -1
         self.join_task = None
