@@ -74,6 +74,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._can_write.set()
         self.last_active = time.monotonic()
         self.in_flight = False
+        self.sockfd = None      # set when responses may use sendfile
+        self._wfd = None        # dup of the socket fd, to wait for writability
 
     @property
     def peer_host(self):
@@ -91,6 +93,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            if transport.get_extra_info("sslcontext") is None and hasattr(os, "sendfile"):
+                self.sockfd = sock.fileno()
+        transport.set_write_buffer_limits(high=0, low=0)
         self.broker.connections.add(self)
 
     def get_buffer(self, sizehint):
@@ -117,6 +122,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc):
         self.closed = True
+        if self._wfd is not None:
+            try:
+                asyncio.get_running_loop().remove_writer(self._wfd)
+            except Exception:
+                pass
+            os.close(self._wfd)
+            self._wfd = None
         self._can_write.set()
         self.broker.connections.discard(self)
         if self.worker is not None and not self.worker.done() and not self.in_flight:
@@ -127,6 +139,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self):
         self._can_write.set()
+
+    # Write buffer limits are high=low=0 (set in connection_made): pause_writing runs as soon as
+    # bytes are left unsent, resume_writing when the buffer is empty.  Responses wait for that
+    # before the next request is handled, and sendfile relies on it.
 
     def close(self):
         if not self.closed:
@@ -217,18 +233,64 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await self._can_write.wait()
 
     async def _write_with_regions(self, out, regions):
-        """Bytes, then each file region, in order.  Regions are read with one ``pread`` each."""
+        """Bytes, then each file region, in order.
+
+        A region goes out with ``os.sendfile`` straight from the page cache once the transport's
+        buffer has drained (uvloop has no ``loop.sendfile``; the socket is ours while the buffer
+        is empty because this task is the connection's only writer).  Where sendfile cannot be
+        used (TLS, no socket) the region is read with one ``pread`` and written.
+        """
         mv = memoryview(out)
         prev = 0
         write = self.transport.write
         for pos, region in regions:
             if pos > prev:
                 write(mv[prev:pos])
-            write(region.read())
             prev = pos
+            for r in getattr(region, "regions", (region,)):
+                if self.sockfd is None or not hasattr(r, "fd"):
+                    write(r.read())
+                elif not await self._sendfile(r):
+                    return
         if prev < len(out):
             write(mv[prev:])
 
+    async def _sendfile(self, region) -> bool:
+        transport = self.transport
+        while transport.get_write_buffer_size() > 0:
+            # high=low=0: pause_writing has run, resume_writing runs when the buffer is empty
+            if self.closed:
+                return False
+            await self._can_write.wait()
+        offset, remaining = region.position, region.length
+        while remaining > 0:
+            if self.closed:
+                return False
+            try:
+                n = os.sendfile(self.sockfd, region.fd, offset, remaining)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            except OSError as e:
+                log.info("closing connection from %s:%s: sendfile failed: %s", *self.peer, e)
+                self.close()
+                return False
+            if n == 0:      # the file is shorter than the region: cannot keep framing intact
+                log.error("segment file ended inside a fetch region; closing %s:%s", *self.peer)
+                self.close()
+                return False
+            offset += n
+            remaining -= n
+        return True
 
-def sendfile_available() -> bool:
-    return hasattr(os, "sendfile")
+    async def _writable(self):
+        """Wait until the socket can take more bytes (a dup'd fd, since the transport owns it)."""
+        loop = asyncio.get_running_loop()
+        if self._wfd is None:
+            self._wfd = os.dup(self.sockfd)
+        fut = loop.create_future()
+        loop.add_writer(self._wfd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            loop.remove_writer(self._wfd)

@@ -181,8 +181,27 @@ def _parse_args(argv):
     return ap.parse_args(argv)
 
 
+def _tune_malloc() -> None:
+    """Keep freed request buffers in the heap instead of returning them to the kernel.
+
+    Every Produce frame is a fresh bytearray of its size; with glibc's defaults a 1 MiB buffer is
+    an mmap, 256 page faults and an munmap per request — measured here as most of the broker's
+    system time under produce load.  Raising the mmap and trim thresholds lets the allocator reuse
+    the same pages.  Environment settings (MALLOC_*_) take precedence."""
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 64 << 20)    # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 256 << 20)   # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
+    _tune_malloc()
     logging.basicConfig(level=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"),
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:
