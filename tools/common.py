@@ -261,7 +261,7 @@ def parse_kv_list(items: list[str], what: str = "property") -> dict[str, str]:
         if "=" not in item:
             raise UsageError(f"Invalid {what} '{item}': expected key=value")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
+        out[k.strip()] = v
     return out
 
 
