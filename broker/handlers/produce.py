@@ -7,7 +7,8 @@ message.  v9+ flexible.  v10-11 add KIP-951 leader hints and TRANSACTION_ABORTAB
 
 The records of each partition stay a memoryview into the received frame: offsets and the leader
 epoch are patched into it in place and it is written to the log as is (storage/log.py).
-acks=0 gets no response at all; acks=-1 waits for the ISR (on one broker: this broker).
+acks=0 gets no response at all (when a partition fails, the connection is closed, as Kafka
+does); acks=-1 waits for the ISR (on one broker: this broker).
 """
 from __future__ import annotations
 
@@ -134,6 +135,14 @@ async def produce(ctx, req):
                 waits.append((part, res.last_offset + 1, resp))
         responses.append(R.TopicProduceResponse(name=topic.name, partition_responses=out_parts))
     if acks == 0:
+        failed = [(t.name, pr.index, pr.error_code) for t in responses
+                  for pr in t.partition_responses if pr.error_code]
+        if failed:
+            # Kafka closes the connection when an acks=0 produce fails, so the producer
+            # notices (it has no response to read) and refreshes its metadata.
+            log.info("closing connection from %s after a failed acks=0 produce: %s",
+                     ctx.client_host, ", ".join(f"{t}-{p}: {E(c).name}" for t, p, c in failed))
+            ctx.connection.close()
         return None
     if waits:
         await _await_isr(waits, req.timeout_ms)

@@ -426,3 +426,19 @@ def test_full_disk_is_kafka_storage_error_and_log_stays_readable(tmp_path):
         if b is not None:
             b.kill()
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_failed_acks_0_produce_closes_the_connection(kafka, topic):
+    """Kafka closes the connection after an acks=0 produce that failed (no response to carry
+    the error); a successful acks=0 produce keeps it open."""
+    with conn(kafka) as c:
+        assert c.produce(topic, 1, batch(tag=b"zero"), acks=0) is None
+        assert c.metadata([topic]).topics[0].error_code == 0       # still open
+        bad = batch(tag=b"bad")
+        bad[-1] ^= 0xFF
+        assert c.produce(topic, 1, bad, acks=0) is None
+        assert c.is_closed()
+    with conn(kafka) as c:
+        assert c.produce(topic, 9, batch(), acks=0) is None
+        assert c.is_closed()
+    assert_intact(kafka, topic)
