@@ -245,8 +245,15 @@ async def _aio_read_and_offsets(bootstrap, topic, expected, rnd):
                     out[tp.partition].append((r.offset, r.key, r.value, list(r.headers),
                                               r.timestamp))
                     n += 1
-        if n != expected:
-            return out, None
+    finally:
+        await c.stop()
+    if n != expected:
+        return out, None
+    # a fresh consumer: an assigned one keeps a long-poll fetch parked on the connection, and
+    # requests on one connection are answered in order (as Kafka does)
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await c.start()
+    try:
         checks = {"begin": await c.beginning_offsets(tps), "end": await c.end_offsets(tps),
                   "times": []}
         for p, target in time_targets(out, rnd):
