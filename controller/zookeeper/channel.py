@@ -1,0 +1,69 @@
+"""Controller -> broker request channels (Kafka's ControllerChannelManager).
+
+One ``BrokerChannel`` per live broker: a FIFO of requests and one task that sends them in order
+over a connection to the broker's inter-broker listener, reconnecting and retrying each request
+until it is answered or the channel is closed (the broker died or the controller resigned).
+A response callback, when given, runs on the loop with the response.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from protocol.client import KafkaClientConnection, KafkaConnectionError
+
+log = logging.getLogger("odradek.controller.channel")
+
+
+class BrokerChannel:
+    def __init__(self, controller_id: int, broker_id: int, host: str, port: int,
+                 request_timeout: float = 30.0):
+        self.controller_id = controller_id
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.request_timeout = request_timeout
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.conn: KafkaClientConnection | None = None
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-channel-{broker_id}")
+
+    def send(self, request, callback: Callable[[Any], None] | None = None) -> None:
+        self.queue.put_nowait((request, callback))
+
+    async def close(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except (asyncio.CancelledError, Exception):
+            pass
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            request, callback = await self.queue.get()
+            while True:
+                try:
+                    if self.conn is None or self.conn.closed:
+                        self.conn = await KafkaClientConnection.connect(
+                            self.host, self.port, client_id=f"controller-{self.controller_id}", timeout=5.0,
+                            request_timeout=self.request_timeout)
+                    resp = await self.conn.send(request)
+                    backoff = 0.05
+                    break
+                except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                    log.debug("request %s to broker %d failed (%s); retrying", type(request).__name__,
+                              self.broker_id, e)
+                    if self.conn is not None:
+                        await self.conn.close()
+                        self.conn = None
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+            if callback is not None:
+                try:
+                    callback(resp)
+                except Exception:
+                    log.exception("response callback for broker %d failed", self.broker_id)
