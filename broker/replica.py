@@ -50,8 +50,14 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self._waiters: list[asyncio.Future] = []
-        # Single node: everything below the log end offset is committed.
-        self.log.update_high_watermark(self.log.log_end_offset)
+        # Cluster (ZooKeeper) mode only; see broker/replication.py.
+        self.partition_epoch = 0          # zkVersion of the state znode
+        self.remote: dict = {}            # follower id -> RemoteReplica (while leader)
+        self.pending_isr: list[int] | None = None   # AlterPartition in flight
+        self.leader_epoch_start_offset = 0
+        if manager.replication is None:
+            # Single node: everything below the log end offset is committed.
+            self.log.update_high_watermark(self.log.log_end_offset)
 
     @property
     def is_leader(self) -> bool:
@@ -79,6 +85,9 @@ class Partition:
 
     def maybe_advance_high_watermark(self) -> bool:
         """Move the high watermark to the minimum log end offset over the ISR."""
+        repl = self.manager.replication
+        if repl is not None:
+            return repl.maybe_advance_high_watermark(self)
         new = self.log.log_end_offset   # only this broker is in the ISR (single node)
         if new != self.log.high_watermark:
             self.log.update_high_watermark(new)
@@ -95,6 +104,7 @@ class ReplicaManager:
         self.broker = broker
         self.broker_id = broker.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.replication = None     # broker.replication.ReplicationManager in a ZooKeeper cluster
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -134,6 +144,33 @@ class ReplicaManager:
             deleted = True
             log.info("deleted log of %s-%d", *key)
         if deleted:
+            self._schedule_dir_removal()
+
+    def ensure_partition(self, topic: str, partition: int, topic_id, overrides: dict) -> Partition:
+        """The hosted partition, opening or creating its log (cluster mode: LeaderAndIsr)."""
+        key = (topic, partition)
+        part = self.partitions.get(key)
+        if part is None:
+            try:
+                lcfg = log_config_for(self.broker.config, overrides)
+            except ConfigError as e:
+                log.error("topic %s has an invalid config (%s); using broker defaults", topic, e)
+                lcfg = log_config_for(self.broker.config, {})
+            lg = self.broker.log_manager.get_or_create_log(topic, partition, lcfg, topic_id=_b64(topic_id))
+            part = self.partitions[key] = Partition(self, topic, partition, topic_id, lg)
+        return part
+
+    def remove_partition(self, topic: str, partition: int, delete: bool) -> None:
+        """Stop hosting a partition (cluster mode: StopReplica); ``delete`` removes its log."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return
+        part.leader_id = -1
+        part.wake()
+        if delete:
+            del self.partitions[(topic, partition)]
+            self.broker.log_manager.delete_log(topic, partition)
+            log.info("deleted log of %s-%d", topic, partition)
             self._schedule_dir_removal()
 
     def _schedule_dir_removal(self) -> None:

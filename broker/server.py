@@ -47,9 +47,8 @@ class Broker:
         cfg = self.config
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
-            raise ConfigError("zookeeper.connect is set, but the ZooKeeper controller is not "
-                              "available in this build; remove it to use the embedded store",
-                              "zookeeper.connect")
+            await self._start_zookeeper_mode()
+            return
         from controller.single_node import SingleNodeController
         from storage.log_manager import LogManager
         self.controller = SingleNodeController(cfg)
@@ -85,6 +84,77 @@ class Broker:
         self._schedule_background()
         log.info("[KafkaServer id=%d] started (cluster id %s)", self.broker_id, ctrl.cluster_id)
 
+    async def _start_zookeeper_mode(self) -> None:
+        """Cluster start-up: ZooKeeper client -> log manager -> replica manager with replication
+        -> coordinators -> listeners -> broker registration (which lets the controller send us
+        LeaderAndIsr/UpdateMetadata) and the controller election."""
+        from broker.replication import ReplicationManager
+        from controller.api import BrokerInfo
+        from controller.zookeeper.controller import ZkController
+        from storage.log_manager import LogManager
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        ctrl = self.controller = ZkController(cfg, self)
+        await ctrl.start()
+        self.broker_id = ctrl.broker_id
+
+        def topic_config(topic):
+            return log_config_for(cfg, ctrl.topic_configs(topic) or {})
+
+        t0 = time.monotonic()
+        self.log_manager = await loop.run_in_executor(None, lambda: LogManager(
+            cfg.log_dirs(), log_config_for(cfg, {}), broker_id=self.broker_id,
+            cluster_id=ctrl.cluster_id, topic_configs=topic_config))
+        log.info("loaded %d logs in %.0f ms", len(self.log_manager.logs), (time.monotonic() - t0) * 1000)
+        self.replicas = ReplicaManager(self)
+        self.replicas.replication = ReplicationManager(self)
+        ctrl.subscribe(self._on_metadata_event)
+        await self._start_coordinators()
+        await self._start_listeners()
+        self.replicas.replication.start()
+        await ctrl.register_broker(BrokerInfo(
+            self.broker_id, [tuple(e) for e in cfg.advertised_listeners()], cfg.get("broker.rack")))
+        self._schedule_background()
+        log.info("[KafkaServer id=%d] started (cluster id %s, ZooKeeper %s)", self.broker_id, ctrl.cluster_id,
+                 cfg.zookeeper_connect)
+
+    async def _start_listeners(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        for ep in cfg.listeners():
+            host = ep.host or None
+            server = await loop.create_server(
+                lambda name=ep.listener_name: KafkaConnection(self, name),
+                host, ep.port, reuse_address=True,
+                backlog=cfg.get("socket.listen.backlog.size"))
+            self.servers.append(server)
+            log.info("listening on %s://%s:%d", ep.listener_name, ep.host or "0.0.0.0", ep.port)
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away (ControlledShutdown) before stopping."""
+        from protocol.messages import ControlledShutdownRequest
+        cfg = self.config
+        ctrl = self.controller
+        retries = max(1, cfg.get("controlled.shutdown.max.retries"))
+        backoff = cfg.get("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(1, retries + 1):
+            try:
+                resp = await ctrl.send_to_controller(
+                    ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=ctrl.broker_epoch),
+                    timeout=30.0)
+            except Exception as e:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
+                resp = None
+            if resp is not None and resp.error_code == 0 and not resp.remaining_partitions:
+                log.info("controlled shutdown succeeded")
+                return
+            if resp is not None:
+                log.info("controlled shutdown attempt %d: error %d, still leading %d partitions", attempt,
+                         resp.error_code, len(resp.remaining_partitions))
+            if attempt < retries:
+                await asyncio.sleep(backoff)
+        log.warning("controlled shutdown did not complete; stopping anyway")
+
     async def _start_coordinators(self) -> None:
         try:
             from broker.group_log import attach_group_coordinator
@@ -99,6 +169,8 @@ class Broker:
             if info is not None:
                 self.replicas.update_configs(event.entity_name, info.configs)
             return
+        if self.replicas.replication is not None:
+            return              # cluster mode: LeaderAndIsr/StopReplica drive the hosted partitions
         self.replicas.sync(self.controller.topics())
 
     # -- background work ----------------------------------------------------------------------
@@ -151,6 +223,12 @@ class Broker:
             return
         self._stopping = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        repl = self.replicas.replication if self.replicas is not None else None
+        if repl is not None and self.config.get("controlled.shutdown.enable") and self.servers:
+            try:
+                await self._controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed")
         for s in self.servers:
             s.close()
         deadline = time.monotonic() + 10
@@ -160,6 +238,8 @@ class Broker:
             c.close()
         for t in self.tasks:
             t.cancel()
+        if repl is not None:
+            await repl.stop()
         if self.groups is not None:
             try:
                 await self.groups.stop()

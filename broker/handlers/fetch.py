@@ -36,8 +36,9 @@ def _resolve(ctrl, topic, version):
     return info, (E.UNKNOWN_TOPIC_OR_PARTITION if info is None else 0)
 
 
-def _read_all(ctx, req, plan):
-    """One pass over the requested partitions; returns (responses, bytes found)."""
+def _read_all(ctx, req, plan, follower=False):
+    """One pass over the requested partitions; returns (responses, bytes found).
+    A follower (replica fetch) reads up to the log end offset, consumers up to the HW/LSO."""
     v = ctx.api_version
     remaining = req.max_bytes if v >= 3 else 0x7FFFFFFF
     total = 0
@@ -73,7 +74,7 @@ def _read_all(ctx, req, plan):
             pd.high_watermark = hw
             pd.last_stable_offset = lso
             pd.log_start_offset = lg.log_start_offset
-            limit = lso if req.isolation_level == READ_COMMITTED else hw
+            limit = lg.log_end_offset if follower else (lso if req.isolation_level == READ_COMMITTED else hw)
             max_bytes = min(fp.partition_max_bytes, remaining) if v >= 3 else fp.partition_max_bytes
             try:
                 data = lg.read(fp.fetch_offset, max(max_bytes, 0), max_offset=limit,
@@ -94,7 +95,7 @@ def _read_all(ctx, req, plan):
                 region = data.regions[0] if len(data.regions) == 1 else _Joined(data.regions)
                 pd.records = region
                 size = region.length
-            if req.isolation_level == READ_COMMITTED and v >= 4:
+            if req.isolation_level == READ_COMMITTED and v >= 4 and not follower:
                 pd.aborted_transactions = _aborted(lg, fp.fetch_offset, limit)
             total += size
             remaining -= size
@@ -138,7 +139,8 @@ async def fetch(ctx, req):
             part = broker.replicas.get(info.name, fp.partition) if info is not None else None
             parts.append((fp, part))
         plan.append((topic, info, terr, parts))
-    responses, total = _read_all(ctx, req, plan)
+    follower = _replica_fetch(broker, req, v, plan)
+    responses, total = _read_all(ctx, req, plan, follower)
     if total < req.min_bytes and req.max_wait_ms > 0 and not _has_error(responses):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
@@ -157,8 +159,25 @@ async def fetch(ctx, req):
             finally:
                 for p in hosted:
                     p.remove_waiter(fut)
-            responses, total = _read_all(ctx, req, plan)
+            responses, total = _read_all(ctx, req, plan, follower)
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+
+
+def _replica_fetch(broker, req, v, plan) -> bool:
+    """A fetch from a follower broker (replica id set, cluster mode): record each follower's
+    position with the leader (ISR and high watermark follow from it)."""
+    replica_id = req.replica_state.replica_id if v >= 15 else req.replica_id
+    repl = broker.replicas.replication
+    if replica_id < 0 or repl is None:
+        return False
+    for _topic, _info, _terr, parts in plan:
+        for fp, part in parts:
+            if part is None or not part.is_leader:
+                continue
+            if v >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != part.leader_epoch:
+                continue
+            repl.on_follower_fetch(part, replica_id, fp.fetch_offset)
+    return True
 
 
 def _has_error(responses):

@@ -132,7 +132,7 @@ async def produce(ctx, req):
             if not res.duplicate:
                 part.after_append()
             if acks == -1:
-                waits.append((part, res.last_offset + 1, resp))
+                waits.append((part, res.last_offset + 1, resp, part.leader_epoch))
         responses.append(R.TopicProduceResponse(name=topic.name, partition_responses=out_parts))
     if acks == 0:
         failed = [(t.name, pr.index, pr.error_code) for t in responses
@@ -153,8 +153,11 @@ async def _await_isr(waits, timeout_ms):
     """acks=all: wait until each partition's high watermark covers its append."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(timeout_ms, 0) / 1000
-    for part, needed, resp in waits:
+    for part, needed, resp, epoch in waits:
         while part.high_watermark < needed:
+            if not part.is_leader or part.leader_epoch != epoch:
+                resp.error_code = E.NOT_LEADER_OR_FOLLOWER     # leadership moved while waiting
+                break
             if len(part.isr) < part.log.config.min_insync_replicas:
                 resp.error_code = E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
                 break

@@ -1,0 +1,224 @@
+"""ZooKeeper-mode cluster APIs.
+
+Controller -> broker: LeaderAndIsr (4) v0-7, StopReplica (5) v0-4, UpdateMetadata (6) v0-8 —
+applied by ``broker.replication`` / the metadata cache after the controller-epoch and
+broker-epoch checks (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH).
+
+Broker -> controller: ControlledShutdown (7) v0-3, AlterPartition (56) v0-3 — answered only
+by the active controller (NOT_CONTROLLER elsewhere), through its event queue.
+
+Admin -> controller: ElectLeaders (43) v0-2, AlterPartitionReassignments (45) v0,
+ListPartitionReassignments (46) v0 — NOT_CONTROLLER unless this broker is the controller.
+
+Without ZooKeeper (single node) the controller -> broker requests are refused with
+STALE_CONTROLLER_EPOCH, ControlledShutdown succeeds at once, elections are never needed and
+there is never a reassignment in progress.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from broker.dispatch import handler
+from protocol.errors import ErrorCode as E
+from protocol.messages import (AlterPartitionReassignmentsResponse, AlterPartitionResponse,
+                               ControlledShutdownResponse, ElectLeadersResponse, LeaderAndIsrResponse,
+                               ListPartitionReassignmentsResponse, StopReplicaResponse,
+                               UpdateMetadataResponse)
+
+
+def _role(broker):
+    role = getattr(broker.controller, "role", None)
+    return role if role is not None and role.active else None
+
+
+# ----------------------------------------------------------------------------- controller -> broker
+
+@handler(4, 0, 7)
+async def leader_and_isr(ctx, req):
+    repl = ctx.broker.replicas.replication if ctx.broker.replicas else None
+    if repl is None:
+        return LeaderAndIsrResponse(error_code=E.STALE_CONTROLLER_EPOCH)
+    return await repl.leader_and_isr(req, ctx.api_version)
+
+
+@handler(5, 0, 4)
+async def stop_replica(ctx, req):
+    repl = ctx.broker.replicas.replication if ctx.broker.replicas else None
+    if repl is None:
+        return StopReplicaResponse(error_code=E.STALE_CONTROLLER_EPOCH)
+    return repl.stop_replica(req, ctx.api_version)
+
+
+@handler(6, 0, 8)
+async def update_metadata(ctx, req):
+    broker = ctx.broker
+    repl = broker.replicas.replication if broker.replicas else None
+    ctrl = broker.controller
+    if repl is None or not hasattr(ctrl, "apply_update_metadata"):
+        return UpdateMetadataResponse(error_code=E.STALE_CONTROLLER_EPOCH)
+    err = repl._check_epochs(req.controller_epoch, req.broker_epoch)
+    if err:
+        return UpdateMetadataResponse(error_code=err)
+    if ctx.api_version < 5:
+        # group the old ungrouped layout by topic
+        from protocol.messages import UpdateMetadataRequest as U
+        grouped: dict[str, list] = {}
+        for ps in req.ungrouped_partition_states:
+            grouped.setdefault(ps.topic_name, []).append(ps)
+        req.topic_states = [U.UpdateMetadataTopicState(topic_name=t, partition_states=ps)
+                            for t, ps in grouped.items()]
+    ctrl.apply_update_metadata(req)
+    return UpdateMetadataResponse(error_code=0)
+
+
+# ----------------------------------------------------------------------------- broker -> controller
+
+@handler(7, 0, 3)
+async def controlled_shutdown(ctx, req):
+    R = ControlledShutdownResponse
+    ctrl = ctx.broker.controller
+    if not hasattr(ctrl, "role"):
+        return R(error_code=0, remaining_partitions=[])
+    role = _role(ctx.broker)
+    if role is None:
+        return R(error_code=E.NOT_CONTROLLER, remaining_partitions=[])
+    epoch = req.broker_epoch if ctx.api_version >= 2 else -1
+    try:
+        err, remaining = await role.call("controlled_shutdown", req.broker_id, epoch)
+    except Exception:
+        return R(error_code=E.NOT_CONTROLLER, remaining_partitions=[])
+    return R(error_code=err, remaining_partitions=[R.RemainingPartition(topic_name=t, partition_index=p)
+                                                   for t, p in remaining])
+
+
+@handler(56, 0, 3)
+async def alter_partition(ctx, req):
+    R = AlterPartitionResponse
+    role = _role(ctx.broker)
+    if role is None:
+        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, topics=[])
+    v = ctx.api_version
+    items = []
+    names_by_id = {a.topic_id: t for t, a in role.assign.items() if a.topic_id is not None}
+    unknown_ids = []
+    for t in req.topics:
+        name = t.topic_name if v < 2 else names_by_id.get(t.topic_id)
+        if name is None:
+            unknown_ids.append(t)
+            continue
+        for p in t.partitions:
+            isr = list(p.new_isr) if v < 3 else [b.broker_id for b in p.new_isr_with_epochs]
+            items.append((name, p.partition_index, p.leader_epoch, isr, p.leader_recovery_state,
+                          p.partition_epoch))
+    try:
+        top, out = await role.call("alter_partition", req.broker_id, req.broker_epoch, items)
+    except Exception:
+        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, topics=[])
+    if top:
+        return R(throttle_time_ms=0, error_code=top, topics=[])
+    by_topic: dict[str, list] = {}
+    for (t, p), (err, s) in out.items():
+        pd = R.PartitionData(partition_index=p, error_code=err, leader_id=-1, leader_epoch=-1, isr=[],
+                             leader_recovery_state=0, partition_epoch=-1)
+        if not err and s is not None:
+            pd.leader_id, pd.leader_epoch, pd.isr = s.leader, s.leader_epoch, list(s.isr)
+            pd.leader_recovery_state, pd.partition_epoch = s.leader_recovery_state, s.zk_version
+        by_topic.setdefault(t, []).append(pd)
+    topics = [R.TopicData(topic_name=t, topic_id=role.assign[t].topic_id if t in role.assign else None,
+                          partitions=ps) for t, ps in by_topic.items()]
+    for t in unknown_ids:
+        topics.append(R.TopicData(topic_name="", topic_id=t.topic_id, partitions=[
+            R.PartitionData(partition_index=p.partition_index, error_code=E.UNKNOWN_TOPIC_ID, leader_id=-1,
+                            leader_epoch=-1, isr=[], partition_epoch=-1) for p in t.partitions]))
+    return R(throttle_time_ms=0, error_code=0, topics=topics)
+
+
+# ----------------------------------------------------------------------------- admin -> controller
+
+@handler(43, 0, 2)
+async def elect_leaders(ctx, req):
+    R = ElectLeadersResponse
+    v = ctx.api_version
+    etype = req.election_type if v >= 1 else 0
+    role = _role(ctx.broker)
+    ctrl = ctx.broker.controller
+    if req.topic_partitions is None:
+        tps = None
+    else:
+        tps = [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+    if not hasattr(ctrl, "role"):
+        # single node: the only replica always leads
+        if tps is None:
+            tps = [(n, p) for n, info in ctrl.topics().items() for p in info.partitions]
+        res = {}
+        for tp in tps:
+            info = ctrl.topic(tp[0])
+            res[tp] = E.ELECTION_NOT_NEEDED if info and tp[1] in info.partitions else E.UNKNOWN_TOPIC_OR_PARTITION
+    elif role is None:
+        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, replica_election_results=[])
+    else:
+        try:
+            res = await role.call("elect_leaders", etype, tps)
+        except Exception:
+            return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, replica_election_results=[])
+    by_topic: dict[str, list] = {}
+    for (t, p), err in sorted(res.items()):
+        if tps is None and err == E.ELECTION_NOT_NEEDED:
+            continue                      # Kafka leaves these out of an all-partitions answer
+        by_topic.setdefault(t, []).append(R.PartitionResult(partition_id=p, error_code=err,
+                                                            error_message=_election_message(err)))
+    return R(throttle_time_ms=0, error_code=0, replica_election_results=[
+        R.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+def _election_message(err):
+    return {0: None, E.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+            E.PREFERRED_LEADER_NOT_AVAILABLE: "Failed to elect leader for partition: preferred replica is not "
+                                              "available or not in the ISR",
+            E.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Failed to elect leader for partition: no eligible replica",
+            E.UNKNOWN_TOPIC_OR_PARTITION: "The partition does not exist."}.get(err)
+
+
+@handler(45, 0, 0)
+async def alter_partition_reassignments(ctx, req):
+    R = AlterPartitionReassignmentsResponse
+    role = _role(ctx.broker)
+    if role is None:
+        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
+                 error_message="This is not the correct controller for this cluster.", responses=[])
+    items = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+             for t in req.topics for p in t.partitions]
+    try:
+        out = await role.call("alter_reassignments", items)
+    except Exception:
+        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, error_message=None, responses=[])
+    by_topic: dict[str, list] = {}
+    for t, p, _ in items:
+        err, msg = out.get((t, p), (0, None))
+        by_topic.setdefault(t, []).append(R.ReassignablePartitionResponse(partition_index=p, error_code=err,
+                                                                          error_message=msg))
+    return R(throttle_time_ms=0, error_code=0, error_message=None, responses=[
+        R.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+@handler(46, 0, 0)
+async def list_partition_reassignments(ctx, req):
+    R = ListPartitionReassignmentsResponse
+    ctrl = ctx.broker.controller
+    if not hasattr(ctrl, "role"):
+        return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
+    role = _role(ctx.broker)
+    if role is None:
+        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
+                 error_message="This is not the correct controller for this cluster.", topics=[])
+    tps = None if req.topics is None else {(t.name, p) for t in req.topics for p in t.partition_indexes}
+    try:
+        rows = await role.call("list_reassignments", tps)
+    except Exception:
+        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, error_message=None, topics=[])
+    by_topic: dict[str, list] = {}
+    for t, p, reps, adding, removing in rows:
+        by_topic.setdefault(t, []).append(R.OngoingPartitionReassignment(
+            partition_index=p, replicas=reps, adding_replicas=adding, removing_replicas=removing))
+    return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[
+        R.OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])

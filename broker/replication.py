@@ -1,0 +1,631 @@
+"""Replication in a ZooKeeper cluster: leader/follower transitions, replica fetchers, ISR, HW.
+
+How this works
+--------------
+* The controller's LeaderAndIsr makes a partition leader or follower here (``leader_and_isr``);
+  a partition changes only for a leader epoch above the one applied last.  StopReplica stops
+  fetching and (delete=true) removes the log.
+* Leader: ``remote`` holds each follower's log end offset (its fetch offset) and when it was
+  last caught up (Kafka's rule: fetch offset >= the leader's log end now, or >= the leader's log
+  end at its previous fetch).  The high watermark is the minimum log end offset over the ISR
+  (the *maximal* ISR while an ISR change is in flight, as Kafka does); it only moves forward and
+  wakes acks=all produces and long-poll fetches.  A follower that is caught up to the high
+  watermark and to the start of the current leader epoch is proposed for the ISR; one not
+  caught up for ``replica.lag.time.max.ms`` is proposed for removal.  Proposals go to the
+  controller as AlterPartition (Kafka 3.x ZooKeeper mode); the answer becomes the ISR.
+* Follower: one ``ReplicaFetcher`` task per leader broker.  A partition first truncates any
+  divergent tail (OffsetForLeaderEpoch with its latest local epoch), then fetches with its
+  replica id set from its log end offset, appends with ``append_as_follower`` (offsets, leader
+  epochs and producer state come with the batches) and takes the leader's high watermark
+  (capped at its own log end).
+* ``__consumer_offsets``: becoming leader loads the group coordinator's partition, losing
+  leadership unloads it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from protocol import records as rec
+from protocol.client import KafkaClientConnection, KafkaConnectionError
+from protocol.errors import ErrorCode as E
+from protocol.messages import (FetchRequest, LeaderAndIsrResponse, OffsetForLeaderEpochRequest,
+                               StopReplicaResponse)
+from storage.errors import StorageError
+
+log = logging.getLogger("odradek.replication")
+
+GROUP_TOPIC = "__consumer_offsets"
+DELETING_EPOCH = -2
+NO_EPOCH = -1
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class RemoteReplica:
+    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_ms", "last_fetch_leader_leo")
+
+    def __init__(self, caught_up_ms: int):
+        self.leo = -1
+        self.last_caught_up_ms = caught_up_ms
+        self.last_fetch_ms = 0
+        self.last_fetch_leader_leo = -1
+
+
+class ReplicationManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.rm = broker.replicas
+        self.cfg = broker.config
+        self.controller_epoch = 0
+        self.applied_epoch: dict[tuple[str, int], int] = {}
+        self.fetchers: dict[tuple[int, str, int], ReplicaFetcher] = {}
+        self.fetcher_of: dict[tuple[str, int], ReplicaFetcher] = {}
+        self.tasks: list[asyncio.Task] = []
+        self._inflight: set[tuple[str, int]] = set()
+        self.lag_ms = self.cfg.get("replica.lag.time.max.ms")
+
+    @property
+    def broker_id(self) -> int:
+        return self.broker.broker_id
+
+    @property
+    def broker_epoch(self) -> int:
+        return getattr(self.broker.controller, "broker_epoch", -1)
+
+    def start(self) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(self._isr_expiration(), name="isr-expiration"))
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        for f in list(self.fetchers.values()):
+            await f.close()
+        self.fetchers.clear()
+        self.fetcher_of.clear()
+
+    # ------------------------------------------------------------------ controller requests
+    def _check_epochs(self, controller_epoch: int, broker_epoch: int) -> int:
+        if controller_epoch < self.controller_epoch:
+            return E.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return E.STALE_BROKER_EPOCH
+        self.controller_epoch = controller_epoch
+        return 0
+
+    async def leader_and_isr(self, req, version: int):
+        R = LeaderAndIsrResponse
+        err = self._check_epochs(req.controller_epoch, req.broker_epoch)
+        topics: list[tuple[str, object, list]] = []
+        if version >= 2:
+            for ts in req.topic_states:
+                topics.append((ts.topic_name, ts.topic_id, ts.partition_states))
+        else:
+            grouped: dict[str, list] = {}
+            for ps in req.ungrouped_partition_states:
+                grouped.setdefault(ps.topic_name, []).append(ps)
+            topics = [(t, None, ps) for t, ps in grouped.items()]
+        results: dict[str, list[tuple[int, int]]] = {}
+        if err:
+            for t, _tid, states in topics:
+                results[t] = [(ps.partition_index, err) for ps in states]
+            return self._lai_response(R, version, err, topics, results)
+        ctrl = self.broker.controller
+        await ctrl.ensure_topic_configs([t for t, _, _ in topics])
+        live_leaders = {ll.broker_id: (ll.host_name, ll.port) for ll in req.live_leaders}
+        for t, tid, states in topics:
+            info = ctrl.topic(t)
+            if tid is None or tid.int == 0:
+                tid = info.topic_id if info is not None else None
+            if tid is None:
+                from controller.api import random_kafka_uuid
+                tid = random_kafka_uuid()
+            out = results.setdefault(t, [])
+            for ps in states:
+                out.append((ps.partition_index, self._apply_partition_state(t, tid, ps, live_leaders)))
+        return self._lai_response(R, version, 0, topics, results)
+
+    @staticmethod
+    def _lai_response(R, version, err, topics, results):
+        if version >= 5:
+            return R(error_code=err, topics=[
+                R.LeaderAndIsrTopicError(topic_id=tid if tid is not None else _zero(), partition_errors=[
+                    R.LeaderAndIsrPartitionError(topic_name=t, partition_index=p, error_code=e)
+                    for p, e in results.get(t, [])]) for t, tid, _ in topics])
+        return R(error_code=err, partition_errors=[
+            R.LeaderAndIsrPartitionError(topic_name=t, partition_index=p, error_code=e)
+            for t, _, _ in topics for p, e in results.get(t, [])])
+
+    def _apply_partition_state(self, topic, topic_id, ps, live_leaders) -> int:
+        key = (topic, ps.partition_index)
+        me = self.broker_id
+        if me not in ps.replicas:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        applied = self.applied_epoch.get(key)
+        if applied is not None and ps.leader_epoch <= applied:
+            return E.STALE_CONTROLLER_EPOCH
+        ctrl = self.broker.controller
+        try:
+            part = self.rm.ensure_partition(topic, ps.partition_index, topic_id, ctrl.topic_configs(topic) or {})
+        except (StorageError, OSError) as e:
+            log.error("cannot open %s-%d: %s", topic, ps.partition_index, e)
+            return E.KAFKA_STORAGE_ERROR
+        self.applied_epoch[key] = ps.leader_epoch
+        if ps.leader == me:
+            self._become_leader(part, ps)
+        else:
+            self._become_follower(part, ps, live_leaders.get(ps.leader))
+        return 0
+
+    def _become_leader(self, part, ps) -> None:
+        was_leader = part.is_leader
+        self._remove_fetcher(part)
+        lg = part.log
+        part.leader_id = self.broker_id
+        part.leader_epoch = ps.leader_epoch
+        part.replicas = list(ps.replicas)
+        part.isr = list(ps.isr)
+        part.partition_epoch = ps.partition_epoch
+        part.pending_isr = None
+        lg.epoch_cache.assign(ps.leader_epoch, lg.log_end_offset)
+        part.leader_epoch_start_offset = lg.log_end_offset
+        now = now_ms()
+        old = part.remote if was_leader else {}
+        part.remote = {}
+        for r in ps.replicas:
+            if r == self.broker_id:
+                continue
+            rr = old.get(r) or RemoteReplica(now if r in ps.isr else 0)
+            if r in ps.isr:
+                rr.last_caught_up_ms = max(rr.last_caught_up_ms, now)
+            part.remote[r] = rr
+        log.info("%s-%d: leader at epoch %d, ISR %s, log end %d, high watermark %d", part.topic, part.partition,
+                 ps.leader_epoch, ps.isr, lg.log_end_offset, lg.high_watermark)
+        self.maybe_advance_high_watermark(part)
+        part.wake()
+        if part.topic == GROUP_TOPIC and not was_leader and self.broker.groups is not None:
+            try:
+                self.broker.groups.on_become_leader(part.partition)
+            except Exception:
+                log.exception("loading group partition %d failed", part.partition)
+
+    def _become_follower(self, part, ps, leader_ep) -> None:
+        was_leader = part.is_leader
+        part.leader_id = ps.leader
+        part.leader_epoch = ps.leader_epoch
+        part.replicas = list(ps.replicas)
+        part.isr = list(ps.isr)
+        part.partition_epoch = ps.partition_epoch
+        part.pending_isr = None
+        part.remote = {}
+        part.wake()
+        if was_leader and part.topic == GROUP_TOPIC and self.broker.groups is not None:
+            try:
+                self.broker.groups.on_resign(part.partition)
+            except Exception:
+                log.exception("unloading group partition %d failed", part.partition)
+        self._remove_fetcher(part)
+        if ps.leader >= 0:
+            if leader_ep is None:
+                leader_ep = self._endpoint(ps.leader)
+            if leader_ep is not None:
+                self._add_fetcher(part, ps.leader, leader_ep)
+            else:
+                log.warning("%s-%d: no endpoint for leader %d", part.topic, part.partition, ps.leader)
+        log.info("%s-%d: follower of %d at epoch %d (log end %d)", part.topic, part.partition, ps.leader,
+                 ps.leader_epoch, part.log.log_end_offset)
+
+    def _endpoint(self, broker_id: int):
+        name = self.cfg.inter_broker_listener_name()
+        for b in self.broker.controller.brokers():
+            if b.id == broker_id:
+                for n, h, p, _ in b.endpoints:
+                    if n == name:
+                        return h, p
+        return None
+
+    def stop_replica(self, req, version: int):
+        R = StopReplicaResponse
+        err = self._check_epochs(req.controller_epoch, req.broker_epoch)
+        items: list[tuple[str, int, bool, int]] = []
+        if version >= 3:
+            for ts in req.topic_states:
+                for ps in ts.partition_states:
+                    items.append((ts.topic_name, ps.partition_index, ps.delete_partition, ps.leader_epoch))
+        elif version >= 1:
+            for t in req.topics:
+                for p in t.partition_indexes:
+                    items.append((t.name, p, req.delete_partitions, NO_EPOCH))
+        else:
+            for up in req.ungrouped_partitions:
+                items.append((up.topic_name, up.partition_index, req.delete_partitions, NO_EPOCH))
+        out = []
+        if err:
+            return R(error_code=err, partition_errors=[])
+        for t, p, delete, epoch in items:
+            key = (t, p)
+            applied = self.applied_epoch.get(key, NO_EPOCH)
+            if epoch not in (NO_EPOCH, DELETING_EPOCH) and epoch < applied:
+                out.append(R.StopReplicaPartitionError(topic_name=t, partition_index=p,
+                                                       error_code=E.FENCED_LEADER_EPOCH))
+                continue
+            part = self.rm.get(t, p)
+            if part is not None:
+                self._remove_fetcher(part)
+                if part.is_leader and t == GROUP_TOPIC and self.broker.groups is not None:
+                    try:
+                        self.broker.groups.on_resign(p)
+                    except Exception:
+                        log.exception("unloading group partition %d failed", p)
+                try:
+                    self.rm.remove_partition(t, p, delete)
+                except (StorageError, OSError) as e:
+                    log.error("deleting %s-%d failed: %s", t, p, e)
+                    out.append(R.StopReplicaPartitionError(topic_name=t, partition_index=p,
+                                                           error_code=E.KAFKA_STORAGE_ERROR))
+                    continue
+            if delete:
+                self.applied_epoch.pop(key, None)
+            out.append(R.StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=0))
+        return R(error_code=0, partition_errors=out)
+
+    # ------------------------------------------------------------------ leader side
+    def maybe_advance_high_watermark(self, part) -> bool:
+        lg = part.log
+        if not part.is_leader:
+            return False
+        isr = set(part.isr)
+        if part.pending_isr is not None:
+            isr |= set(part.pending_isr)
+        new = lg.log_end_offset
+        for r in isr:
+            if r == self.broker_id:
+                continue
+            rr = part.remote.get(r)
+            if rr is None or rr.leo < 0:
+                return False            # position unknown yet: the high watermark waits
+            new = min(new, rr.leo)
+        if new > lg.high_watermark:
+            lg.update_high_watermark(new)
+            return True
+        return False
+
+    def on_follower_fetch(self, part, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched ``fetch_offset`` (= its log end offset) from this leader."""
+        rr = part.remote.get(replica_id)
+        if rr is None:
+            if replica_id not in part.replicas:
+                return
+            rr = part.remote[replica_id] = RemoteReplica(0)
+        now = now_ms()
+        leo = part.log.log_end_offset
+        if fetch_offset >= leo:
+            rr.last_caught_up_ms = max(rr.last_caught_up_ms, now)
+        elif fetch_offset >= rr.last_fetch_leader_leo >= 0:
+            rr.last_caught_up_ms = max(rr.last_caught_up_ms, rr.last_fetch_ms)
+        rr.leo = fetch_offset
+        rr.last_fetch_ms = now
+        rr.last_fetch_leader_leo = leo
+        if replica_id not in part.isr and part.pending_isr is None:
+            if fetch_offset >= part.log.high_watermark and fetch_offset >= part.leader_epoch_start_offset:
+                self._propose_isr(part, part.isr + [replica_id])
+        if self.maybe_advance_high_watermark(part):
+            part.wake()
+
+    async def _isr_expiration(self) -> None:
+        interval = max(0.05, min(self.lag_ms / 2, 5000) / 1000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.shrink_isr_once()
+            except Exception:
+                log.exception("ISR expiration check failed")
+
+    def shrink_isr_once(self) -> None:
+        now = now_ms()
+        for part in list(self.rm.partitions.values()):
+            if not part.is_leader or part.pending_isr is not None or len(part.isr) <= 1:
+                continue
+            out = []
+            for r in part.isr:
+                if r == self.broker_id:
+                    continue
+                rr = part.remote.get(r)
+                if rr is not None and now - rr.last_caught_up_ms > self.lag_ms:
+                    out.append(r)
+            if out:
+                log.info("%s-%d: shrinking ISR %s: %s not caught up for %d ms", part.topic, part.partition,
+                         part.isr, out, self.lag_ms)
+                self._propose_isr(part, [b for b in part.isr if b not in out])
+
+    def _propose_isr(self, part, new_isr: list[int]) -> None:
+        key = (part.topic, part.partition)
+        if key in self._inflight:
+            return
+        self._inflight.add(key)
+        part.pending_isr = list(new_isr)
+        asyncio.get_running_loop().create_task(self._alter_partition(part, list(new_isr), part.leader_epoch,
+                                                                     part.partition_epoch))
+
+    async def _alter_partition(self, part, new_isr, leader_epoch, partition_epoch) -> None:
+        key = (part.topic, part.partition)
+        try:
+            res = await self.broker.controller.alter_partition_isr(
+                part.topic, part.partition, leader_epoch, new_isr, partition_epoch)
+        except Exception as e:
+            log.warning("AlterPartition for %s-%d failed: %s", part.topic, part.partition, e)
+            res = None
+        finally:
+            self._inflight.discard(key)
+        if self.rm.get(*key) is not part or not part.is_leader or part.leader_epoch != leader_epoch:
+            return
+        part.pending_isr = None
+        if res is not None and res.error_code == 0 and res.state is not None:
+            if res.state.leader_epoch == part.leader_epoch and res.state.partition_epoch >= part.partition_epoch:
+                part.isr = list(res.state.isr)
+                part.partition_epoch = res.state.partition_epoch
+                log.info("%s-%d: ISR is now %s (partition epoch %d)", part.topic, part.partition, part.isr,
+                         part.partition_epoch)
+        elif res is not None:
+            log.info("%s-%d: AlterPartition to %s refused with error %d", part.topic, part.partition, new_isr,
+                     res.error_code)
+            if res.error_code != E.FENCED_LEADER_EPOCH:
+                await asyncio.sleep(0.2)
+        self.maybe_advance_high_watermark(part)
+        part.wake()
+
+    # ------------------------------------------------------------------ fetchers
+    def _add_fetcher(self, part, leader_id: int, endpoint) -> None:
+        key = (leader_id, endpoint[0], endpoint[1])
+        f = self.fetchers.get(key)
+        if f is None:
+            f = self.fetchers[key] = ReplicaFetcher(self, leader_id, endpoint[0], endpoint[1])
+        f.add(part)
+        self.fetcher_of[(part.topic, part.partition)] = f
+
+    def _remove_fetcher(self, part) -> None:
+        f = self.fetcher_of.pop((part.topic, part.partition), None)
+        if f is not None:
+            f.remove(part)
+
+
+class _FetchState:
+    __slots__ = ("part", "epoch", "truncating", "delay_until")
+
+    def __init__(self, part):
+        self.part = part
+        self.epoch = part.leader_epoch
+        self.truncating = True
+        self.delay_until = 0.0
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader, over one connection."""
+
+    def __init__(self, mgr: ReplicationManager, leader_id: int, host: str, port: int):
+        self.mgr = mgr
+        self.leader_id = leader_id
+        self.host, self.port = host, port
+        self.parts: dict[tuple[str, int], _FetchState] = {}
+        self.wakeup = asyncio.Event()
+        self.conn: KafkaClientConnection | None = None
+        cfg = mgr.cfg
+        self.max_wait_ms = cfg.get("replica.fetch.wait.max.ms")
+        self.min_bytes = cfg.get("replica.fetch.min.bytes")
+        self.max_bytes = cfg.get("replica.fetch.response.max.bytes")
+        self.part_max_bytes = cfg.get("replica.fetch.max.bytes")
+        self.timeout = cfg.get("replica.socket.timeout.ms") / 1000
+        self.backoff = cfg.get("replica.fetch.backoff.ms") / 1000
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
+
+    def add(self, part) -> None:
+        self.parts[(part.topic, part.partition)] = _FetchState(part)
+        self.wakeup.set()
+
+    def remove(self, part) -> None:
+        st = self.parts.get((part.topic, part.partition))
+        if st is not None and st.part is part:
+            del self.parts[(part.topic, part.partition)]
+
+    async def close(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except (asyncio.CancelledError, Exception):
+            pass
+        if self.conn is not None:
+            await self.conn.close()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = 0.05
+        while True:
+            if not self.parts:
+                if self.conn is not None:
+                    await self.conn.close()
+                    self.conn = None
+                self.wakeup.clear()
+                await self.wakeup.wait()
+                continue
+            try:
+                if self.conn is None or self.conn.closed:
+                    self.conn = await KafkaClientConnection.connect(
+                        self.host, self.port, client_id=f"broker-{self.mgr.broker_id}-fetcher-{self.leader_id}",
+                        timeout=min(self.timeout, 10.0), request_timeout=self.timeout + self.max_wait_ms / 1000)
+                truncating = [k for k, st in self.parts.items() if st.truncating and st.delay_until <= loop.time()]
+                if truncating:
+                    await self._truncate(truncating)
+                now = loop.time()
+                ready = [k for k, st in self.parts.items() if not st.truncating and st.delay_until <= now]
+                if not ready:
+                    wait = min([st.delay_until for st in self.parts.values()] + [now + 0.1]) - now
+                    self.wakeup.clear()
+                    try:
+                        await asyncio.wait_for(self.wakeup.wait(), max(0.01, wait))
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                await self._fetch(ready)
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                log.debug("fetcher for leader %d: %s", self.leader_id, e)
+                if self.conn is not None:
+                    await self.conn.close()
+                    self.conn = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.backoff or 1.0)
+            except Exception:
+                log.exception("replica fetcher for leader %d failed", self.leader_id)
+                await asyncio.sleep(self.backoff or 1.0)
+
+    def _delay(self, st: _FetchState, seconds: float | None = None) -> None:
+        st.delay_until = asyncio.get_running_loop().time() + (seconds if seconds is not None else
+                                                                min(self.backoff, 0.2))
+
+    async def _truncate(self, keys) -> None:
+        """Truncate divergent tails before fetching (OffsetForLeaderEpoch)."""
+        O = OffsetForLeaderEpochRequest
+        ask: dict[str, list] = {}
+        asked = {}
+        for k in keys:
+            st = self.parts[k]
+            lg = st.part.log
+            latest = lg.epoch_cache.latest_epoch
+            if latest == NO_EPOCH:
+                if lg.log_end_offset > lg.high_watermark:
+                    lg.truncate_to(lg.high_watermark)
+                st.truncating = False
+                continue
+            ask.setdefault(k[0], []).append(O.OffsetForLeaderPartition(partition=k[1], current_leader_epoch=st.epoch,
+                                                                       leader_epoch=latest))
+            asked[k] = (st, latest)
+        if not ask:
+            return
+        req = O(replica_id=self.mgr.broker_id, topics=[O.OffsetForLeaderTopic(topic=t, partitions=ps)
+                                                       for t, ps in ask.items()])
+        resp = await self.conn.send(req, timeout=self.timeout)
+        for tr in resp.topics:
+            for r in tr.partitions:
+                k = (tr.topic, r.partition)
+                if k not in asked:
+                    continue
+                st, latest = asked[k]
+                if self.parts.get(k) is not st:
+                    continue
+                if r.error_code:
+                    self._delay(st)
+                    continue
+                lg = st.part.log
+                leo = lg.log_end_offset
+                if r.leader_epoch == NO_EPOCH or r.end_offset < 0:
+                    target = min(lg.high_watermark, leo)
+                elif r.leader_epoch == latest:
+                    target = min(r.end_offset, leo)
+                else:
+                    fe, fo = lg.end_offset_for_epoch(r.leader_epoch)
+                    target = min(r.end_offset, fo if fo >= 0 else lg.high_watermark, leo)
+                if target < leo:
+                    log.info("%s-%d: truncating from %d to %d (leader %d: epoch %d ends at %d)", k[0], k[1], leo,
+                             target, self.leader_id, r.leader_epoch, r.end_offset)
+                    lg.truncate_to(max(target, 0))
+                st.truncating = False
+
+    async def _fetch(self, keys) -> None:
+        F = FetchRequest
+        topics: dict[str, list] = {}
+        sent = {}
+        for k in keys:
+            st = self.parts[k]
+            lg = st.part.log
+            topics.setdefault(k[0], []).append(F.FetchPartition(
+                partition=k[1], current_leader_epoch=st.epoch, fetch_offset=lg.log_end_offset,
+                last_fetched_epoch=-1, log_start_offset=lg.log_start_offset,
+                partition_max_bytes=self.part_max_bytes))
+            sent[k] = (st, lg.log_end_offset)
+        me = self.mgr.broker_id
+        req = F(replica_id=me, replica_state=F.ReplicaState(replica_id=me, replica_epoch=self.mgr.broker_epoch),
+                max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
+                isolation_level=0, session_id=0, session_epoch=-1,
+                topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+        resp = await self.conn.send(req, max_version=12, timeout=self.timeout + self.max_wait_ms / 1000)
+        for tr in resp.responses:
+            for pd in tr.partitions:
+                k = (tr.topic, pd.partition_index)
+                if k not in sent:
+                    continue
+                st, offset = sent[k]
+                if self.parts.get(k) is not st:
+                    continue
+                self._handle(st, offset, pd)
+
+    def _handle(self, st: _FetchState, offset: int, pd) -> None:
+        part = st.part
+        lg = part.log
+        err = pd.error_code
+        if err == 0:
+            if lg.log_end_offset != offset:
+                return                          # truncated meanwhile
+            changed = False
+            data = pd.records
+            if data is not None and len(data):
+                changed = self._append(part, data)
+            hw = min(pd.high_watermark, lg.log_end_offset)
+            if hw > lg.high_watermark:
+                lg.update_high_watermark(hw)
+                changed = True
+            if pd.log_start_offset > lg.log_start_offset and pd.log_start_offset <= lg.high_watermark:
+                try:
+                    lg.delete_records(pd.log_start_offset)
+                except Exception:
+                    pass
+            if changed:
+                part.wake()
+            return
+        if err == E.OFFSET_OUT_OF_RANGE:
+            if pd.log_start_offset >= 0 and offset < pd.log_start_offset:
+                log.info("%s-%d: fetch offset %d below the leader's log start %d: starting over there",
+                         part.topic, part.partition, offset, pd.log_start_offset)
+                lg.truncate_fully_and_start_at(pd.log_start_offset)
+            else:
+                st.truncating = True
+                if pd.high_watermark >= 0 and lg.epoch_cache.latest_epoch == NO_EPOCH:
+                    lg.truncate_to(min(pd.high_watermark, lg.log_end_offset))
+            self._delay(st, 0.05)
+            return
+        if err in (E.UNKNOWN_LEADER_EPOCH, E.FENCED_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER,
+                   E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_ID):
+            self._delay(st, 0.1)
+            return
+        log.warning("%s-%d: fetch from leader %d failed with error %d", part.topic, part.partition, self.leader_id,
+                    err)
+        self._delay(st)
+
+    def _append(self, part, data) -> bool:
+        lg = part.log
+        buf = data.read() if hasattr(data, "read") else data
+        mv = memoryview(buf)
+        leo = lg.log_end_offset
+        start = None
+        end = 0
+        for h in rec.scan_batches(mv):
+            if isinstance(h, rec.TruncatedBatch):
+                break
+            end = h.pos + h.size
+            if start is None and h.last_offset >= leo:
+                if h.base_offset < leo:
+                    lg.truncate_to(h.base_offset)   # a batch that straddles our end: take it whole
+                start = h.pos
+        if start is None or end <= start:
+            return False
+        lg.append_as_follower(bytearray(mv[start:end]))
+        return True
+
+
+def _zero():
+    import uuid
+    return uuid.UUID(int=0)
