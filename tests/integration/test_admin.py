@@ -687,6 +687,10 @@ def test_offset_for_leader_epoch(srv, kp, raw):
     assert ask(4, 1, 0).error_code == UNKNOWN_LEADER_EPOCH
     assert ask(4, -2, 0).error_code == FENCED_LEADER_EPOCH
     assert ask(4, 0, 0, topic="absent-" + t).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    empty = _name("ofle-empty")
+    kp.create_topics({empty: {"num_partitions": 1}})
+    p = ask(4, 0, 0, topic=empty)      # the leader's epoch starts at offset 0 before any append
+    assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 0)
     p = ask(4, 0, 5)          # an epoch beyond any known one: undefined, no error
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, -1, -1)
 
