@@ -18,7 +18,14 @@ How this works:
   removed ``file.delete.delay.ms`` later (``delete_expired_files``) so in-flight regions stay valid.
 * Opening a log after an unclean shutdown recovers every segment from the one holding the
   recovery point (CRC scan, tail truncation, index rebuild), then rebuilds producer state from
-  the newest snapshot plus a replay; after a clean shutdown nothing is scanned.
+  the newest snapshot at or below that segment plus a replay, which also rebuilds the recovered
+  segments' ``.txnindex``; after a clean shutdown nothing is scanned.  Before that, cleaner
+  leftovers are settled (``cleaner.complete_swaps``: ``.cleaned`` deleted, valid ``.swap``
+  completed).
+* Aborted transactions: an ABORT marker adds a ``.txnindex`` entry to the segment holding it;
+  ``aborted_transactions(start, end)`` answers read_committed fetches.
+* Compaction (``cleaner.py``) runs off the loop on immutable inactive segment files and hands
+  back ``.cleaned`` segments; ``replace_segments`` swaps them in on the loop.
 
 Threading: a Log is plain synchronous code and must be used from ONE thread at a time (the
 event loop).  Blocking work is split so it can leave the loop: ``start_flush()`` (loop) returns
@@ -42,10 +49,12 @@ from .config import LogConfig
 from .errors import (InvalidProducerEpochError, InvalidTimestampError, OffsetOutOfRangeError,
                      OutOfOrderSequenceError, RecordTooLargeError, StorageError,
                      UnexpectedAppendOffsetError, UnknownProducerIdError)
+from .cleaner import complete_swaps
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager, SeqResult
 from .scan import FileScanner, control_marker
 from .segment import DELETED_SUFFIX, FileRegion, LogSegment
+from .txn_index import AbortedTxn, aborted_entries
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
@@ -138,6 +147,7 @@ class Log:
         self.last_flush_ms = time_ms()
         self._roll_flush_pending = False
         self.closed = False
+        self.lowest_truncation: int | None = None   # for the cleaner checkpoint (cleaner.py)
         self.epoch_cache = LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
         self.producer_state = ProducerStateManager(dir)
         self.topic_id = self._read_partition_metadata()
@@ -154,12 +164,13 @@ class Log:
                           rolling_jitter_ms=jitter, create=create, active=active)
 
     def _load(self, recovery_point, log_start_offset, high_watermark, clean) -> None:
+        complete_swaps(self.dir)      # .cleaned deleted, valid .swap renamed into place
         names = os.listdir(self.dir)
         bases = set()
         for n in names:
             path = os.path.join(self.dir, n)
             if n.endswith((DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")):
-                os.unlink(path)   # unfinished deletions / cleaner output: Kafka discards them
+                os.unlink(path)   # unfinished deletions: Kafka discards them
             elif n.endswith(".log") and n[:-4].isdigit():
                 bases.add(int(n[:-4]))
         for n in names:
@@ -175,8 +186,9 @@ class Log:
             start = log_start_offset or 0
             self.segments.append(self._new_segment(start, True, True))
             self.bases.append(start)
+        txn_from = None
         if not clean:
-            self._recover_from(recovery_point)
+            txn_from = self._recover_from(recovery_point)
         self.active.on_becoming_active()
         self.log_end_offset = self.active.next_offset if self.active.size \
             else self.active.base_offset
@@ -189,10 +201,15 @@ class Log:
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state(clean)
+        self._rebuild_producer_state(clean, txn_from)
 
-    def _recover_from(self, recovery_point: int) -> None:
+    def _recover_from(self, recovery_point: int) -> int:
+        """Recover segments from the one holding ``recovery_point``; returns that segment's
+        base offset (their ``.txnindex`` are emptied here and rebuilt by the replay)."""
         i = max(0, bisect_right(self.bases, recovery_point) - 1)
+        first = self.bases[i]
+        for seg in self.segments[i:]:
+            seg.txn_index.reset()
         while i < len(self.segments):
             seg = self.segments[i]
             truncated = seg.recover()
@@ -206,12 +223,15 @@ class Log:
             i += 1
         for seg in self.segments[:-1]:
             seg.active = False
+        return first
 
-    def _rebuild_producer_state(self, clean: bool) -> None:
+    def _rebuild_producer_state(self, clean: bool, txn_index_from: int | None = None) -> None:
+        """Replay from the newest usable snapshot.  With ``txn_index_from`` (recovery) the
+        snapshot is at or below that offset and ABORT markers at or above it are re-indexed."""
         pm = self.producer_state
         leo = self.log_end_offset
         pm.delete_snapshots_after(leo)
-        snap = pm.load_snapshot(leo)
+        snap = pm.load_snapshot(leo if txn_index_from is None else min(leo, txn_index_from))
         if snap is None and clean:
             pm.reset(leo)       # Kafka: no snapshot after a clean shutdown = no producers
             return
@@ -221,8 +241,21 @@ class Log:
             if h.producer_id >= 0:
                 marker = control_marker(buf, h) if h.is_control else None
                 session.stage(h, marker, origin_client=False)
-        session.commit(leo)
+        completed = session.commit(leo)
         pm.map_end_offset = leo
+        if txn_index_from is not None and completed:
+            self._index_aborted([c for c in completed if c.last_offset >= txn_index_from])
+
+    def _index_aborted(self, completed) -> None:
+        """Append ``.txnindex`` entries for the aborted transactions among ``completed``."""
+        if not any(c.is_aborted for c in completed):
+            return
+        for txn in aborted_entries(completed, self.producer_state.ongoing_txns.keys()):
+            seg = self.segments[self._segment_index(txn.last_offset)]
+            entries = seg.txn_index.entries
+            if entries and entries[-1].last_offset >= txn.last_offset:
+                continue        # already indexed
+            seg.txn_index.append(txn)
 
     def _iter_batches(self, from_offset: int):
         i = max(0, bisect_right(self.bases, from_offset) - 1)
@@ -319,6 +352,8 @@ class Log:
                     raise InvalidRecordError("clients may not write control batches")
                 if not cfg.log_append_time:
                     self._check_timestamps(h, now)
+                if cfg.compact_enabled:
+                    self._check_keys(buf, h)
                 check = session.check(h)
                 if check.result is SeqResult.DUPLICATE:
                     return LogAppendInfo(check.first_offset, check.last_offset, -1, -1, -1,
@@ -365,6 +400,14 @@ class Log:
             session.stage(h, marker, origin_client=False)
         return self._write(buf, headers, session, now, None, -1)
 
+    @staticmethod
+    def _check_keys(buf, h) -> None:
+        """Compacted topics refuse records without a key (Kafka: INVALID_RECORD)."""
+        from protocol.records import iter_records
+        for r in iter_records(buf, h):
+            if r.key is None:
+                raise InvalidRecordError("Compacted topic cannot accept message without key")
+
     def _check_timestamps(self, h, now: int) -> None:
         cfg = self.config
         for ts in (h.base_timestamp, h.max_timestamp):
@@ -390,7 +433,9 @@ class Log:
             for h in headers:
                 self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         self.log_end_offset = last + 1
-        session.commit(self.log_end_offset)
+        completed = session.commit(self.log_end_offset)
+        if completed:
+            self._index_aborted(completed)
         self.unflushed_messages += sum(h.last_offset_delta + 1 for h in headers)
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -401,7 +446,10 @@ class Log:
     def _maybe_roll(self, size, max_ts, first_offset, last_offset, now) -> LogSegment:
         seg = self.active
         cfg = self.config
-        if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, size, max_ts, last_offset, now):
+        segment_ms = cfg.segment_ms
+        if cfg.compact_enabled and cfg.max_compaction_lag_ms > 0:
+            segment_ms = min(segment_ms, cfg.max_compaction_lag_ms)   # Kafka's maxSegmentMs
+        if seg.should_roll(cfg.segment_bytes, segment_ms, size, max_ts, last_offset, now):
             return self.roll(first_offset, now)
         return seg
 
@@ -488,6 +536,23 @@ class Log:
                 return found
         return None
 
+    def collect_aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """``.txnindex`` entries of transactions overlapping [start, upper), searching from
+        the segment holding ``start`` until an entry's last stable offset reaches ``upper``."""
+        out = []
+        for seg in self.segments[self._segment_index(start):]:
+            found, complete = seg.txn_index.collect(start, upper)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """read_committed Fetch: (producer id, first offset) of aborted transactions that
+        overlap [start, end)."""
+        return [(t.producer_id, t.first_offset)
+                for t in self.collect_aborted_transactions(start, end)]
+
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset); (-1, -1) if unknown."""
         return self.epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
@@ -553,6 +618,42 @@ class Log:
                 keep.append((deadline, seg))
         self._pending_deletes = keep
 
+    # -- compaction -------------------------------------------------------------------------
+    def replace_segments(self, new: LogSegment, old: list[LogSegment],
+                         sizes: list[int] | None = None, now: int | None = None) -> bool:
+        """Swap the cleaner's ``new`` segment (files named ``*.cleaned``, fsynced) in for the
+        consecutive inactive segments ``old`` (loop only).  Returns False, touching nothing,
+        when ``old`` is no longer exactly as the cleaner read it (``sizes``): retention,
+        truncation or a close happened meanwhile.
+
+        Crash safety: ``.cleaned`` → ``.swap`` (commit point: ``complete_swaps`` finishes a
+        valid ``.swap`` on the next start), then the old files become ``.deleted`` (removed
+        after ``file.delete.delay.ms``, so in-flight regions still read), then ``.swap`` →
+        final name."""
+        if self.closed or not old:
+            return False
+        try:
+            i = next(k for k, s in enumerate(self.segments) if s is old[0])
+        except StopIteration:
+            return False
+        if self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments) \
+                or any(s.active for s in old) or new.base_offset != old[0].base_offset:
+            return False
+        if sizes is not None and [s.size for s in old] != list(sizes):
+            return False
+        from .checkpoint import fsync_dir
+        now = self.time_ms() if now is None else now
+        new.change_suffix(".cleaned", ".swap")
+        fsync_dir(self.dir)
+        for seg in old:
+            seg.mark_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        new.change_suffix(".swap", "")
+        fsync_dir(self.dir)
+        self.segments[i:i + len(old)] = [new]
+        self.bases[i:i + len(old)] = [new.base_offset]
+        return True
+
     # -- truncation (followers) -------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after ``offset``; True if anything was removed."""
@@ -597,6 +698,8 @@ class Log:
 
     def _after_truncation(self) -> None:
         leo = self.log_end_offset
+        self.lowest_truncation = leo if self.lowest_truncation is None \
+            else min(self.lowest_truncation, leo)
         self.log_start_offset = min(self.log_start_offset, leo)
         self.high_watermark = min(self.high_watermark, leo)
         self.recovery_point = min(self.recovery_point, leo)
@@ -623,7 +726,7 @@ class Log:
                 break
             seg.persist_indexes()
             fds.append(os.dup(seg.fd))
-            paths += [seg.offset_index.path, seg.time_index.path]
+            paths += [seg.offset_index.path, seg.time_index.path, seg.txn_index.path]
         self._roll_flush_pending = False
         self.unflushed_messages = 0
         self.last_flush_ms = self.time_ms()

@@ -1,4 +1,4 @@
-"""LogSegment: one ``.log`` file plus its ``.index`` and ``.timeindex``.
+"""LogSegment: one ``.log`` file plus its ``.index``, ``.timeindex`` and (lazily) ``.txnindex``.
 
 How this works: the segment owns an O_RDWR descriptor on its ``<20-digit base>.log`` and the two
 sparse indexes (see ``index.py``).  ``append`` writes whole, offset-assigned batches with
@@ -19,6 +19,11 @@ from the last index entries plus a short forward scan, which keeps opening thous
 segments cheap.  ``recover`` rescans the whole file with CRC validation, truncates a torn or
 corrupt tail and rebuilds both indexes.
 
+The ``.txnindex`` (``txn_index.py``) lists the aborted transactions whose ABORT marker is in
+this segment; the Log appends to it, truncation trims it, deletion renames/removes it with the
+other files.  ``suffix`` (``".cleaned"``) names a segment the log cleaner is writing;
+``change_suffix`` renames all its files (``.cleaned`` → ``.swap`` → final name).
+
 Not thread-safe: a segment belongs to one ``Log`` and is used from one thread at a time.  Only
 ``os.fsync`` on a duplicated descriptor (``Log.start_flush``) may run elsewhere.
 """
@@ -33,6 +38,7 @@ from protocol.records import BatchHeader, CorruptRecordError, InvalidRecordError
 from .errors import CorruptIndexError, StorageError
 from .index import OffsetIndex, TimeIndex
 from .scan import FileScanner, iter_records, pread_exact, walk_headers
+from .txn_index import TransactionIndex
 
 INT32_MAX = 0x7FFFFFFF
 DELETED_SUFFIX = ".deleted"
@@ -57,15 +63,16 @@ class LogSegment:
 
     def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  index_bytes: int = 10485760, now_ms: int = 0, rolling_jitter_ms: int = 0,
-                 create: bool = False, active: bool = False):
+                 create: bool = False, active: bool = False, suffix: str = ""):
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.rolling_jitter_ms = rolling_jitter_ms
         stem = os.path.join(dir, segment_name(base_offset))
-        self.log_path = stem + ".log"
-        self.offset_index = OffsetIndex(stem + ".index", base_offset, index_bytes)
-        self.time_index = TimeIndex(stem + ".timeindex", base_offset, index_bytes)
+        self.log_path = stem + ".log" + suffix
+        self.offset_index = OffsetIndex(stem + ".index" + suffix, base_offset, index_bytes)
+        self.time_index = TimeIndex(stem + ".timeindex" + suffix, base_offset, index_bytes)
+        self.txn_index = TransactionIndex(stem + ".txnindex" + suffix)
         flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
         try:
             self.fd = os.open(self.log_path, flags, 0o644)
@@ -336,6 +343,7 @@ class LogSegment:
             return 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.persist()
         self.time_index.persist()
         removed = self.size - h.pos
@@ -362,6 +370,7 @@ class LogSegment:
             if self._indexes_ready:
                 self.offset_index.persist(fsync=True)
                 self.time_index.persist(fsync=True)
+            self.txn_index.flush()
         except OSError as e:
             raise StorageError(f"flush of {self.log_path} failed: {e}") from e
 
@@ -388,14 +397,31 @@ class LogSegment:
         self.log_path = new
         self.offset_index.rename(self.offset_index.path + DELETED_SUFFIX)
         self.time_index.rename(self.time_index.path + DELETED_SUFFIX)
+        self.txn_index.rename(self.txn_index.path + DELETED_SUFFIX)
         self._indexes_ready = True   # never rebuild a deleted segment's index
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename every file from ``<name><old>`` to ``<name><new>`` (cleaner swap).  The
+        ``.log`` file goes last: once it carries the new suffix, its indexes already do."""
+        def renamed(path):
+            if not path.endswith(old):
+                raise ValueError(f"{path} does not end with {old!r}")
+            return path[:len(path) - len(old)] + new
+        self.offset_index.rename(renamed(self.offset_index.path))
+        self.time_index.rename(renamed(self.time_index.path))
+        self.txn_index.rename(renamed(self.txn_index.path))
+        new_log = renamed(self.log_path)
+        if os.path.exists(self.log_path):
+            os.replace(self.log_path, new_log)
+        self.log_path = new_log
 
     def delete(self) -> None:
         """Close and remove the files now."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+        for p in (self.log_path, self.offset_index.path, self.time_index.path,
+                  self.txn_index.path):
             try:
                 os.unlink(p)
             except FileNotFoundError:
