@@ -198,6 +198,13 @@ class Broker:
                     lm.checkpoint_log_start_offsets, "log-start-checkpoint")
         self._every(min(cfg.get("log.flush.scheduler.interval.ms"), 1000), self._flush_due,
                     "flusher")
+        if cfg.get("log.cleaner.enable"):
+            # compaction of cleanup.policy=compact logs; the pass itself runs on the cleaner's
+            # own thread, swaps happen here on the loop (storage/cleaner.py)
+            from storage.cleaner import CleanerConfig, LogCleaner
+            cleaner = LogCleaner(lm, CleanerConfig.from_broker(cfg))
+            self.tasks.append(asyncio.get_running_loop().create_task(cleaner.run(),
+                                                                     name="log-cleaner"))
         idle = cfg.get("connections.max.idle.ms")
         if idle > 0:
             self._every(min(idle, 10000), lambda: self._close_idle(idle), "idle-connections")
