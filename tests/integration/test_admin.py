@@ -762,3 +762,34 @@ def test_create_topics_rejects_null_config_and_duplicate_assignment(raw):
     codes = [(r.name, r.error_code) for r in resp.topics]
     assert codes == [(t1, INVALID_REQUEST), (t2, INVALID_REPLICA_ASSIGNMENT),
                      (t3, INVALID_REQUEST), (t3, INVALID_REQUEST)]
+
+
+def test_broker_logger_describe_and_set(raw):
+    D, I = DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    def levels():
+        resp = raw.call(32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=8, resource_name="0", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False))
+        assert resp.results[0].error_code == 0
+        return {c.name: c.value for c in resp.results[0].configs}
+
+    def alter(name, op, value, broker="0"):
+        resp = raw.call(44, 1, I(resources=[I.AlterConfigsResource(
+            resource_type=8, resource_name=broker,
+            configs=[I.AlterableConfig(name=name, config_operation=op, value=value)])],
+            validate_only=False))
+        return resp.responses[0].error_code
+
+    before = levels()
+    assert before["root"] in {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
+    assert "odradek.admin" in before
+    assert alter("odradek.admin", 0, "DEBUG") == 0
+    assert levels()["odradek.admin"] == "DEBUG"
+    assert alter("odradek.admin", 1, None) == 0
+    assert levels()["odradek.admin"] == before["root"]
+    assert alter("odradek.admin", 0, "LOUD") == INVALID_CONFIG
+    assert alter("no.such.logger", 0, "DEBUG") == INVALID_CONFIG
+    assert alter("root", 1, None) == INVALID_REQUEST
+    assert alter("odradek.admin", 2, "DEBUG") == INVALID_REQUEST
+    assert alter("odradek.admin", 0, "DEBUG", broker="") == INVALID_REQUEST
