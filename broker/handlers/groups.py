@@ -45,6 +45,12 @@ def _coordinator(ctx):
     return getattr(ctx.broker, "groups", None)
 
 
+def _client_host(ctx) -> str:
+    """Kafka records a member's host as Java's ``InetAddress.toString()``: ``/127.0.0.1``."""
+    host = str(ctx.client_host or "")
+    return host if host.startswith("/") else "/" + host
+
+
 def _partition_exists(broker, topic: str, partition: int) -> bool:
     ctrl = getattr(broker, "controller", None)
     if ctrl is None:
@@ -108,7 +114,7 @@ async def join_group(ctx, req):
         return _join_error(v, req.member_id, E.COORDINATOR_NOT_AVAILABLE)
     result = await coord.join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None,
-        client_id=ctx.client_id or "", client_host=str(ctx.client_host or ""),
+        client_id=ctx.client_id or "", client_host=_client_host(ctx),
         rebalance_timeout_ms=req.session_timeout_ms if v == 0 else req.rebalance_timeout_ms,
         session_timeout_ms=req.session_timeout_ms, protocol_type=req.protocol_type,
         protocols=[(p.name, p.metadata) for p in req.protocols],

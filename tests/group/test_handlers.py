@@ -233,7 +233,7 @@ async def test_describe_and_list_groups(version):
     g, n = d.groups
     assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (0, "Stable", "consumer", "range")
     assert [(m.member_id, m.client_id, m.client_host, m.member_assignment) for m in g.members] == \
-        [(mid, "cli", "127.0.0.1", b"A")]
+        [(mid, "cli", "/127.0.0.1", b"A")]
     assert g.members[0].member_metadata == subscription("t")
     assert (n.error_code, n.group_state, n.members) == (0, "Dead", [])
     if version >= 3:
