@@ -161,7 +161,8 @@ def check_args(p: OptionParser, o) -> str:
         if not o.has("group") and not o.has("all-groups"):
             p.usage_exit(f"Option {opt_name('reset-offsets')} takes one of these options: "
                          f"{scope}")
-        for s in SCENARIOS:
+        for s in ("to-offset", "to-datetime", "by-duration", "to-earliest", "to-latest",
+                  "to-current", "shift-by", "from-file"):
             check_invalid(p, o, s, [x for x in SCENARIOS if x != s])
         if not any(o.has(s) for s in SCENARIOS):
             p.usage_exit(f"Option '{opt_name('reset-offsets')}' requires one of the following "
@@ -933,26 +934,27 @@ async def do_reset(svc: Service, o) -> int:
 # =============================================================================================
 
 async def execute(p: OptionParser, o, action: str) -> int:
-    client = await cluster_from(o, client_id="consumer-groups-tool")
+    client = None
     try:
+        client = await cluster_from(o, client_id="consumer-groups-tool")
         svc = Service(client, o["timeout"])
-        try:
-            if action == "list":
-                return await do_list(svc, o)
-            if action == "describe":
-                return await do_describe(svc, o)
-            if action == "delete":
-                return await do_delete(svc, o)
-            if action == "delete-offsets":
-                return await do_delete_offsets(svc, o)
-            return await do_reset(svc, o)
-        except ResetUsageError as e:
-            sys.stdout.flush()
-            p.usage_exit(str(e))
-        except (ToolError, KafkaConnectionError, KafkaError) as e:
-            raise ToolError(f"Executing consumer group command failed due to {e}") from None
+        if action == "list":
+            return await do_list(svc, o)
+        if action == "describe":
+            return await do_describe(svc, o)
+        if action == "delete":
+            return await do_delete(svc, o)
+        if action == "delete-offsets":
+            return await do_delete_offsets(svc, o)
+        return await do_reset(svc, o)
+    except ResetUsageError as e:
+        sys.stdout.flush()
+        p.usage_exit(str(e))
+    except (ToolError, KafkaConnectionError, KafkaError) as e:
+        raise ToolError(f"Executing consumer group command failed due to {e}") from None
     finally:
-        await client.close()
+        if client is not None:
+            await client.close()
 
 
 def main(argv=None) -> int:

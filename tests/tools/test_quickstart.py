@@ -1,8 +1,8 @@
 """The classic Kafka quick-start, with Odradek in place of Kafka, through bin/kafka-*.sh.
 
-The steps that need APIs the broker does not have yet skip with the API named; the group
-steps (consumer groups, kafka-consumer-groups.sh) need the group coordinator and the
-consumer-groups tool, which belong to the consumer-group issue."""
+The steps that need APIs the broker does not have yet skip with the API named. The group
+steps: consume in group my-first-application, list and describe groups, reset the group's
+offsets --to-earliest and --shift-by -2 (each checked by consuming in the group again)."""
 from __future__ import annotations
 
 import re
@@ -37,25 +37,61 @@ def test_quickstart_walkthrough(kafka, needs):
                                          f"Replicas: 0\tIsr: 0")
 
     # -- the group part ---------------------------------------------------------------------
-    needs(10, 11, 14, 12, 8)                    # FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit
+    needs(10, 11, 14, 12, 8, 9, 15, 16)         # FindCoordinator, Join/Sync/Heartbeat, OffsetCommit/Fetch, Describe/ListGroups
     r = tool("kafka-console-consumer", "--bootstrap-server", b, "--topic", "first_topic",
              "--group", "my-first-application", "--from-beginning",
              "--max-messages", len(lines), "--timeout-ms", 15000)
     assert r.rc == 0 and sorted(r.lines) == sorted(lines), r
-    if not (BIN / "kafka-consumer-groups.sh").exists():
-        pytest.skip("kafka-consumer-groups.sh (list/describe groups, --reset-offsets "
-                    "--to-earliest / --shift-by -2) comes with the consumer-group issue")
+    group = "my-first-application"
     r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--list")
-    assert "my-first-application" in r.lines
-    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe", "--group",
-             "my-first-application")
-    assert r.rc == 0 and "first_topic" in r.out
-    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--group", "my-first-application",
+    assert r.rc == 0 and group in r.lines, r
+    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe", "--group", group)
+    assert r.rc == 0 and f"Consumer group '{group}' has no active members." in r.err, r
+    table = [ln.split() for ln in r.lines if ln.startswith(group + " ")]
+    assert r.lines[1].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
+                                  "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert [x[1:3] for x in table] == [["first_topic", str(p)] for p in range(3)], r
+    ends = {int(x[2]): int(x[4]) for x in table}
+    assert sum(ends.values()) == len(lines)
+    assert all(x[3] == x[4] and x[5] == "0" for x in table), r     # everything consumed
+
+    def group_consume(n):
+        r = tool("kafka-console-consumer", "--bootstrap-server", b, "--topic", "first_topic",
+                 "--group", group, "--property", "print.partition=true", "--property",
+                 "print.offset=true", "--max-messages", n, "--timeout-ms", 3000)
+        got = {}
+        for ln in r.lines:
+            m = re.match(r"Partition:(\d+)\tOffset:(\d+)\t(.*)$", ln)
+            assert m, r
+            got.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+        return r, got
+
+    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--group", group,
              "--reset-offsets", "--to-earliest", "--execute", "--topic", "first_topic")
     assert r.rc == 0, r
-    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--group", "my-first-application",
+    assert [x.split() for x in r.lines if x.startswith(group)] == [
+        [group, "first_topic", str(p), "0"] for p in range(3)], r
+    r, got = group_consume(len(lines))             # the whole topic again, from offset 0
+    assert r.rc == 0 and {p: offs[0] for p, offs in got.items()} == {
+        p: 0 for p, e in ends.items() if e}, r
+    assert sum(len(v) for v in got.values()) == len(lines)
+    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--group", group,
              "--reset-offsets", "--shift-by", "-2", "--execute", "--topic", "first_topic")
     assert r.rc == 0, r
+    back = {p: max(e - 2, 0) for p, e in ends.items()}
+    assert [x.split() for x in r.lines if x.startswith(group)] == [
+        [group, "first_topic", str(p), str(back[p])] for p in range(3)], r
+    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe", "--group", group)
+    assert [x.split()[5] for x in r.lines if x.startswith(group + " ")] == [
+        str(ends[p] - back[p]) for p in range(3)], r
+    want = sum(ends[p] - back[p] for p in range(3))
+    r, got = group_consume(want)                   # the last (up to) two of each partition
+    assert r.rc == 0 and got == {p: list(range(back[p], ends[p])) for p in range(3)
+                                 if ends[p] > back[p]}, r
+    r = tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe", "--group", group,
+             "--state")
+    s = r.lines[2].split()
+    assert r.rc == 0 and s[0] == group and s[4:] == ["Empty", "0"], r
 
 
 def test_server_start_stop_scripts(tmp_path):
