@@ -66,6 +66,7 @@ class ReplicationManager:
         self.fetcher_of: dict[tuple[str, int], ReplicaFetcher] = {}
         self.tasks: list[asyncio.Task] = []
         self._inflight: set[tuple[str, int]] = set()
+        self._no_expand_until: dict[tuple[str, int], int] = {}
         self.lag_ms = self.cfg.get("replica.lag.time.max.ms")
 
     @property
@@ -310,7 +311,8 @@ class ReplicationManager:
         rr.last_fetch_ms = now
         rr.last_fetch_leader_leo = leo
         if replica_id not in part.isr and part.pending_isr is None:
-            if fetch_offset >= part.log.high_watermark and fetch_offset >= part.leader_epoch_start_offset:
+            if fetch_offset >= part.log.high_watermark and fetch_offset >= part.leader_epoch_start_offset \
+                    and self._no_expand_until.get((part.topic, part.partition), 0) <= now:
                 self._propose_isr(part, part.isr + [replica_id])
         if self.maybe_advance_high_watermark(part):
             part.wake()
@@ -372,8 +374,8 @@ class ReplicationManager:
         elif res is not None:
             log.info("%s-%d: AlterPartition to %s refused with error %d", part.topic, part.partition, new_isr,
                      res.error_code)
-            if res.error_code != E.FENCED_LEADER_EPOCH:
-                await asyncio.sleep(0.2)
+            # e.g. INELIGIBLE_REPLICA for a broker in controlled shutdown: do not retry at every fetch
+            self._no_expand_until[key] = now_ms() + 1000
         self.maybe_advance_high_watermark(part)
         part.wake()
 
@@ -419,6 +421,7 @@ class ReplicaFetcher:
         self.part_max_bytes = cfg.get("replica.fetch.max.bytes")
         self.timeout = cfg.get("replica.socket.timeout.ms") / 1000
         self.backoff = cfg.get("replica.fetch.backoff.ms") / 1000
+        self.closed = False
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, part) -> None:
@@ -431,18 +434,15 @@ class ReplicaFetcher:
             del self.parts[(part.topic, part.partition)]
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):
-            pass
+        self.closed = True
+        await _cancel_and_wait(self.task)
         if self.conn is not None:
             await self.conn.close()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         backoff = 0.05
-        while True:
+        while not self.closed:
             if not self.parts:
                 if self.conn is not None:
                     await self.conn.close()
@@ -624,6 +624,16 @@ class ReplicaFetcher:
             return False
         lg.append_as_follower(bytearray(mv[start:end]))
         return True
+
+
+async def _cancel_and_wait(task: asyncio.Task) -> None:
+    """Cancel until the task is done (``asyncio.wait_for`` in 3.11 can swallow a cancellation
+    that races with a completed response)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=0.5)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("task %s ended with %r", task.get_name(), task.exception())
 
 
 def _zero():

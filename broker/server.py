@@ -289,6 +289,11 @@ def _tune_malloc() -> None:
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     _tune_malloc()
+    try:
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True)    # stack dump on demand
+    except (ImportError, AttributeError, ValueError):
+        pass
     logging.basicConfig(level=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"),
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:

@@ -26,26 +26,27 @@ class BrokerChannel:
         self.request_timeout = request_timeout
         self.queue: asyncio.Queue = asyncio.Queue()
         self.conn: KafkaClientConnection | None = None
+        self.closed = False
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-channel-{broker_id}")
 
     def send(self, request, callback: Callable[[Any], None] | None = None) -> None:
         self.queue.put_nowait((request, callback))
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):
-            pass
+        self.closed = True
+        while not self.task.done():        # wait_for can swallow a racing cancellation (3.11)
+            self.task.cancel()
+            await asyncio.wait([self.task], timeout=0.5)
         if self.conn is not None:
             await self.conn.close()
             self.conn = None
 
     async def _run(self) -> None:
         backoff = 0.05
-        while True:
+        while not self.closed:
             request, callback = await self.queue.get()
-            while True:
+            resp = None
+            while not self.closed:
                 try:
                     if self.conn is None or self.conn.closed:
                         self.conn = await KafkaClientConnection.connect(
@@ -62,7 +63,7 @@ class BrokerChannel:
                         self.conn = None
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 1.0)
-            if callback is not None:
+            if callback is not None and resp is not None:
                 try:
                     callback(resp)
                 except Exception:

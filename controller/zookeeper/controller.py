@@ -133,6 +133,7 @@ class ZkController(Controller):
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._last_config_change = -1
+        self._config_changes_seen = False
         self._subscribers: list[Callable[[Event], None]] = []
         self._cache_waiters: list[asyncio.Future] = []
         self.role = None                 # ControllerRole while this broker is the controller
@@ -825,7 +826,8 @@ class ZkController(Controller):
         except Exception as e:
             log.warning("reading %s failed: %s", Z.CONFIG_CHANGES, e)
             return
-        first = self._last_config_change < 0
+        first = not self._config_changes_seen
+        self._config_changes_seen = True
         now = int(time.time() * 1000)
         for child in sorted(children, key=Z.sequence_number):
             seq = Z.sequence_number(child)

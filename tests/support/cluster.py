@@ -89,7 +89,19 @@ class Cluster:
         self.brokers[broker_id].kill()
 
     def stop(self, broker_id: int, timeout: float = 60.0) -> int | None:
-        return self.brokers[broker_id].stop(timeout)
+        """SIGTERM (controlled shutdown); a broker still running after ``timeout`` gets SIGUSR1
+        (stack dump into its log) and then SIGKILL."""
+        import signal
+        import subprocess
+        b = self.brokers[broker_id]
+        if b.alive and not b.paused:
+            b.signal(signal.SIGTERM)
+            try:
+                b.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                b.signal(signal.SIGUSR1)
+                time.sleep(1)
+        return b.stop(5)
 
     def pause(self, broker_id: int) -> None:
         self.brokers[broker_id].pause()
@@ -209,9 +221,19 @@ class Cluster:
                                               for k, v in (configs or {}).items()])
                 resp = await cc.send_to_controller(C(topics=[t], timeout_ms=30000, validate_only=False))
                 err = resp.topics[0].error_code
-                if err:
+                if err and err != 36:          # TOPIC_ALREADY_EXISTS: an earlier attempt got through
                     raise RuntimeError(f"CreateTopics {name}: error {err} {resp.topics[0].error_message}")
-        asyncio.run(run())
+        deadline = time.monotonic() + timeout
+        while True:            # right after start-up a broker may not know the controller yet
+            try:
+                asyncio.run(run())
+                break
+            except RuntimeError:
+                raise
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         n = len(assignment) if assignment else partitions
         for p in range(n):
             self.wait_for_leader(name, p, timeout=timeout)

@@ -1,0 +1,376 @@
+"""A ZooKeeper-coordinated cluster: real ZooKeeper, three or four broker processes.
+
+Default tier: znode layout, replication and read back, kill -9 of a leader under an idempotent
+acks=all producer (nothing acknowledged lost; the restarted broker rejoins the ISR), controlled
+shutdown, unclean election off/on, reassignment [1,2,3] -> [2,3,4] while producing, a session
+expiry of the controller.  Slow tier (-m slow): the kill drill repeated.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from tests.cluster.workload import NumberedProducer, check_no_loss, read_all
+
+pytestmark = pytest.mark.cluster
+
+
+def _admin(cluster):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+
+
+# ----------------------------------------------------------------------------- layout
+
+def test_znodes_match_kafka_layout(cluster):
+    cluster.create_topic("layout", partitions=3, rf=3, configs={"retention.ms": "3600000"})
+    zk = cluster.zk()
+    assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+    for path in ("/consumers", "/brokers/seqid", "/config/changes", "/admin/delete_topics",
+                 "/isr_change_notification", "/latest_producer_id_block", "/log_dir_event_notification",
+                 "/config/topics", "/config/clients", "/config/users", "/config/brokers", "/config/ips"):
+        assert zk.exists(path) is not None, path
+
+    b1 = cluster.get_json("/brokers/ids/1")
+    port = cluster.brokers[1].port
+    assert b1["version"] == 5
+    assert b1["endpoints"] == [f"PLAINTEXT://127.0.0.1:{port}"]
+    assert b1["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
+    assert (b1["host"], b1["port"], b1["jmx_port"]) == ("127.0.0.1", port, -1)
+    assert isinstance(b1["timestamp"], str) and b1["timestamp"].isdigit()
+    assert b1["features"] == {}
+    _, stat = zk.get("/brokers/ids/1")
+    assert stat.ephemeralOwner != 0 and stat.version == 1       # create empty + setData
+
+    ctrl = cluster.get_json("/controller")
+    assert set(ctrl) == {"version", "brokerid", "timestamp", "kraftControllerEpoch"}
+    assert ctrl["version"] == 2 and ctrl["kraftControllerEpoch"] == -1 and ctrl["brokerid"] in (1, 2, 3)
+    assert isinstance(ctrl["timestamp"], str)
+    epoch = int(zk.get("/controller_epoch")[0].decode())
+    assert epoch >= 1
+
+    cid = cluster.get_json("/cluster/id")
+    assert cid["version"] == "1" and re.fullmatch(r"[A-Za-z0-9_-]{22}", cid["id"])
+
+    topic = cluster.get_json("/brokers/topics/layout")
+    assert topic["version"] == 3
+    assert sorted(topic["partitions"]) == ["0", "1", "2"]
+    assert all(len(set(r)) == 3 for r in topic["partitions"].values())
+    # leaders spread evenly: each broker is first replica once
+    assert sorted(r[0] for r in topic["partitions"].values()) == [1, 2, 3]
+    assert topic["adding_replicas"] == {} and topic["removing_replicas"] == {}
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", topic["topic_id"])
+
+    for p in range(3):
+        st = cluster.partition_state("layout", p)
+        assert set(st) == {"version", "leader", "leader_epoch", "isr", "controller_epoch"}
+        assert st["version"] == 1 and st["leader_epoch"] == 0
+        assert st["leader"] == topic["partitions"][str(p)][0]
+        assert sorted(st["isr"]) == [1, 2, 3]
+        assert st["controller_epoch"] == epoch
+
+    assert cluster.get_json("/config/topics/layout") == {"version": 1, "config": {"retention.ms": "3600000"}}
+
+    # a config change writes the entity node and a change notification
+    from kafka.admin import ConfigResource, ConfigResourceType
+    admin = _admin(cluster)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "layout", configs={"retention.ms": "7200000"})])
+    finally:
+        admin.close()
+    assert cluster.get_json("/config/topics/layout")["config"] == {"retention.ms": "7200000"}
+    changes = sorted(zk.get_children("/config/changes"))
+    assert changes and re.fullmatch(r"config_change_\d{10}", changes[-1])
+    assert cluster.get_json(f"/config/changes/{changes[-1]}") == {"version": 2, "entity_path": "topics/layout"}
+
+    # an idempotent producer takes a producer id block
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=True, acks="all")
+    p.send("layout", b"x", partition=0).get(30)
+    p.close()
+    blk = cluster.get_json("/latest_producer_id_block")
+    assert blk["version"] == 1 and blk["block_start"] == "0" and blk["block_end"] == "999"
+    assert blk["broker"] in (1, 2, 3)
+
+    # deleting a topic goes through /admin/delete_topics and removes its znodes
+    admin = _admin(cluster)
+    try:
+        admin.delete_topics(["layout"])
+    finally:
+        admin.close()
+    cluster.wait_for(lambda: zk.exists("/brokers/topics/layout") is None, 30, "topic znode deleted")
+    assert zk.exists("/config/topics/layout") is None
+    assert zk.get_children("/admin/delete_topics") == []
+
+
+# ----------------------------------------------------------------------------- replication
+
+def test_every_broker_answers_metadata_for_the_cluster(cluster):
+    from protocol.client import KafkaClientConnection
+    from protocol.messages import MetadataRequest
+    import asyncio
+    cluster.create_topic("meta", partitions=3, rf=3)
+
+    async def ask(b):
+        c = await KafkaClientConnection.connect(b.host, b.port)
+        try:
+            return await c.send(MetadataRequest(topics=None))
+        finally:
+            await c.close()
+    answers = []
+    for b in cluster.brokers.values():
+        r = cluster.wait_for(lambda: (lambda m: m if any(t.name == "meta" for t in m.topics) else None)(
+            asyncio.run(ask(b))), 20, "metadata")
+        answers.append(r)
+    for r in answers:
+        assert sorted(x.node_id for x in r.brokers) == [1, 2, 3]
+        assert r.controller_id == cluster.controller_id()
+        t = next(t for t in r.topics if t.name == "meta")
+        for p in t.partitions:
+            assert p.leader_id == cluster.leader("meta", p.partition_index)
+            assert sorted(p.replica_nodes) == [1, 2, 3]
+
+
+def test_idempotent_acks_all_produce_and_read_back(cluster):
+    cluster.create_topic("rb", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "rb", 3, rate_sleep=0).start()
+    prod.wait_acked(3000, 60)
+    prod.stop()
+    assert not prod.failed
+    got = read_all(cluster.bootstrap, "rb", 3)
+    res = check_no_loss(prod.acked, got)
+    assert res["n_problems"] == 0, res
+    # every replica caught up (ISR full) and followers hold the same records
+    for p in range(3):
+        assert sorted(cluster.isr("rb", p)) == [1, 2, 3]
+
+
+def test_not_leader_and_fenced_epochs_for_clients(cluster):
+    import asyncio
+
+    from protocol.client import KafkaClientConnection
+    from protocol.messages import FetchRequest as F
+    cluster.create_topic("nl", partitions=1, rf=3)
+    leader = cluster.leader("nl", 0)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    epoch = cluster.partition_state("nl", 0)["leader_epoch"]
+
+    async def fetch(b, cur_epoch):
+        c = await KafkaClientConnection.connect(b.host, b.port)
+        try:
+            req = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                    topics=[F.FetchTopic(topic="nl", partitions=[F.FetchPartition(
+                        partition=0, current_leader_epoch=cur_epoch, fetch_offset=0, partition_max_bytes=1 << 20)])])
+            r = await c.send(req, max_version=12)
+            return r.responses[0].partitions[0].error_code
+        finally:
+            await c.close()
+    assert asyncio.run(fetch(cluster.brokers[follower], epoch)) == 6           # NOT_LEADER_OR_FOLLOWER
+    assert asyncio.run(fetch(cluster.brokers[leader], epoch)) == 0
+    assert asyncio.run(fetch(cluster.brokers[leader], epoch + 5)) == 75        # UNKNOWN_LEADER_EPOCH
+    if epoch > 0:
+        assert asyncio.run(fetch(cluster.brokers[leader], epoch - 1)) == 74    # FENCED_LEADER_EPOCH
+
+
+def _kill_leader_round(cluster, topic, partitions, prod, victim_partition):
+    leader = cluster.leader(topic, victim_partition)
+    prod.wait_acked(300, 60)
+    t0 = time.monotonic()
+    cluster.kill(leader)
+    for p in range(partitions):
+        cluster.wait_for_leader(topic, p, not_in={leader}, timeout=30)
+    elected_in = time.monotonic() - t0
+    prod.wait_acked(300, 90)
+    cluster.start_broker(leader)
+    for p in range(partitions):
+        cluster.wait_for_isr(topic, p, [leader], timeout=90)
+    return leader, elected_in
+
+
+def test_kill_leader_new_leader_no_acked_record_lost_and_rejoin(cluster):
+    cluster.create_topic("kill", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "kill", 3).start()
+    try:
+        leader, elected_in = _kill_leader_round(cluster, "kill", 3, prod, 0)
+        prod.wait_acked(300, 60)
+    finally:
+        prod.stop()
+    # session timeout (6 s) plus a few seconds
+    assert elected_in < 6 + 8, elected_in
+    got = read_all(cluster.bootstrap, "kill", 3)
+    res = check_no_loss(prod.acked, got)
+    assert res["n_problems"] == 0, res
+    assert res["acked"] > 600
+
+
+def test_controlled_shutdown_moves_leadership_first(cluster):
+    cluster.create_topic("cs", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "cs", 3).start()
+    try:
+        prod.wait_acked(300, 60)
+        victim = cluster.leader("cs", 0)
+        rc = cluster.stop(victim)
+        assert rc == 0
+        for p in range(3):
+            assert cluster.leader("cs", p) not in (victim, -1)
+        prod.wait_acked(300, 60)
+        log = cluster.brokers[victim].log_text()
+        assert "controlled shutdown succeeded" in log
+        cluster.start_broker(victim)
+        for p in range(3):
+            cluster.wait_for_isr("cs", p, [victim], timeout=60)
+    finally:
+        prod.stop()
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "cs", 3))
+    assert res["n_problems"] == 0, res
+    assert not prod.failed
+
+
+def test_preferred_leader_election(cluster):
+    cluster.create_topic("pref", partitions=1, rf=3)
+    first = cluster.get_json("/brokers/topics/pref")["partitions"]["0"][0]
+    cluster.stop(first)
+    new = cluster.wait_for_leader("pref", 0, not_in={first})
+    cluster.start_broker(first)
+    cluster.wait_for_isr("pref", 0, [first])
+    assert cluster.leader("pref", 0) == new
+    import asyncio
+
+    from protocol.client import ClusterClient
+    from protocol.messages import ElectLeadersRequest as EL
+
+    async def elect():
+        async with ClusterClient(cluster.bootstrap) as cc:
+            return await cc.send_to_controller(EL(election_type=0, timeout_ms=30000, topic_partitions=[
+                EL.TopicPartitions(topic="pref", partitions=[0])]))
+    r = asyncio.run(elect())
+    assert r.replica_election_results[0].partition_result[0].error_code == 0
+    cluster.wait_for(lambda: cluster.leader("pref", 0) == first, 20, "preferred leader back")
+
+
+# ----------------------------------------------------------------------------- unclean election
+
+def test_unclean_election_disabled_stays_offline_enabled_comes_back(cluster):
+    cluster.create_topic("uncl", assignment={0: [1, 2]}, configs={"min.insync.replicas": "1"})
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=5)
+    for i in range(50):
+        p.send("uncl", f"a{i}".encode(), partition=0)
+    p.flush()
+    cluster.wait_for_isr("uncl", 0, [1, 2])
+    cluster.kill(2)                                  # follower dies: ISR shrinks to [1]
+    cluster.wait_for(lambda: cluster.isr("uncl", 0) == [1], 30, "ISR [1]")
+    for i in range(50):
+        p.send("uncl", f"b{i}".encode(), partition=0)      # only broker 1 has these
+    p.flush()
+    p.close()
+    cluster.kill(1)                                  # the only ISR member dies
+    cluster.wait_for(lambda: cluster.leader("uncl", 0) == -1, 30, "partition offline")
+    cluster.start_broker(2)
+    time.sleep(3)
+    st = cluster.partition_state("uncl", 0)
+    assert st["leader"] == -1, st                   # unclean election disabled: stays offline
+    assert st["isr"] == [1]
+
+    from kafka.admin import ConfigResource, ConfigResourceType
+    admin = _admin(cluster)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "uncl", configs={
+            "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})])
+    finally:
+        admin.close()
+    cluster.wait_for(lambda: cluster.leader("uncl", 0) == 2, 30, "unclean leader 2")
+    st = cluster.partition_state("uncl", 0)
+    assert st["isr"] == [2] and st.get("leader_recovery_state") == 1
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_of([2, 3]), "group.id": "u", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("uncl", 0, 0)])
+    vals = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(vals) < 50:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            vals.append(m.value().decode())
+    c.close()
+    # what unclean election lost: the 50 "b" records only broker 1 had
+    assert vals == [f"a{i}" for i in range(50)], vals[:5]
+    print(f"unclean election kept {len(vals)} records and lost the 50 written while broker 2 was down")
+
+
+# ----------------------------------------------------------------------------- reassignment
+
+def test_reassignment_123_to_234_while_producing(cluster_factory):
+    cluster = cluster_factory(4)
+    cluster.create_topic("move", assignment={0: [1, 2, 3]})
+    prod = NumberedProducer(cluster.bootstrap, "move", 1).start()
+    import asyncio
+
+    from protocol.client import ClusterClient
+    from protocol.messages import AlterPartitionReassignmentsRequest as A
+    from protocol.messages import ListPartitionReassignmentsRequest as LR
+    try:
+        prod.wait_acked(500, 60)
+
+        async def reassign():
+            async with ClusterClient(cluster.bootstrap) as cc:
+                r = await cc.send_to_controller(A(timeout_ms=30000, topics=[A.ReassignableTopic(
+                    name="move", partitions=[A.ReassignablePartition(partition_index=0, replicas=[2, 3, 4])])]))
+                assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
+                return await cc.send_to_controller(LR(timeout_ms=30000, topics=None))
+        asyncio.run(reassign())
+        cluster.wait_for(lambda: cluster.get_json("/brokers/topics/move")["partitions"]["0"] == [2, 3, 4]
+                         and not cluster.get_json("/brokers/topics/move")["adding_replicas"], 90,
+                         "reassignment to finish")
+        assert cluster.leader("move", 0) in (2, 3, 4)
+        cluster.wait_for_isr("move", 0, [2, 3, 4])
+        prod.wait_acked(500, 60)
+    finally:
+        prod.stop()
+    assert not prod.failed
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "move", 1))
+    assert res["n_problems"] == 0, res
+    # broker 1 no longer hosts the partition
+    cluster.wait_for(lambda: not any(d.name.startswith("move-0") and not d.name.endswith("-delete")
+                                     for d in (cluster.brokers[1].log_dir).iterdir()), 30, "replica removed from 1")
+
+
+# ----------------------------------------------------------------------------- sessions
+
+def test_controller_session_expiry_moves_the_controller(cluster):
+    cluster.create_topic("exp", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "exp", 3).start()
+    try:
+        prod.wait_acked(300, 60)
+        old = cluster.controller_id()
+        epoch = int(cluster.zk().get("/controller_epoch")[0].decode())
+        cluster.expire_session(old)
+        cluster.wait_for(lambda: int(cluster.zk().get("/controller_epoch")[0].decode()) > epoch, 30,
+                         "a new controller epoch")
+        cluster.wait_for(lambda: old in cluster.registered(), 30, "old controller re-registered")
+        for p in range(3):
+            cluster.wait_for_isr("exp", p, [1, 2, 3], timeout=60)
+        prod.wait_acked(300, 60)
+    finally:
+        prod.stop()
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "exp", 3))
+    assert res["n_problems"] == 0, res
+
+
+# ----------------------------------------------------------------------------- slow drills
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(5))
+def test_kill_each_leader_in_turn_repeated(cluster, round_):
+    cluster.create_topic("drill", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "drill", 3).start()
+    try:
+        for p in range(3):
+            _kill_leader_round(cluster, "drill", 3, prod, p)
+        prod.wait_acked(300, 60)
+    finally:
+        prod.stop()
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "drill", 3))
+    assert res["n_problems"] == 0, res
