@@ -341,13 +341,26 @@ def test_killed_member_is_removed_after_session_timeout(kafka, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- resume
+def commit_with_retry(c, attempts=20):
+    """Commit the consumer's positions; a client may be in the middle of a rejoin (kafka-python
+    rejoins when its metadata changes, e.g. after a broker restart) and refuse with a retriable
+    rebalance error -- its thread keeps polling meanwhile, so try again."""
+    for i in range(attempts):
+        try:
+            return c.call(lambda k: k.commit())
+        except Exception as e:       # noqa: BLE001 - RebalanceInProgress / CommitFailed, client-specific
+            if i == attempts - 1 or "ebalanc" not in f"{type(e).__name__} {e}":
+                raise
+            time.sleep(0.5)
+
+
 def _consume_all(make, n, extra_wait=1.0):
     c = make()
     try:
         vals = wait_values([c], n)
         time.sleep(extra_wait)          # anything beyond n would be a duplicate
         vals = c.snapshot()[1]
-        c.call(lambda k: k.commit())
+        commit_with_retry(c)
         return vals
     finally:
         c.close()
