@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.cluster.workload import NumberedProducer, check_no_loss, read_all
+from tests.cluster.workload import GroupReader, NumberedProducer, check_group, check_no_loss, read_all
 
 pytestmark = pytest.mark.cluster
 
@@ -359,6 +359,66 @@ def test_controller_session_expiry_moves_the_controller(cluster):
     assert res["n_problems"] == 0, res
 
 
+def _pause_leader_round(cluster, topic, partitions, prod, victim_partition):
+    """SIGSTOP a leader past the session timeout (6 s), then SIGCONT it."""
+    leader = cluster.leader(topic, victim_partition)
+    prod.wait_acked(200, 60)
+    t0 = time.monotonic()
+    cluster.pause(leader)
+    try:
+        for p in range(partitions):
+            cluster.wait_for_leader(topic, p, not_in={leader}, timeout=30)
+        elected_in = time.monotonic() - t0
+        prod.wait_acked(200, 90)
+    finally:
+        cluster.resume(leader)
+    cluster.wait_for(lambda: leader in cluster.registered(), 60, "paused broker re-registered")
+    for p in range(partitions):
+        cluster.wait_for_isr(topic, p, [leader], timeout=90)
+    return elected_in
+
+
+def test_sigstop_leader_past_session_timeout_then_resume(cluster):
+    cluster.create_topic("stop", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "stop", 3).start()
+    try:
+        elected_in = _pause_leader_round(cluster, "stop", 3, prod, 0)
+        prod.wait_acked(200, 60)
+    finally:
+        prod.stop()
+    assert elected_in < 6 + 8, elected_in
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "stop", 3))
+    assert res["n_problems"] == 0, res
+
+
+def _rolling_restart(cluster, topic, partitions, prod):
+    for b in sorted(cluster.brokers):
+        prod.wait_acked(200, 60)
+        assert cluster.stop(b) == 0
+        assert "controlled shutdown succeeded" in cluster.brokers[b].log_text().split("===== start")[-1]
+        cluster.start_broker(b)
+        for p in range(partitions):
+            cluster.wait_for_isr(topic, p, [1, 2, 3], timeout=90)
+
+
+def test_rolling_restart_with_controlled_shutdown_and_a_group(cluster):
+    cluster.create_topic("roll", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "roll", 3).start()
+    reader = GroupReader(cluster.bootstrap, "roll", "roll-group").start()
+    try:
+        _rolling_restart(cluster, "roll", 3, prod)
+        prod.wait_acked(200, 60)
+    finally:
+        prod.stop()
+        time.sleep(2)
+        reader.stop()
+    log = read_all(cluster.bootstrap, "roll", 3)
+    res = check_no_loss(prod.acked, log)
+    assert res["n_problems"] == 0, res
+    assert check_group(reader, log, 3) == []
+    assert sum(len(v) for v in reader.seen.values()) > 0
+
+
 # ----------------------------------------------------------------------------- slow drills
 
 @pytest.mark.slow
@@ -374,3 +434,29 @@ def test_kill_each_leader_in_turn_repeated(cluster, round_):
         prod.stop()
     res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "drill", 3))
     assert res["n_problems"] == 0, res
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(5))
+def test_sigstop_drill_repeated(cluster, round_):
+    cluster.create_topic("sdrill", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "sdrill", 3).start()
+    try:
+        _pause_leader_round(cluster, "sdrill", 3, prod, round_ % 3)
+        prod.wait_acked(200, 60)
+    finally:
+        prod.stop()
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "sdrill", 3))
+    assert res["n_problems"] == 0, res
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(5))
+def test_controller_expiry_drill_repeated(cluster, round_):
+    test_controller_session_expiry_moves_the_controller(cluster)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(5))
+def test_rolling_restart_drill_repeated(cluster, round_):
+    test_rolling_restart_with_controlled_shutdown_and_a_group(cluster)

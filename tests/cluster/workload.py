@@ -119,3 +119,64 @@ def check_no_loss(acked: dict[int, list[tuple[int, int]]], log: dict[int, list[t
             problems.append(f"partition {p}: log out of order")
     return {"problems": problems[:20], "n_problems": len(problems),
             "acked": sum(len(v) for v in acked.values()), "in_log": sum(len(v) for v in log.values())}
+
+
+class GroupReader:
+    """A consumer-group member (confluent-kafka) that reads continuously and commits."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str):
+        from confluent_kafka import Consumer
+        self.topic = topic
+        self.group = group
+        self.bootstrap = bootstrap
+        self.seen: dict[int, dict[int, int]] = defaultdict(dict)     # partition -> {offset: seq}
+        self._stop = threading.Event()
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                           "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                           "session.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000})
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        self.c.subscribe([self.topic])
+        while not self._stop.is_set():
+            m = self.c.poll(0.2)
+            if m is None or m.error():
+                continue
+            self.seen[m.partition()][m.offset()] = int(m.value())
+        try:
+            self.c.commit(asynchronous=False)
+        except Exception:
+            pass
+        self.c.close()
+
+    def start(self) -> "GroupReader":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(60)
+
+    def committed(self, partitions: int) -> dict[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group})
+        try:
+            got = c.committed([TopicPartition(self.topic, p) for p in range(partitions)], timeout=30)
+            return {tp.partition: tp.offset for tp in got}
+        finally:
+            c.close()
+
+
+def check_group(reader: GroupReader, log: dict[int, list[tuple[int, int]]], partitions: int) -> list[str]:
+    """Everything below the group's committed offset was delivered to the group's consumers."""
+    problems = []
+    committed = reader.committed(partitions)
+    for p in range(partitions):
+        c = committed.get(p, -1001)
+        if c < 0:
+            continue
+        for off, seq in log.get(p, []):
+            if off < c and reader.seen[p].get(off) != seq:
+                problems.append(f"partition {p}: committed {c} but offset {off} (seq {seq}) was not consumed")
+                break
+    return problems
