@@ -79,12 +79,23 @@ def oam(offset):
     return OffsetAndMetadata(offset, None)
 
 
+def subscribe(c, topic):
+    """Subscribe once the client has the topic's metadata (a leader that joins without it
+    assigns nothing and only rebalances after its next metadata refresh)."""
+    deadline = time.monotonic() + 20
+    while not c.partitions_for_topic(topic):
+        assert time.monotonic() < deadline, f"no metadata for {topic}"
+        time.sleep(0.1)
+    c.subscribe([topic])
+
+
 def member(kafka, group, topic, client_id="cg-test"):
     """An active member of ``group`` (subscribed to ``topic``), joined and assigned."""
-    c = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group,
+    c = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
                       client_id=client_id, enable_auto_commit=False,
                       auto_offset_reset="earliest", session_timeout_ms=10000,
                       heartbeat_interval_ms=500)
+    subscribe(c, topic)
     deadline = time.monotonic() + 20
     while not c.assignment():
         assert time.monotonic() < deadline, "the consumer got no assignment"
@@ -97,9 +108,10 @@ def starts_at(kafka, group, topic, partitions=3):
     record it receives in each partition. A partition that stays silent after the member got
     its assignment gets one new record, which must then be the first it receives (the member
     started at the log end)."""
-    c = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group,
+    c = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
                       enable_auto_commit=False, auto_offset_reset="latest",
                       fetch_max_wait_ms=100)
+    subscribe(c, topic)
     first: dict[int, int] = {}
     marked: set[int] = set()
     try:
@@ -133,6 +145,7 @@ def test_help_and_usage_errors(kafka):
     assert r.rc == 0 and "--reset-offsets" in r.out and "--bootstrap-server" in r.out
     b = ["--bootstrap-server", kafka.bootstrap]
     cases = [
+        (["--no-such-flag"], "no-such-flag is not a recognized option"),
         ([*b], "Command must include exactly one action: --list, --describe, --delete, "
                "--reset-offsets, --delete-offsets"),
         ([*b, "--list", "--describe"], "Command must include exactly one action"),
