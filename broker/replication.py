@@ -187,6 +187,10 @@ class ReplicationManager:
                  ps.leader_epoch, ps.isr, lg.log_end_offset, lg.high_watermark)
         self.maybe_advance_high_watermark(part)
         part.wake()
+        if ps.leader_recovery_state == 1:
+            # after an unclean election: our log is the partition now; tell the controller it
+            # has recovered (Kafka's leader does this once it has taken over)
+            self._propose_isr(part, list(part.isr), recovered=True)
         if part.topic == GROUP_TOPIC and not was_leader and self.broker.groups is not None:
             try:
                 self.broker.groups.on_become_leader(part.partition)
@@ -343,20 +347,21 @@ class ReplicationManager:
                          part.isr, out, self.lag_ms)
                 self._propose_isr(part, [b for b in part.isr if b not in out])
 
-    def _propose_isr(self, part, new_isr: list[int]) -> None:
+    def _propose_isr(self, part, new_isr: list[int], recovered: bool = False) -> None:
         key = (part.topic, part.partition)
         if key in self._inflight:
             return
         self._inflight.add(key)
         part.pending_isr = list(new_isr)
         asyncio.get_running_loop().create_task(self._alter_partition(part, list(new_isr), part.leader_epoch,
-                                                                     part.partition_epoch))
+                                                                     part.partition_epoch, recovered))
 
-    async def _alter_partition(self, part, new_isr, leader_epoch, partition_epoch) -> None:
+    async def _alter_partition(self, part, new_isr, leader_epoch, partition_epoch, recovered=False) -> None:
         key = (part.topic, part.partition)
         try:
+            kw = {"leader_recovery_state": 0} if recovered else {}
             res = await self.broker.controller.alter_partition_isr(
-                part.topic, part.partition, leader_epoch, new_isr, partition_epoch)
+                part.topic, part.partition, leader_epoch, new_isr, partition_epoch, **kw)
         except Exception as e:
             log.warning("AlterPartition for %s-%d failed: %s", part.topic, part.partition, e)
             res = None

@@ -251,6 +251,30 @@ def test_preferred_leader_election(cluster):
     cluster.wait_for(lambda: cluster.leader("pref", 0) == first, 20, "preferred leader back")
 
 
+def test_auto_leader_rebalance_and_create_partitions(cluster_factory):
+    cluster = cluster_factory(3, props={"auto.leader.rebalance.enable": "true",
+                                        "leader.imbalance.check.interval.seconds": "1"})
+    cluster.create_topic("bal", partitions=3, rf=3)
+    pref = {p: cluster.get_json("/brokers/topics/bal")["partitions"][str(p)][0] for p in range(3)}
+    victim = pref[0]
+    cluster.stop(victim)
+    cluster.wait_for_leader("bal", 0, not_in={victim})
+    cluster.start_broker(victim)
+    # the imbalance check (10% per broker) moves leadership back to the preferred replica
+    cluster.wait_for(lambda: all(cluster.leader("bal", p) == pref[p] for p in range(3)), 60, "preferred leaders")
+
+    from kafka.admin import NewPartitions
+    admin = _admin(cluster)
+    try:
+        admin.create_partitions({"bal": NewPartitions(total_count=5)})
+    finally:
+        admin.close()
+    for p in (3, 4):
+        cluster.wait_for_leader("bal", p)
+        assert sorted(cluster.isr("bal", p)) == [1, 2, 3]
+    assert sorted(cluster.get_json("/brokers/topics/bal")["partitions"]) == ["0", "1", "2", "3", "4"]
+
+
 # ----------------------------------------------------------------------------- unclean election
 
 def test_unclean_election_disabled_stays_offline_enabled_comes_back(cluster):
@@ -284,7 +308,10 @@ def test_unclean_election_disabled_stays_offline_enabled_comes_back(cluster):
         admin.close()
     cluster.wait_for(lambda: cluster.leader("uncl", 0) == 2, 30, "unclean leader 2")
     st = cluster.partition_state("uncl", 0)
-    assert st["isr"] == [2] and st.get("leader_recovery_state") == 1
+    assert st["isr"] == [2]
+    # elected as RECOVERING (leader_recovery_state 1); the new leader reports it recovered
+    cluster.wait_for(lambda: "leader_recovery_state" not in cluster.partition_state("uncl", 0), 20,
+                     "leader recovery state cleared")
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": cluster.bootstrap_of([2, 3]), "group.id": "u", "auto.offset.reset": "earliest"})
     c.assign([TopicPartition("uncl", 0, 0)])
