@@ -96,6 +96,12 @@ async def metadata(ctx, req):
                         topics_out[i] = R.MetadataResponseTopic(
                             error_code=code, name=entry, topic_id=UUID0,
                             topic_authorized_operations=INT_MIN)
+    if broker.replicas is not None and broker.replicas.replication is not None:
+        # cluster: replicas on brokers that are not alive are offline (v5+)
+        live = {b.id for b in ctrl.brokers()}
+        for t in topics_out:
+            for p in t.partitions or ():
+                p.offline_replicas = [r for r in p.replica_nodes if r not in live]
     return R(throttle_time_ms=0, brokers=broker_list(broker, ctx.connection.listener_name),
              cluster_id=ctrl.cluster_id, controller_id=ctrl.controller_id, topics=topics_out,
              cluster_authorized_operations=INT_MIN)

@@ -293,6 +293,20 @@ def test_unclean_election_disabled_stays_offline_enabled_comes_back(cluster):
     p.close()
     cluster.kill(1)                                  # the only ISR member dies
     cluster.wait_for(lambda: cluster.leader("uncl", 0) == -1, 30, "partition offline")
+    import asyncio
+
+    from protocol.client import KafkaClientConnection
+    from protocol.messages import MetadataRequest
+
+    async def meta():
+        c = await KafkaClientConnection.connect(cluster.brokers[3].host, cluster.brokers[3].port)
+        try:
+            r = await c.send(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="uncl")]))
+            return r.topics[0].partitions[0]
+        finally:
+            await c.close()
+    mp = cluster.wait_for(lambda: (lambda m: m if m.leader_id == -1 else None)(asyncio.run(meta())), 20, "metadata")
+    assert mp.error_code == 5 and sorted(mp.offline_replicas) == [1, 2]      # LEADER_NOT_AVAILABLE
     cluster.start_broker(2)
     time.sleep(3)
     st = cluster.partition_state("uncl", 0)
