@@ -31,3 +31,38 @@ def cluster_factory(request, tmp_path, zookeeper):
 @pytest.fixture
 def cluster(cluster_factory) -> Cluster:
     return cluster_factory(3)
+
+
+@pytest.fixture
+def netns_cluster(request, tmp_path):
+    """Three brokers, each in its own network namespace on a bridge (loopback-range addresses),
+    with their own ZooKeeper on the bridge address; ``cluster.cut(i)`` / ``cluster.heal(i)``."""
+    from tests.support import ZooKeeperProcess
+    from tests.support.netns import NetnsLan, available
+    from tests.support.zookeeper import zookeeper_available
+    ok, why = available()
+    if not ok:
+        pytest.skip(why)
+    ok, why = zookeeper_available()
+    if not ok:
+        pytest.skip(why)
+    lan = NetnsLan()
+    zk = None
+    c = None
+    try:
+        zk = ZooKeeperProcess(tmp_path / "zk-netns", config={"clientPortAddress": lan.root_address})
+        zk.host = lan.root_address
+        _track(request, zk)
+        zk.start()
+        c = Cluster(tmp_path / "netns-cluster", zk, 3, lan=lan)
+        for b in c.brokers.values():
+            _track(request, b)
+        c.start()
+        yield c
+    finally:
+        if c is not None:
+            c.shutdown()
+        else:
+            lan.close()
+        if zk is not None:
+            zk.kill()

@@ -460,6 +460,41 @@ def test_rolling_restart_with_controlled_shutdown_and_a_group(cluster):
     assert sum(len(v) for v in reader.seen.values()) > 0
 
 
+def _cut_leader_round(cluster, topic, partitions, prod, victim_partition):
+    """Cut a leader off the network past the session timeout, then heal it."""
+    leader = cluster.leader(topic, victim_partition)
+    prod.wait_acked(200, 60)
+    t0 = time.monotonic()
+    cluster.cut(leader)
+    try:
+        for p in range(partitions):
+            cluster.wait_for_leader(topic, p, not_in={leader}, timeout=30)
+        elected_in = time.monotonic() - t0
+        prod.wait_acked(200, 90)
+    finally:
+        cluster.heal(leader)
+    cluster.wait_for(lambda: leader in cluster.registered(), 60, "cut-off broker re-registered")
+    for p in range(partitions):
+        cluster.wait_for_isr(topic, p, [leader], timeout=90)
+    return leader, elected_in
+
+
+def test_cut_leader_off_the_network_and_heal(netns_cluster):
+    cluster = netns_cluster
+    cluster.create_topic("cut", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "cut", 3).start()
+    try:
+        leader, elected_in = _cut_leader_round(cluster, "cut", 3, prod, 0)
+        prod.wait_acked(200, 60)
+    finally:
+        prod.stop()
+    assert elected_in < 6 + 8, elected_in
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "cut", 3))
+    assert res["n_problems"] == 0, res
+    # the isolated leader learned it was deposed and truncated what nobody acknowledged
+    assert "follower of" in cluster.brokers[leader].log_text()
+
+
 # ----------------------------------------------------------------------------- slow drills
 
 @pytest.mark.slow
@@ -501,3 +536,18 @@ def test_controller_expiry_drill_repeated(cluster, round_):
 @pytest.mark.parametrize("round_", range(5))
 def test_rolling_restart_drill_repeated(cluster, round_):
     test_rolling_restart_with_controlled_shutdown_and_a_group(cluster)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(5))
+def test_network_cut_drill_repeated(netns_cluster, round_):
+    cluster = netns_cluster
+    cluster.create_topic("ndrill", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "ndrill", 3).start()
+    try:
+        _cut_leader_round(cluster, "ndrill", 3, prod, round_ % 3)
+        prod.wait_acked(200, 60)
+    finally:
+        prod.stop()
+    res = check_no_loss(prod.acked, read_all(cluster.bootstrap, "ndrill", 3))
+    assert res["n_problems"] == 0, res

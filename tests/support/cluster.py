@@ -9,7 +9,8 @@ processes on loopback ports, each with its own log dir), with fault-injection he
     cluster.start_broker(leader)
 
 Fault helpers: ``kill`` (SIGKILL), ``stop`` (SIGTERM: controlled shutdown), ``pause``/``resume``
-(SIGSTOP/SIGCONT), ``expire_session`` (closes the broker's ZooKeeper session from a second
+(SIGSTOP/SIGCONT), ``cut``/``heal`` (with ``lan=NetnsLan()``: each broker runs in its own network
+namespace and ``cut`` takes its link down, see tests/support/netns.py), ``expire_session`` (closes the broker's ZooKeeper session from a second
 client that attaches to it with the broker's session id and password, which the broker writes
 to ``<workdir>/zk-session`` when ODRADEK_ZK_SESSION_FILE is set, as it is here).
 ZooKeeper state is read with kazoo (``zk()``, ``partition_state``, ``controller_id``).
@@ -46,7 +47,8 @@ CLUSTER_PROPS: dict[str, str] = {
 class Cluster:
     def __init__(self, workdir, zookeeper: ZooKeeperProcess, n: int = 3, *,
                  props: Mapping[str, object] | None = None, racks: Mapping[int, str] | None = None,
-                 chroot: str | None = None):
+                 chroot: str | None = None, lan=None):
+        self.lan = lan              # tests.support.netns.NetnsLan: each broker in its own namespace
         self.workdir = Path(workdir)
         self.zookeeper = zookeeper
         self.chroot = chroot or zookeeper.new_chroot()
@@ -67,8 +69,15 @@ class Cluster:
             p["broker.rack"] = self.racks[broker_id]
         p.update({k: str(v) for k, v in (props or {}).items()})
         wd = self.workdir / f"broker{broker_id}"
-        b = BrokerProcess(wd, name=f"broker{broker_id}", props=p, port=free_port(LOOPBACK),
-                          env={"ODRADEK_ZK_SESSION_FILE": str(wd / "zk-session")}, startup_timeout=60)
+        if self.lan is not None:
+            import sys
+            self.lan.add(broker_id)
+            b = BrokerProcess(wd, name=f"broker{broker_id}", props=p, host=self.lan.address(broker_id), port=9092,
+                              cmd=self.lan.exec_prefix(broker_id) + [sys.executable, "-m", "broker"],
+                              env={"ODRADEK_ZK_SESSION_FILE": str(wd / "zk-session")}, startup_timeout=60)
+        else:
+            b = BrokerProcess(wd, name=f"broker{broker_id}", props=p, port=free_port(LOOPBACK),
+                              env={"ODRADEK_ZK_SESSION_FILE": str(wd / "zk-session")}, startup_timeout=60)
         self.brokers[broker_id] = b
         return b
 
@@ -103,6 +112,13 @@ class Cluster:
                 time.sleep(1)
         return b.stop(5)
 
+    def cut(self, broker_id: int) -> None:
+        """Cut the broker off the network (its namespace's link to the bridge goes down)."""
+        self.lan.cut(broker_id)
+
+    def heal(self, broker_id: int) -> None:
+        self.lan.heal(broker_id)
+
     def pause(self, broker_id: int) -> None:
         self.brokers[broker_id].pause()
 
@@ -122,6 +138,8 @@ class Cluster:
             except Exception:
                 pass
             self._zk = None
+        if self.lan is not None:
+            self.lan.close()
 
     @property
     def bootstrap(self) -> str:
