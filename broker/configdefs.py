@@ -290,6 +290,12 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("ssl.client.auth", "string", "none", "Client certificate requirement.", mode=PB, validator=one_of("required", "requested", "none")),
     _k("password.encoder.secret", "password", None, "Secret that encrypts dynamically stored passwords."),
     _k("metric.reporters", "list", [], "Metric reporter classes.", L, CW),
+    # Odradek's own keys (not Kafka's): the Prometheus endpoint (broker/metrics.py, docs/metrics.md).
+    _k("odradek.metrics.prometheus.port", "int", -1,
+       "Port of the Prometheus endpoint (GET /metrics); -1 = no endpoint, 0 = any free port.", L,
+       validator=between(-1, 65535)),
+    _k("odradek.metrics.prometheus.host", "string", "",
+       "Address the Prometheus endpoint binds; empty = all interfaces.", L),
 ]
 
 # Topic keys: (topic key, broker synonym chain (highest precedence first) or None, ConfigKey).

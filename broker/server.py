@@ -44,6 +44,8 @@ class Broker:
     # -- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
         dispatch.load_handlers()
+        from broker.metrics import start_metrics
+        self.metrics = await start_metrics(self)      # None unless odradek.metrics.prometheus.port is set
         cfg = self.config
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
@@ -256,6 +258,8 @@ class Broker:
             self.log_manager.shutdown()
         if self.controller is not None:
             await self.controller.stop()
+        if self.metrics is not None:
+            self.metrics.close()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
 

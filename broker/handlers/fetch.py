@@ -160,6 +160,8 @@ async def fetch(ctx, req):
                 for p in hosted:
                     p.remove_waiter(fut)
             responses, total = _read_all(ctx, req, plan, follower)
+    if broker.metrics is not None:
+        broker.metrics.fetched(responses, follower)
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
 
 

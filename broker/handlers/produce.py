@@ -83,6 +83,7 @@ async def produce(ctx, req):
     v = ctx.api_version
     acks = req.acks
     replicas = broker.replicas
+    metrics = broker.metrics
     ctrl = broker.controller
     responses = []
     waits = []
@@ -129,11 +130,15 @@ async def produce(ctx, req):
             resp.base_offset = res.first_offset
             resp.log_append_time_ms = res.log_append_time
             resp.log_start_offset = res.log_start_offset
+            if metrics is not None:
+                metrics.produced(topic.name, len(pd.records), res.last_offset - res.first_offset + 1)
             if not res.duplicate:
                 part.after_append()
             if acks == -1:
                 waits.append((part, res.last_offset + 1, resp, part.leader_epoch))
         responses.append(R.TopicProduceResponse(name=topic.name, partition_responses=out_parts))
+    if metrics is not None:
+        metrics.produce_request(req, responses)
     if acks == 0:
         failed = [(t.name, pr.index, pr.error_code) for t in responses
                   for pr in t.partition_responses if pr.error_code]

@@ -1,0 +1,465 @@
+"""Broker metrics for Prometheus, with Kafka's meanings (docs/metrics.md lists every series).
+
+How this works
+--------------
+Three parts, all on the broker's event loop:
+
+* **Counting (hot path).**  Handlers call a few ``BrokerMetrics`` methods per request; each one
+  adds to plain ``int``/``float`` attributes of slotted objects (``_TopicStats``,
+  ``_RequestStats``).  No locks, no prometheus-client objects, no label lookups, nothing per
+  record: a Produce partition costs one dict lookup and two additions, a request's latency one
+  ``bisect`` and three additions.  Counts that are not on the request path (ISR changes, bytes
+  appended by replica fetchers) are single additions too.
+* **Collecting (scrape time).**  A custom collector registered in the broker's own
+  ``CollectorRegistry`` (never the process-global one, so several brokers in one process and the
+  tests do not mix) turns those numbers into counter and histogram families, and computes every
+  gauge from the broker's state at that moment: hosted and led partitions, ISR sizes, active
+  controller, offline partitions, connections.  Nothing updates a gauge on the hot path.
+* **Serving.**  A small asyncio HTTP/1.1 server on the broker's loop answers ``GET /metrics``
+  (text format 0.0.4, or OpenMetrics when the scraper asks for it).  It runs on the loop rather
+  than in prometheus-client's exporter thread because the gauges read state the loop owns (the
+  replica manager's partitions, the controller's metadata cache, the connection set): on the loop
+  a scrape sees one consistent snapshot and needs no locks; from another thread it could iterate
+  a dict the loop is resizing.  A scrape costs the loop a few milliseconds for thousands of
+  partitions, about what one Metadata request for all topics costs.
+
+Enabled by ``odradek.metrics.prometheus.port`` (-1, the default, = off; 0 = any free port, for
+tests) and ``odradek.metrics.prometheus.host`` (empty = all interfaces).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from bisect import bisect_left
+
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import choose_encoder
+
+from protocol.errors import ErrorCode as E
+
+log = logging.getLogger("odradek.metrics")
+
+# Upper bounds (seconds) of the request latency buckets: sub-millisecond requests up to long
+# polls (fetch.max.wait.ms is 500 by default, a JoinGroup may wait for the rebalance timeout).
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                   5.0, 10.0, 30.0)
+
+# Partition errors Kafka does *not* count in FailedProduceRequestsPerSec: that meter is for
+# unexpected failures of an append, not for a client talking to the wrong broker or sending a
+# batch that is too large or corrupt (ReplicaManager.appendToLocalLog's "known exceptions"),
+# nor for what happens after the append (acks=all waits) or before it (acks validation).
+_PRODUCE_NOT_FAILED = frozenset({
+    E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER, E.MESSAGE_TOO_LARGE,
+    E.RECORD_LIST_TOO_LARGE, E.CORRUPT_MESSAGE, E.KAFKA_STORAGE_ERROR, E.INVALID_TOPIC_EXCEPTION,
+    E.INVALID_REQUIRED_ACKS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT,
+    E.TOPIC_AUTHORIZATION_FAILED,
+})
+_PRODUCE_REJECTED = frozenset({E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE})
+
+# Same for FailedFetchRequestsPerSec (ReplicaManager.readFromLocalLog's known exceptions).
+_FETCH_NOT_FAILED = frozenset({
+    E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_ID, E.NOT_LEADER_OR_FOLLOWER,
+    E.FENCED_LEADER_EPOCH, E.UNKNOWN_LEADER_EPOCH, E.OFFSET_OUT_OF_RANGE, E.REPLICA_NOT_AVAILABLE,
+    E.KAFKA_STORAGE_ERROR, E.INCONSISTENT_TOPIC_ID, E.TOPIC_AUTHORIZATION_FAILED,
+})
+
+# Kafka's BrokerState values (kafka.server:type=KafkaServer,name=BrokerState).
+STARTING, RUNNING, SHUTTING_DOWN = 1, 3, 7
+
+
+class _TopicStats:
+    """BrokerTopicMetrics of one topic, as running totals."""
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "bytes_rejected", "produce_requests",
+                 "failed_produce_requests", "fetch_requests", "failed_fetch_requests")
+
+    def __init__(self):
+        self.messages_in = self.bytes_in = self.bytes_out = self.bytes_rejected = 0
+        self.produce_requests = self.failed_produce_requests = 0
+        self.fetch_requests = self.failed_fetch_requests = 0
+
+
+class _RequestStats:
+    """RequestMetrics of one request name: count, latency sum and per-bucket counts
+    (not cumulative; the last slot is +Inf)."""
+    __slots__ = ("count", "seconds", "buckets")
+
+    def __init__(self):
+        self.count = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)
+
+
+class BrokerMetrics:
+    """The broker's metrics.  Owned by the event loop, like everything else in the broker."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.topics: dict[str, _TopicStats] = {}
+        self.requests: dict[str, _RequestStats] = {}
+        self.replication_bytes_in = 0
+        self.replication_bytes_out = 0
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._last_fetch_from_follower = False
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_BrokerCollector(self))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.server: asyncio.AbstractServer | None = None
+        self.port: int | None = None
+
+    # -- hot path -------------------------------------------------------------------------------
+    def _new_topic(self, topic: str) -> _TopicStats:
+        s = self.topics[topic] = _TopicStats()
+        return s
+
+    def produced(self, topic: str, nbytes: int, messages: int) -> None:
+        """A Produce partition was appended: its records' size as received, and its record count."""
+        s = self.topics.get(topic) or self._new_topic(topic)
+        s.bytes_in += nbytes
+        s.messages_in += messages
+
+    def produce_request(self, req, responses) -> None:
+        """Once per Produce request, after the appends: requests and failures per partition,
+        bytes refused as too large.  ``responses`` is in the order of ``req.topic_data``."""
+        ctrl = self.broker.controller
+        topics = self.topics
+        for td, tr in zip(req.topic_data, responses):
+            s = topics.get(td.name)
+            if s is None:
+                if ctrl is None or ctrl.topic(td.name) is None:
+                    continue        # no series for names of topics that do not exist
+                s = self._new_topic(td.name)
+            parts = tr.partition_responses
+            s.produce_requests += len(parts)
+            for pd, pr in zip(td.partition_data, parts):
+                code = pr.error_code
+                if code:
+                    if code not in _PRODUCE_NOT_FAILED:
+                        s.failed_produce_requests += 1
+                    elif code in _PRODUCE_REJECTED and pd.records is not None:
+                        s.bytes_rejected += len(pd.records)
+
+    def fetched(self, responses, from_follower: bool) -> None:
+        """Once per Fetch request, with the response about to be sent: bytes out per topic
+        (consumers) or replication bytes out (followers), requests and failures per partition."""
+        self._last_fetch_from_follower = from_follower
+        topics = self.topics
+        ctrl = self.broker.controller
+        for tr in responses:
+            s = topics.get(tr.topic)
+            if s is None:
+                if not tr.topic or ctrl is None or ctrl.topic(tr.topic) is None:
+                    continue
+                s = self._new_topic(tr.topic)
+            nbytes = 0
+            for pd in tr.partitions:
+                code = pd.error_code
+                if code and code not in _FETCH_NOT_FAILED:
+                    s.failed_fetch_requests += 1
+                r = pd.records
+                if r is not None:
+                    n = getattr(r, "length", None)     # a file region (or several)
+                    nbytes += len(r) if n is None else n
+            s.fetch_requests += len(tr.partitions)
+            if from_follower:
+                self.replication_bytes_out += nbytes
+            else:
+                s.bytes_out += nbytes
+
+    def observe_request(self, name: str, seconds: float) -> None:
+        """Called by the connection after every handled request (receipt to response built)."""
+        if name == "Fetch":
+            # As Kafka: fetches are reported as FetchConsumer or FetchFollower.  fetched() ran
+            # just before, with no await between it and this call.
+            name = "FetchFollower" if self._last_fetch_from_follower else "FetchConsumer"
+            self._last_fetch_from_follower = False
+        s = self.requests.get(name)
+        if s is None:
+            s = self.requests[name] = _RequestStats()
+        s.count += 1
+        s.seconds += seconds
+        s.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+    def isr_changed(self, old, new) -> None:
+        """The leader's ISR changed (AlterPartition accepted)."""
+        if set(old) - set(new):
+            self.isr_shrinks += 1
+        if set(new) - set(old):
+            self.isr_expands += 1
+
+    def replicated_in(self, nbytes: int) -> None:
+        """A replica fetcher received ``nbytes`` of records from a leader."""
+        self.replication_bytes_in += nbytes
+
+    # -- exporter -------------------------------------------------------------------------------
+    async def start(self, host: str, port: int) -> None:
+        self.server = await asyncio.start_server(self._serve, host or None, port,
+                                                 reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+        log.info("Prometheus metrics on http://%s:%d/metrics", host or "0.0.0.0", self.port)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """The metrics in the format ``accept`` asks for: (body, content type)."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One HTTP exchange per connection (``Connection: close``)."""
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                    ConnectionError):
+                return
+            lines = head.decode("latin-1").split("\r\n")
+            parts = lines[0].split()
+            if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+                writer.write(_response(400, b"bad request\n"))
+                return
+            method, target = parts[0], parts[1]
+            headers = {}
+            for line in lines[1:]:
+                k, sep, v = line.partition(":")
+                if sep:
+                    headers[k.strip().lower()] = v.strip()
+            path = target.split("?", 1)[0]
+            if method not in ("GET", "HEAD"):
+                writer.write(_response(405, b"only GET and HEAD\n", extra=[("Allow", "GET, HEAD")]))
+            elif path == "/metrics":
+                try:
+                    body, ctype = self.exposition(headers.get("accept", ""))
+                except Exception:
+                    log.exception("collecting metrics failed")
+                    writer.write(_response(500, b"collecting metrics failed\n"))
+                else:
+                    writer.write(_response(200, body, ctype, head_only=method == "HEAD"))
+            elif path == "/":
+                writer.write(_response(200, b"Odradek broker metrics: /metrics\n",
+                                       head_only=method == "HEAD"))
+            else:
+                writer.write(_response(404, b"not found; metrics are at /metrics\n"))
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            500: "Internal Server Error"}
+
+
+def _response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
+              head_only: bool = False, extra=()) -> bytes:
+    head = [f"HTTP/1.1 {status} {_REASONS[status]}", f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}", "Connection: close"]
+    head += [f"{k}: {v}" for k, v in extra]
+    out = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+    return out if head_only else out + body
+
+
+class _BrokerCollector:
+    """Builds the metric families at scrape time (on the loop, see the module docstring)."""
+
+    def __init__(self, metrics: BrokerMetrics):
+        self.m = metrics
+
+    def describe(self):
+        return []       # names are not registered up front: the families vary with the topics
+
+    def collect(self):
+        yield from self._topic_metrics()
+        yield from self._request_metrics()
+        yield from self._replica_metrics()
+        yield from self._controller_metrics()
+        yield from self._server_metrics()
+
+    # kafka.server:type=BrokerTopicMetrics
+    def _topic_metrics(self):
+        m = self.m
+        ctrl = m.broker.controller
+        if ctrl is not None:
+            # Kafka drops a topic's meters when the topic is deleted; so do we.
+            for name in [t for t in m.topics if ctrl.topic(t) is None]:
+                del m.topics[name]
+        fams = [
+            ("messagesin", "messages_in", "Records appended by Produce requests (MessagesInPerSec)."),
+            ("bytesin", "bytes_in", "Record bytes received in Produce requests from clients (BytesInPerSec)."),
+            ("bytesout", "bytes_out", "Record bytes sent in Fetch responses to consumers (BytesOutPerSec)."),
+            ("bytesrejected", "bytes_rejected", "Record bytes refused as too large (BytesRejectedPerSec)."),
+            ("totalproducerequests", "produce_requests",
+             "Produce partition requests, one per partition in a request (TotalProduceRequestsPerSec)."),
+            ("failedproducerequests", "failed_produce_requests",
+             "Produce partition requests that failed unexpectedly (FailedProduceRequestsPerSec)."),
+            ("totalfetchrequests", "fetch_requests",
+             "Fetch partition requests, consumers and followers (TotalFetchRequestsPerSec)."),
+            ("failedfetchrequests", "failed_fetch_requests",
+             "Fetch partition requests that failed unexpectedly (FailedFetchRequestsPerSec)."),
+        ]
+        items = sorted(m.topics.items())
+        for short, attr, doc in fams:
+            fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
+            for topic, s in items:
+                fam.add_metric([topic], getattr(s, attr))
+            yield fam
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
+                                  "Record bytes this broker's replica fetchers received from leaders "
+                                  "(ReplicationBytesInPerSec).", value=m.replication_bytes_in)
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
+                                  "Record bytes sent to follower replicas in Fetch responses "
+                                  "(ReplicationBytesOutPerSec).", value=m.replication_bytes_out)
+
+    # kafka.network:type=RequestMetrics
+    def _request_metrics(self):
+        items = sorted(self.m.requests.items())
+        reqs = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                   "Requests handled, by request name; fetches are FetchConsumer or "
+                                   "FetchFollower (RequestsPerSec).", labels=["request"])
+        hist = HistogramMetricFamily("kafka_network_requestmetrics_totaltime_seconds",
+                                     "Time from receiving a request to its response being ready, "
+                                     "long-poll and acks=all waits included (TotalTimeMs).",
+                                     labels=["request"])
+        bounds = [repr(b) for b in LATENCY_BUCKETS] + ["+Inf"]
+        for name, s in items:
+            reqs.add_metric([name], s.count)
+            cum, buckets = 0, []
+            for le, n in zip(bounds, s.buckets):
+                cum += n
+                buckets.append((le, cum))
+            hist.add_metric([name], buckets, s.seconds)
+        yield reqs
+        yield hist
+        queued = sum(len(c.queue) for c in self.m.broker.connections)
+        yield GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize",
+                                "Requests received and waiting to be handled (RequestQueueSize).",
+                                value=queued)
+
+    # kafka.server:type=ReplicaManager
+    def _replica_metrics(self):
+        m = self.m
+        rm = m.broker.replicas
+        partitions = leaders = under = under_min = at_min = 0
+        if rm is not None:
+            for part in rm.partitions.values():
+                partitions += 1
+                if not part.is_leader:
+                    continue
+                leaders += 1
+                isr = len(part.isr)
+                if isr < len(part.replicas):
+                    under += 1
+                min_isr = part.log.config.min_insync_replicas
+                if isr < min_isr:
+                    under_min += 1
+                elif isr == min_isr:
+                    at_min += 1
+        g = "kafka_server_replicamanager_"
+        yield GaugeMetricFamily(g + "partitioncount", "Partitions with a replica on this broker (PartitionCount).",
+                                value=partitions)
+        yield GaugeMetricFamily(g + "leadercount", "Partitions this broker leads (LeaderCount).", value=leaders)
+        yield GaugeMetricFamily(g + "underreplicatedpartitions",
+                                "Led partitions whose ISR is smaller than the replica set "
+                                "(UnderReplicatedPartitions).", value=under)
+        yield GaugeMetricFamily(g + "underminisrpartitioncount",
+                                "Led partitions whose ISR is below min.insync.replicas "
+                                "(UnderMinIsrPartitionCount).", value=under_min)
+        yield GaugeMetricFamily(g + "atminisrpartitioncount",
+                                "Led partitions whose ISR is exactly min.insync.replicas "
+                                "(AtMinIsrPartitionCount).", value=at_min)
+        yield CounterMetricFamily(g + "isrshrinks", "Times a led partition's ISR lost replicas (IsrShrinksPerSec).",
+                                  value=m.isr_shrinks)
+        yield CounterMetricFamily(g + "isrexpands", "Times a led partition's ISR gained replicas (IsrExpandsPerSec).",
+                                  value=m.isr_expands)
+
+    # kafka.controller:type=KafkaController
+    def _controller_metrics(self):
+        broker = self.m.broker
+        ctrl = broker.controller
+        active = False
+        offline = partitions = topics = imbalance = 0
+        if ctrl is not None:
+            flag = getattr(ctrl, "is_active_controller", None)
+            active = bool(flag) if flag is not None else ctrl.controller_id == broker.broker_id
+        if active:
+            live = _live_brokers(ctrl)
+            for info in ctrl.topics().values():
+                topics += 1
+                for ps in info.partitions.values():
+                    partitions += 1
+                    if ps.leader < 0 or ps.leader not in live:
+                        offline += 1
+                    elif ps.replicas and ps.leader != ps.replicas[0]:
+                        imbalance += 1
+        c = "kafka_controller_kafkacontroller_"
+        yield GaugeMetricFamily(c + "activecontrollercount",
+                                "1 on the broker that is the active controller, else 0 "
+                                "(ActiveControllerCount; sum over the cluster should be 1).",
+                                value=1 if active else 0)
+        yield GaugeMetricFamily(c + "offlinepartitionscount",
+                                "Partitions without a live leader; reported by the active controller only "
+                                "(OfflinePartitionsCount).", value=offline)
+        yield GaugeMetricFamily(c + "preferredreplicaimbalancecount",
+                                "Partitions whose leader is not the preferred replica; active controller only "
+                                "(PreferredReplicaImbalanceCount).", value=imbalance)
+        yield GaugeMetricFamily(c + "globaltopiccount", "Topics in the cluster; active controller only "
+                                "(GlobalTopicCount).", value=topics)
+        yield GaugeMetricFamily(c + "globalpartitioncount", "Partitions in the cluster; active controller only "
+                                "(GlobalPartitionCount).", value=partitions)
+
+    # kafka.server:type=socket-server-metrics, kafka.server:type=KafkaServer
+    def _server_metrics(self):
+        broker = self.m.broker
+        per_listener: dict[str, int] = {}
+        for c in broker.connections:
+            per_listener[c.listener_name] = per_listener.get(c.listener_name, 0) + 1
+        for ep in _listener_names(broker):
+            per_listener.setdefault(ep, 0)
+        fam = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                                "Open client connections, by listener (connection-count).",
+                                labels=["listener"])
+        for name in sorted(per_listener):
+            fam.add_metric([name], per_listener[name])
+        yield fam
+        if broker._stopping:
+            state = SHUTTING_DOWN
+        elif broker.servers:
+            state = RUNNING
+        else:
+            state = STARTING
+        yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
+                                "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
+                                "(BrokerState).", value=state)
+
+
+def _live_brokers(ctrl) -> set[int]:
+    live = getattr(ctrl, "live_broker_ids", None)
+    if live is not None:
+        return set(live())
+    return {b.id for b in ctrl.brokers()}
+
+
+def _listener_names(broker) -> list[str]:
+    try:
+        return [ep.listener_name for ep in broker.config.listeners()]
+    except Exception:
+        return []
+
+
+async def start_metrics(broker) -> BrokerMetrics | None:
+    """The broker's metrics with their HTTP endpoint started, or None when disabled
+    (``odradek.metrics.prometheus.port`` < 0)."""
+    cfg = broker.config
+    port = cfg.get("odradek.metrics.prometheus.port")
+    if port is None or port < 0:
+        return None
+    metrics = BrokerMetrics(broker)
+    await metrics.start(cfg.get("odradek.metrics.prometheus.host") or "", port)
+    return metrics
