@@ -372,6 +372,8 @@ class ReplicationManager:
         part.pending_isr = None
         if res is not None and res.error_code == 0 and res.state is not None:
             if res.state.leader_epoch == part.leader_epoch and res.state.partition_epoch >= part.partition_epoch:
+                if self.broker.metrics is not None:
+                    self.broker.metrics.isr_changed(part.isr, res.state.isr)
                 part.isr = list(res.state.isr)
                 part.partition_epoch = res.state.partition_epoch
                 log.info("%s-%d: ISR is now %s (partition epoch %d)", part.topic, part.partition, part.isr,
@@ -579,6 +581,8 @@ class ReplicaFetcher:
             data = pd.records
             if data is not None and len(data):
                 changed = self._append(part, data)
+                if self.mgr.broker.metrics is not None:
+                    self.mgr.broker.metrics.replicated_in(len(data))
             hw = min(pd.high_watermark, lg.log_end_offset)
             if hw > lg.high_watermark:
                 lg.update_high_watermark(hw)
