@@ -1,0 +1,281 @@
+"""The Prometheus endpoint of one broker process (broker/metrics.py, docs/metrics.md).
+
+A broker started with ``odradek.metrics.prometheus.port`` on a free port; clients produce and
+consume; the endpoint is scraped with urllib and parsed with ``prometheus_client.parser``.
+Every check compares the *difference* between two scrapes, so the tests do not depend on each
+other's traffic (they share one broker).
+
+* confluent-kafka: records in = records produced; bytes in = bytes out to a consumer that read
+  everything once = the size of the topic's segment files (batches are stored as received);
+  Produce/FetchConsumer request counters and latency histograms grow together.
+* a raw connection: exact request counts per API, exact byte counts per request.
+* Kafka's failure semantics: a too-large batch is "bytes rejected", not a failed produce; a
+  timestamp outside ``message.timestamp.before.max.ms`` is a failed produce.
+* gauges: partition and leader counts follow CreateTopics, no under-replicated or offline
+  partitions, active controller 1, broker state 3, connections per listener.
+* HTTP: 404, 405, HEAD, OpenMetrics negotiation.
+"""
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from protocol.records import build_batch, now_ms
+from tests.support import BrokerProcess
+from tests.support.net import free_port
+from tests.support.rawkafka import RawConnection
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    port = free_port()
+    b = BrokerProcess(tmp_path_factory.mktemp("metrics-broker"), name="broker",
+                      props={"num.partitions": PARTITIONS,
+                             "odradek.metrics.prometheus.port": port,
+                             "odradek.metrics.prometheus.host": "127.0.0.1"})
+    b.metrics_url = f"http://127.0.0.1:{port}/metrics"
+    b.start()
+    yield b
+    b.stop()
+
+
+def scrape(url: str) -> dict[tuple, float]:
+    """{(sample name, ((label, value), ...)): value} of one scrape."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def val(samples, name, **labels) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def delta(before, after, name, **labels) -> float:
+    return val(after, name, **labels) - val(before, name, **labels)
+
+
+def topic_log_bytes(kafka, topic: str) -> int:
+    """Bytes in the topic's .log segment files, every partition."""
+    total = 0
+    for d in Path(kafka.log_dir).iterdir():
+        if d.is_dir() and d.name.rsplit("-", 1)[0] == topic:
+            total += sum(f.stat().st_size for f in d.glob("*.log"))
+    return total
+
+
+def _name(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+BT = "kafka_server_brokertopicmetrics_"
+RM = "kafka_network_requestmetrics_"
+
+
+# -- confluent-kafka ------------------------------------------------------------------------
+
+def test_produce_and_consume_counts_confluent(kafka):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    topic = _name("metrics-ck")
+    n = 3000
+    before = scrape(kafka.metrics_url)
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all", "linger.ms": 5,
+                  "compression.type": "lz4"})
+    errors = []
+    for i in range(n):
+        p.produce(topic, key=b"k%d" % (i % 50), value=b"v%05d" % i + b"x" * 100,
+                  on_delivery=lambda err, msg: err and errors.append(err))
+        p.poll(0)
+    assert p.flush(30) == 0 and not errors
+    mid = scrape(kafka.metrics_url)
+
+    assert delta(before, mid, BT + "messagesin_total", topic=topic) == n
+    on_disk = topic_log_bytes(kafka, topic)
+    assert on_disk > 0
+    assert delta(before, mid, BT + "bytesin_total", topic=topic) == on_disk
+    produces = delta(before, mid, RM + "requests_total", request="Produce")
+    assert produces >= 1
+    assert delta(before, mid, RM + "totaltime_seconds_count", request="Produce") == produces
+    assert delta(before, mid, RM + "totaltime_seconds_bucket", request="Produce", le="+Inf") == produces
+    assert delta(before, mid, RM + "totaltime_seconds_sum", request="Produce") > 0
+    # one per partition in each request: at least one request per partition written to
+    assert delta(before, mid, BT + "totalproducerequests_total", topic=topic) >= PARTITIONS
+    assert delta(before, mid, BT + "failedproducerequests_total", topic=topic) == 0
+    assert delta(before, mid, RM + "requests_total", request="Metadata") >= 1
+
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": _name("g"),
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < n and time.monotonic() < deadline:
+        for m in c.consume(500, timeout=1.0):
+            assert m.error() is None, m.error()
+            seen += 1
+    c.close()
+    assert seen == n
+    after = scrape(kafka.metrics_url)
+    # the consumer read every batch exactly once, so bytes out = bytes in = the log
+    assert delta(mid, after, BT + "bytesout_total", topic=topic) == on_disk
+    fetches = delta(mid, after, RM + "requests_total", request="FetchConsumer")
+    assert fetches >= 1
+    assert delta(mid, after, RM + "totaltime_seconds_count", request="FetchConsumer") == fetches
+    assert val(after, RM + "requests_total", request="Fetch") == 0          # named as Kafka does
+    assert val(after, RM + "requests_total", request="FetchFollower") == 0  # no followers here
+    assert delta(mid, after, BT + "totalfetchrequests_total", topic=topic) >= fetches
+    assert delta(mid, after, BT + "failedfetchrequests_total", topic=topic) == 0
+    assert delta(mid, after, BT + "messagesin_total", topic=topic) == 0
+    assert val(after, BT + "replicationbytesout_total") == 0
+
+
+# -- raw connection: exact counts -----------------------------------------------------------
+
+def test_exact_request_and_byte_counts(kafka):
+    topic = _name("metrics-raw")
+    with RawConnection(kafka.host, kafka.port) as c:
+        md = c.metadata([topic])                   # auto-creates the topic
+        assert md.topics[0].error_code == 0
+        before = scrape(kafka.metrics_url)
+        for _ in range(3):
+            c.metadata([topic])
+        batches = [build_batch([(b"k%d" % j, b"value-%d-%d" % (i, j)) for j in range(i + 1)])
+                   for i in range(4)]
+        for b in batches:
+            r = c.produce(topic, 0, b, acks=1)
+            assert r.error_code == 0
+        fetched = c.fetch(topic, 0, 0)
+        assert fetched.error_code == 0
+        after = scrape(kafka.metrics_url)
+    sent = sum(len(b) for b in batches)
+    assert len(fetched.records) == sent
+    assert delta(before, after, RM + "requests_total", request="Metadata") == 3
+    assert delta(before, after, RM + "requests_total", request="Produce") == 4
+    assert delta(before, after, RM + "requests_total", request="FetchConsumer") == 1
+    assert delta(before, after, BT + "messagesin_total", topic=topic) == 1 + 2 + 3 + 4
+    assert delta(before, after, BT + "bytesin_total", topic=topic) == sent
+    assert delta(before, after, BT + "bytesout_total", topic=topic) == sent
+    assert delta(before, after, BT + "totalproducerequests_total", topic=topic) == 4
+    assert delta(before, after, BT + "totalfetchrequests_total", topic=topic) == 1
+
+
+def test_failed_produce_follows_kafka(kafka):
+    """A batch over max.message.bytes is counted as rejected bytes, not as a failed produce
+    (Kafka counts only unexpected append failures there); a timestamp too far in the past is."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    topic = _name("metrics-fail")
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    futs = admin.create_topics([NewTopic(topic, 1, 1, config={
+        "max.message.bytes": "2000", "message.timestamp.before.max.ms": "60000"})])
+    futs[topic].result(30)
+    with RawConnection(kafka.host, kafka.port) as c:
+        c.metadata([topic], auto_create=False)
+        before = scrape(kafka.metrics_url)
+        big = build_batch([(b"k", b"x" * 5000)])
+        assert c.produce(topic, 0, big, acks=1).error_code == 10            # MESSAGE_TOO_LARGE
+        old = build_batch([(b"k", b"old", (), now_ms() - 3_600_000)])
+        assert c.produce(topic, 0, old, acks=1).error_code == 32            # INVALID_TIMESTAMP
+        assert c.produce(topic, 0, build_batch([(b"k", b"fine")]), acks=1).error_code == 0
+        assert c.produce(topic, 7, build_batch([(b"k", b"no such partition")]), acks=1).error_code == 3
+        after = scrape(kafka.metrics_url)
+    assert delta(before, after, BT + "bytesrejected_total", topic=topic) == len(big)
+    assert delta(before, after, BT + "failedproducerequests_total", topic=topic) == 1
+    assert delta(before, after, BT + "totalproducerequests_total", topic=topic) == 4
+    assert delta(before, after, BT + "messagesin_total", topic=topic) == 1
+    assert delta(before, after, RM + "requests_total", request="Produce") == 4
+
+
+# -- gauges ---------------------------------------------------------------------------------
+
+def test_partition_leader_and_controller_gauges(kafka):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    # make sure every background topic exists before the first scrape
+    admin.list_topics(timeout=10)
+    before = scrape(kafka.metrics_url)
+    t1, t2 = _name("metrics-g1"), _name("metrics-g2")
+    futs = admin.create_topics([NewTopic(t1, 4, 1), NewTopic(t2, 2, 1)])
+    for f in futs.values():
+        f.result(30)
+    deadline = time.monotonic() + 10
+    while True:
+        after = scrape(kafka.metrics_url)
+        if delta(before, after, "kafka_server_replicamanager_partitioncount") == 6 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    rm = "kafka_server_replicamanager_"
+    kc = "kafka_controller_kafkacontroller_"
+    assert delta(before, after, rm + "partitioncount") == 6
+    assert delta(before, after, rm + "leadercount") == 6
+    assert val(after, rm + "leadercount") == val(after, rm + "partitioncount") > 0
+    assert val(after, rm + "underreplicatedpartitions") == 0
+    assert val(after, rm + "underminisrpartitioncount") == 0
+    assert val(after, rm + "atminisrpartitioncount") == val(after, rm + "leadercount")   # ISR 1 = min ISR 1
+    assert val(after, rm + "isrshrinks_total") == 0 and val(after, rm + "isrexpands_total") == 0
+    assert val(after, kc + "activecontrollercount") == 1
+    assert val(after, kc + "offlinepartitionscount") == 0
+    assert delta(before, after, kc + "globaltopiccount") == 2
+    assert delta(before, after, kc + "globalpartitioncount") == 6
+    assert val(after, kc + "globalpartitioncount") == val(after, rm + "partitioncount")
+    assert val(after, "kafka_server_kafkaserver_brokerstate") == 3
+    with RawConnection(kafka.host, kafka.port), RawConnection(kafka.host, kafka.port):
+        deadline = time.monotonic() + 5
+        while True:
+            now = scrape(kafka.metrics_url)
+            conns = val(now, "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT")
+            if conns >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert conns >= 2
+    # process metrics of the broker's own registry
+    assert val(now, "process_resident_memory_bytes") > 0
+
+
+def test_deleted_topic_series_disappear(kafka):
+    from confluent_kafka.admin import AdminClient
+    topic = _name("metrics-del")
+    with RawConnection(kafka.host, kafka.port) as c:
+        c.metadata([topic])
+        assert c.produce(topic, 0, build_batch([(b"k", b"v")]), acks=1).error_code == 0
+    assert val(scrape(kafka.metrics_url), BT + "messagesin_total", topic=topic) == 1
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 10
+    while (BT + "messagesin_total", (("topic", topic),)) in scrape(kafka.metrics_url):
+        assert time.monotonic() < deadline, "series of a deleted topic still exported"
+        time.sleep(0.1)
+
+
+# -- HTTP -----------------------------------------------------------------------------------
+
+def test_http_behaviour(kafka):
+    base = kafka.metrics_url.rsplit("/", 1)[0]
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(base + "/nope", timeout=5)
+    assert e.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(urllib.request.Request(kafka.metrics_url, data=b"x", method="POST"), timeout=5)
+    assert e.value.code == 405
+    with urllib.request.urlopen(urllib.request.Request(kafka.metrics_url, method="HEAD"), timeout=5) as r:
+        assert r.status == 200 and int(r.headers["Content-Length"]) > 0 and r.read() == b""
+    req = urllib.request.Request(kafka.metrics_url, headers={
+        "Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+        body = r.read().decode()
+    assert body.rstrip().endswith("# EOF")
+    assert "kafka_server_replicamanager_leadercount" in body
+    with urllib.request.urlopen(base + "/?x=1", timeout=5) as r:
+        assert b"/metrics" in r.read()
