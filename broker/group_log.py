@@ -6,7 +6,10 @@ Kafka 3.x does when it creates internal topics) and ``cleanup.policy=compact``.
 
 Appends are written by the coordinator as one v2 batch per call and wait — like acks=all — until
 the high watermark covers them (``offsets.commit.timeout.ms``).  Loading reads the partition
-from its log start offset to its log end offset, skipping control batches.
+from its log start offset to its log end offset.  Transactional offset commits (TxnOffsetCommit:
+transactional batches of a producer) are held back until their marker: a COMMIT marker yields
+them (except where a plain commit of the same key came later), an ABORT drops them, and those
+still open at the end are handed to the coordinator by ``take_open_transactions``.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ class ConsumerOffsetsLog:
         self.broker = broker
         self.num_partitions = broker.config.get("offsets.topic.num.partitions")
         self._creating = None
+        self._open_txns: dict[int, dict] = {}
 
     def is_leader(self, partition: int) -> bool:
         part = self.broker.replicas.get(TOPIC, partition)
@@ -53,12 +57,17 @@ class ConsumerOffsetsLog:
             log.error("could not create %s: %s", TOPIC, res[0].error_message)
         self._creating = None
 
-    async def append(self, partition: int, records) -> None:
+    async def append_transactional(self, partition: int, records, producer_id: int, producer_epoch: int) -> None:
+        """TxnOffsetCommit: the records as a transactional batch of the producer."""
+        await self.append(partition, records, producer_id, producer_epoch)
+
+    async def append(self, partition: int, records, producer_id: int = -1, producer_epoch: int = -1) -> None:
         part = self.broker.replicas.get(TOPIC, partition)
         if part is None or not part.is_leader:
             raise error_for(E.NOT_LEADER_OR_FOLLOWER)(f"not the leader of {TOPIC}-{partition}")
         now = int(time.time() * 1000)
-        batch = rec.build_batch([(k, v, [], now) for k, v in records])
+        batch = rec.build_batch([(k, v, [], now) for k, v in records], producer_id=producer_id,
+                                producer_epoch=producer_epoch, is_transactional=producer_id >= 0)
         res = part.log.append(batch, part.leader_epoch, origin="coordinator")
         part.after_append()
         needed = res.last_offset + 1
@@ -82,6 +91,9 @@ class ConsumerOffsetsLog:
         lg = part.log
         offset = lg.log_start_offset
         end = lg.log_end_offset
+        held: dict[int, list] = {}          # producer id -> its open transactional records
+        last_plain: dict = {}               # key -> offset of its latest plain record
+        self._open_txns.pop(partition, None)
         while offset < end:
             data = lg.read_bytes(offset, READ_CHUNK, max_offset=end)
             if not data:
@@ -89,14 +101,34 @@ class ConsumerOffsetsLog:
             last = offset
             for h in rec.iter_batches(data):
                 last = h.next_offset
+                if h.next_offset <= offset:
+                    continue
                 if h.is_control:
+                    if h.is_transactional:
+                        marker = rec.read_control_record(data, h)
+                        records = held.pop(h.producer_id, [])
+                        if marker is not None and marker.type == rec.ControlRecordType.COMMIT:
+                            for o, k, v in records:
+                                if last_plain.get(k, -1) < o:
+                                    yield o, k, v
+                    continue
+                if h.is_transactional:
+                    held.setdefault(h.producer_id, []).extend(
+                        (r.offset, r.key, r.value) for r in rec.iter_records(data, h))
                     continue
                 for r in rec.iter_records(data, h):
                     if r.offset >= offset:
+                        last_plain[r.key] = r.offset
                         yield r.offset, r.key, r.value
             if last <= offset:
                 break
             offset = last
+        if held:
+            self._open_txns[partition] = held
+
+    def take_open_transactions(self, partition: int) -> dict:
+        """{producer id: [(offset, key, value)]} of transactions still open after ``read``."""
+        return self._open_txns.pop(partition, {})
 
 
 class _Node:

@@ -163,6 +163,8 @@ class Broker:
         except ImportError:
             return
         await attach_group_coordinator(self)
+        from broker.txn.state_log import attach_transaction_coordinator
+        await attach_transaction_coordinator(self)
 
     def _on_metadata_event(self, event) -> None:
         from controller.api import ConfigsChanged
@@ -249,6 +251,11 @@ class Broker:
             t.cancel()
         if repl is not None:
             await repl.stop()
+        if self.txns is not None:
+            try:
+                await self.txns.stop()
+            except Exception:
+                log.exception("stopping the transaction coordinator failed")
         if self.groups is not None:
             try:
                 await self.groups.stop()

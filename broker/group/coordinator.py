@@ -41,6 +41,7 @@ from broker.group.hashing import partition_for
 from broker.group.member import Member
 from broker.group.membership import MembershipMixin
 from broker.group.offsets import OffsetsMixin
+from broker.group.txn_offsets import TxnOffsetsMixin
 from broker.group.timers import LoopTimers
 
 log = logging.getLogger("odradek.group")
@@ -96,7 +97,7 @@ _COMMIT_ERRORS = {
 _EMPTY_ID_OK = {"commit", "fetch", "describe", "delete"}
 
 
-class GroupCoordinator(MembershipMixin, OffsetsMixin):
+class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
     """Owns every group of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(self, config, group_log: GroupLog, node_lookup: Callable[[int], "Node | None"],
@@ -266,6 +267,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
             self.groups[gid] = group
             self._on_group_loaded(group)
             loaded += 1
+        self._load_open_txn_offsets(partition)
         log.info("loaded %d groups from %s-%d (%d records) in %.1f ms", loaded, GROUP_METADATA_TOPIC, partition,
                  count, (time.monotonic() - started) * 1000)
 

@@ -87,6 +87,10 @@ class Group:
         self.subscribed: set[str] | None = None
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offset_commits: Counter = Counter()  # (topic, partition) -> in-flight writes
+        # TxnOffsetCommit (txn_offsets.py): producer id -> offsets awaiting the transaction's marker,
+        # and producer id -> partitions whose transactional write is in flight
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.inflight_txn_offsets: dict[int, set] = {}
         # timers owned by the coordinator
         self.join_op = None       # the delayed join (rebalance) timer, see coordinator
         self.sync_op = None       # the pending-sync timer
@@ -277,10 +281,14 @@ class Group:
     # ------------------------------------------------------------------ offsets
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or any(v > 0 for v in self.pending_offset_commits.values())
+        return (bool(self.offsets) or any(v > 0 for v in self.pending_offset_commits.values())
+                or any(self.pending_txn_offsets.values()))
 
     def has_pending_commit(self, tp: tuple[str, int]) -> bool:
-        return self.pending_offset_commits.get(tp, 0) > 0
+        if self.pending_offset_commits.get(tp, 0) > 0:
+            return True
+        return (any(tp in p for p in self.pending_txn_offsets.values())
+                or any(tp in p for p in self.inflight_txn_offsets.values()))
 
     def remove_offsets(self, tps) -> dict:
         removed = {}

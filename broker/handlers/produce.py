@@ -16,6 +16,7 @@ import asyncio
 import logging
 
 from broker.dispatch import handler
+from broker.txn.markers import check_produce, is_transactional_batch
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
 from protocol.messages import ProduceResponse
@@ -111,6 +112,13 @@ async def produce(ctx, req):
             if acks == -1 and len(part.isr) < lg.config.min_insync_replicas:
                 resp.error_code = E.NOT_ENOUGH_REPLICAS
                 continue
+            if v >= 3 and is_transactional_batch(pd.records):
+                # KIP-890: is this partition in the producer's transaction? (broker/txn/markers.py)
+                code = await check_produce(broker, req.transactional_id, topic.name, pd.index, part,
+                                           pd.records, v)
+                if code:
+                    resp.error_code = code
+                    continue
             try:
                 buf = _prepare(pd.records, v, lg.config)
                 res = lg.append(buf, part.leader_epoch)

@@ -1,0 +1,179 @@
+"""``__transaction_state`` as the transaction coordinator sees it, and the coordinator's wiring.
+
+The topic is created on first use (FindCoordinator with a transactional key) with
+``transaction.state.log.num.partitions`` partitions, ``transaction.state.log.replication.factor``
+replicas capped at the live brokers, ``cleanup.policy=compact``, no compression,
+``min.insync.replicas`` = ``transaction.state.log.min.isr`` (capped at the replication factor so
+a one-broker cluster can run transactions), unclean leader election off.
+
+An append is one uncompressed v2 batch with one record, written as the leader and awaited like
+acks=all: it returns once the high watermark covers it (``request.timeout.ms``).  The
+coordinator epoch of a partition is its leader epoch.  Loading reads from the log start offset
+to the log end offset and skips control batches.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
+from controller.api import CreatableTopic
+from protocol import records as rec
+from protocol.errors import ErrorCode as E, error_for
+
+log = logging.getLogger("odradek.txn")
+
+READ_CHUNK = 1 << 20
+
+
+class TransactionStateLog:
+    def __init__(self, broker):
+        self.broker = broker
+        self.num_partitions = broker.config.get("transaction.state.log.num.partitions")
+        info = broker.controller.topic(TXN_TOPIC)
+        if info is not None:
+            # an existing topic keeps its partition count (the hash must not change under it)
+            self.num_partitions = len(info.partitions)
+        self._creating = None
+
+    def leader_epoch(self, partition: int) -> int | None:
+        part = self.broker.replicas.get(TXN_TOPIC, partition)
+        if part is None or not part.is_leader:
+            return None
+        return part.leader_epoch
+
+    async def ensure_created(self) -> None:
+        if self.broker.controller.topic(TXN_TOPIC) is not None:
+            return
+        if self._creating is None:
+            self._creating = asyncio.ensure_future(self._create())
+        await asyncio.shield(self._creating)
+
+    async def _create(self):
+        cfg = self.broker.config
+        try:
+            rf = min(cfg.get("transaction.state.log.replication.factor"),
+                     max(1, len(self.broker.controller.brokers())))
+            configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                       "min.insync.replicas": str(min(cfg.get("transaction.state.log.min.isr"), rf)),
+                       "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                       "unclean.leader.election.enable": "false"}
+            res = await self.broker.controller.create_topics(
+                [CreatableTopic(TXN_TOPIC, self.num_partitions, rf, None, configs)])
+            if res[0].error_code not in (0, E.TOPIC_ALREADY_EXISTS):
+                log.error("could not create %s: %s", TXN_TOPIC, res[0].error_message)
+        finally:
+            self._creating = None
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+        part = self.broker.replicas.get(TXN_TOPIC, partition)
+        if part is None or not part.is_leader:
+            raise error_for(E.NOT_LEADER_OR_FOLLOWER)(f"not the leader of {TXN_TOPIC}-{partition}")
+        lg = part.log
+        if len(part.isr) < lg.config.min_insync_replicas:
+            raise error_for(E.NOT_ENOUGH_REPLICAS)(f"{TXN_TOPIC}-{partition}: ISR below min.insync.replicas")
+        epoch = part.leader_epoch
+        batch = rec.build_batch([(key, value, [], int(time.time() * 1000))])
+        try:
+            res = lg.append(batch, epoch, origin="coordinator")
+        except Exception as e:
+            from broker.handlers.produce import _error_code
+            raise error_for(_error_code(e))(str(e)) from None
+        part.after_append()
+        await wait_replicated(part, res.last_offset + 1, epoch,
+                              self.broker.config.get("request.timeout.ms"))
+
+    def read(self, partition: int):
+        part = self.broker.replicas.get(TXN_TOPIC, partition)
+        if part is None:
+            return
+        lg = part.log
+        offset = lg.log_start_offset
+        end = lg.log_end_offset
+        while offset < end:
+            data = lg.read_bytes(offset, READ_CHUNK, max_offset=end)
+            if not data:
+                break
+            last = offset
+            for h in rec.iter_batches(data):
+                last = h.next_offset
+                if h.is_control:
+                    continue
+                for r in rec.iter_records(data, h):
+                    if r.offset >= offset:
+                        yield r.offset, r.key, r.value
+            if last <= offset:
+                break
+            offset = last
+
+
+async def wait_replicated(part, needed: int, epoch: int, timeout_ms: int) -> None:
+    """acks=all: wait until ``part``'s high watermark reaches ``needed``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    while part.high_watermark < needed:
+        if not part.is_leader or part.leader_epoch != epoch:
+            raise error_for(E.NOT_LEADER_OR_FOLLOWER)(f"leadership of {part.topic}-{part.partition} moved")
+        if len(part.isr) < part.log.config.min_insync_replicas:
+            raise error_for(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)("ISR shrank below min.insync.replicas")
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise error_for(E.REQUEST_TIMED_OUT)("write not replicated in time")
+        fut = loop.create_future()
+        part.add_waiter(fut)
+        try:
+            await asyncio.wait_for(fut, remaining)
+        except asyncio.TimeoutError:
+            part.remove_waiter(fut)
+
+
+class _Node:
+    __slots__ = ("node_id", "host", "port")
+
+    def __init__(self, node_id, host, port):
+        self.node_id, self.host, self.port = node_id, host, port
+
+
+def broker_node(broker, broker_id: int, listener: str | None = None):
+    """(node_id, host, port) of a live broker on ``listener`` (default: the inter-broker one)."""
+    name = listener or broker.config.inter_broker_listener_name()
+    for b in broker.controller.brokers():
+        if b.id == broker_id:
+            for ep in b.endpoints:
+                if ep[0] == name or len(b.endpoints) == 1:
+                    return _Node(b.id, ep[1], ep[2])
+            ep = b.endpoints[0]
+            return _Node(b.id, ep[1], ep[2])
+    return None
+
+
+def leader_of(broker, topic: str, partition: int) -> int:
+    info = broker.controller.topic(topic)
+    if info is None or partition not in info.partitions:
+        return -1
+    return info.partitions[partition].leader
+
+
+async def attach_transaction_coordinator(broker) -> None:
+    """Create the coordinator, wire it to ``__transaction_state``, markers and producer ids."""
+    from broker.handlers.init_producer_id import ProducerIdManager
+    from broker.txn.markers import MarkerSender
+
+    tlog = TransactionStateLog(broker)
+    if getattr(broker, "producer_ids", None) is None:
+        broker.producer_ids = ProducerIdManager(broker)
+
+    class _Ids:
+        async def next(self):
+            return await broker.producer_ids.next()
+
+    def node_lookup(partition):
+        leader = leader_of(broker, TXN_TOPIC, partition)
+        return broker_node(broker, leader) if leader >= 0 else None
+
+    markers = MarkerSender(broker)
+    coord = TransactionCoordinator(broker.config, tlog, markers, _Ids(), node_lookup)
+    coord.marker_sender = markers
+    broker.txns = coord
+    await coord.start()
