@@ -2,7 +2,7 @@
 
 How this works
 --------------
-Three parts, all on the broker's event loop:
+Three parts; the first two run on the broker's event loop:
 
 * **Counting (hot path).**  Handlers call a few ``BrokerMetrics`` methods per request; each one
   adds to plain ``int``/``float`` attributes of slotted objects (``_TopicStats``,
@@ -10,18 +10,21 @@ Three parts, all on the broker's event loop:
   record: a Produce partition costs one dict lookup and two additions, a request's latency one
   ``bisect`` and three additions.  Counts that are not on the request path (ISR changes, bytes
   appended by replica fetchers) are single additions too.
-* **Collecting (scrape time).**  A custom collector registered in the broker's own
-  ``CollectorRegistry`` (never the process-global one, so several brokers in one process and the
-  tests do not mix) turns those numbers into counter and histogram families, and computes every
-  gauge from the broker's state at that moment: hosted and led partitions, ISR sizes, active
-  controller, offline partitions, connections.  Nothing updates a gauge on the hot path.
+* **Collecting (scrape time).**  ``take_snapshot`` copies those numbers and computes every gauge
+  from the broker's state at that moment (hosted and led partitions, ISR sizes, active
+  controller, offline partitions, connections); nothing updates a gauge on the hot path.  A
+  custom collector registered in the broker's own ``CollectorRegistry`` (never the process-global
+  one, so several brokers in one process and the tests do not mix) turns a snapshot into counter,
+  histogram and gauge families; prometheus-client's process, platform and GC collectors sit in
+  the same registry.
 * **Serving.**  A small asyncio HTTP/1.1 server on the broker's loop answers ``GET /metrics``
-  (text format 0.0.4, or OpenMetrics when the scraper asks for it).  It runs on the loop rather
-  than in prometheus-client's exporter thread because the gauges read state the loop owns (the
-  replica manager's partitions, the controller's metadata cache, the connection set): on the loop
-  a scrape sees one consistent snapshot and needs no locks; from another thread it could iterate
-  a dict the loop is resizing.  A scrape costs the loop a few milliseconds for thousands of
-  partitions, about what one Metadata request for all topics costs.
+  (text format 0.0.4, or OpenMetrics when the scraper asks for it).  The snapshot is taken on the
+  loop, because it reads state the loop owns (the replica manager's partitions, the controller's
+  metadata cache, the connection set): there it is one consistent picture and needs no locks,
+  where prometheus-client's exporter thread could iterate a dict the loop is resizing.  Building
+  the families and encoding the text, which is most of the cost (about 0.1 s of CPU for 1,000
+  topics), then runs in the loop's default executor, so a scrape does not stall the loop for
+  that long; the snapshot is handed to the collector through a thread-local.
 
 Enabled by ``odradek.metrics.prometheus.port`` (-1, the default, = off; 0 = any free port, for
 tests) and ``odradek.metrics.prometheus.host`` (empty = all interfaces).
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from bisect import bisect_left
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
@@ -103,7 +107,8 @@ class BrokerMetrics:
         self.isr_expands = 0
         self._last_fetch_from_follower = False
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_BrokerCollector(self))
+        self.collector = _BrokerCollector(self)
+        self.registry.register(self.collector)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -207,9 +212,24 @@ class BrokerMetrics:
             self.server = None
 
     def exposition(self, accept: str = "") -> tuple[bytes, str]:
-        """The metrics in the format ``accept`` asks for: (body, content type)."""
+        """The metrics in the format ``accept`` asks for: (body, content type).  On the loop."""
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
+
+    async def scrape(self, accept: str = "") -> tuple[bytes, str]:
+        """Like ``exposition``, but only the snapshot is taken on the loop; building the families
+        and encoding them (most of the cost: ~0.1 s for 1,000 topics) run in a worker thread."""
+        snap = take_snapshot(self)
+        encoder, content_type = choose_encoder(accept)
+
+        def encode():
+            self.collector.local.snapshot = snap
+            try:
+                return encoder(self.registry)
+            finally:
+                self.collector.local.snapshot = None
+        body = await asyncio.get_running_loop().run_in_executor(None, encode)
+        return body, content_type
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One HTTP exchange per connection (``Connection: close``)."""
@@ -235,7 +255,7 @@ class BrokerMetrics:
                 writer.write(_response(405, b"only GET and HEAD\n", extra=[("Allow", "GET, HEAD")]))
             elif path == "/metrics":
                 try:
-                    body, ctype = self.exposition(headers.get("accept", ""))
+                    body, ctype = await self.scrape(headers.get("accept", ""))
                 except Exception:
                     log.exception("collecting metrics failed")
                     writer.write(_response(500, b"collecting metrics failed\n"))
@@ -266,177 +286,185 @@ def _response(status: int, body: bytes, content_type: str = "text/plain; charset
     return out if head_only else out + body
 
 
+class _Snapshot:
+    """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
+    __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
+                 "isr_expands", "queued", "replica", "controller", "connections", "state")
+
+
+def take_snapshot(m: BrokerMetrics) -> _Snapshot:
+    """Copy the counters and compute the gauges from the broker's state.  Runs on the loop: it
+    reads the partitions, the controller's cache and the connection set."""
+    broker = m.broker
+    snap = _Snapshot()
+    ctrl = broker.controller
+    if ctrl is not None:
+        # Kafka drops a topic's meters when the topic is deleted; so do we.
+        for name in [t for t in m.topics if ctrl.topic(t) is None]:
+            del m.topics[name]
+    snap.topics = sorted((name, (s.messages_in, s.bytes_in, s.bytes_out, s.bytes_rejected, s.produce_requests,
+                                 s.failed_produce_requests, s.fetch_requests, s.failed_fetch_requests))
+                         for name, s in m.topics.items())
+    snap.requests = sorted((name, s.count, s.seconds, tuple(s.buckets)) for name, s in m.requests.items())
+    snap.replication_bytes_in = m.replication_bytes_in
+    snap.replication_bytes_out = m.replication_bytes_out
+    snap.isr_shrinks = m.isr_shrinks
+    snap.isr_expands = m.isr_expands
+    snap.queued = sum(len(c.queue) for c in broker.connections)
+
+    partitions = leaders = under = under_min = at_min = 0
+    rm = broker.replicas
+    if rm is not None:
+        for part in rm.partitions.values():
+            partitions += 1
+            if not part.is_leader:
+                continue
+            leaders += 1
+            isr = len(part.isr)
+            if isr < len(part.replicas):
+                under += 1
+            min_isr = part.log.config.min_insync_replicas
+            if isr < min_isr:
+                under_min += 1
+            elif isr == min_isr:
+                at_min += 1
+    snap.replica = (partitions, leaders, under, under_min, at_min)
+
+    active = False
+    offline = total_partitions = topics = imbalance = 0
+    if ctrl is not None:
+        flag = getattr(ctrl, "is_active_controller", None)
+        active = bool(flag) if flag is not None else ctrl.controller_id == broker.broker_id
+    if active:
+        live = _live_brokers(ctrl)
+        for info in ctrl.topics().values():
+            topics += 1
+            for ps in info.partitions.values():
+                total_partitions += 1
+                if ps.leader < 0 or ps.leader not in live:
+                    offline += 1
+                elif ps.replicas and ps.leader != ps.replicas[0]:
+                    imbalance += 1
+    snap.controller = (1 if active else 0, offline, imbalance, topics, total_partitions)
+
+    per_listener = {name: 0 for name in _listener_names(broker)}
+    for c in broker.connections:
+        per_listener[c.listener_name] = per_listener.get(c.listener_name, 0) + 1
+    snap.connections = sorted(per_listener.items())
+    snap.state = SHUTTING_DOWN if broker._stopping else RUNNING if broker.servers else STARTING
+    return snap
+
+
+_TOPIC_FAMILIES = (     # in the order of _Snapshot.topics' tuples
+    ("messagesin", "Records appended by Produce requests (MessagesInPerSec)."),
+    ("bytesin", "Record bytes received in Produce requests from clients (BytesInPerSec)."),
+    ("bytesout", "Record bytes sent in Fetch responses to consumers (BytesOutPerSec)."),
+    ("bytesrejected", "Record bytes refused as too large (BytesRejectedPerSec)."),
+    ("totalproducerequests", "Produce partition requests, one per partition in a request (TotalProduceRequestsPerSec)."),
+    ("failedproducerequests", "Produce partition requests that failed unexpectedly (FailedProduceRequestsPerSec)."),
+    ("totalfetchrequests", "Fetch partition requests, consumers and followers (TotalFetchRequestsPerSec)."),
+    ("failedfetchrequests", "Fetch partition requests that failed unexpectedly (FailedFetchRequestsPerSec)."),
+)
+_BOUNDS = tuple(repr(b) for b in LATENCY_BUCKETS) + ("+Inf",)
+
+
+def families(snap: _Snapshot):
+    """The metric families of a snapshot (any thread)."""
+    # kafka.server:type=BrokerTopicMetrics
+    for i, (short, doc) in enumerate(_TOPIC_FAMILIES):
+        fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
+        for topic, values in snap.topics:
+            fam.add_metric([topic], values[i])
+        yield fam
+    yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
+                              "Record bytes this broker's replica fetchers received from leaders "
+                              "(ReplicationBytesInPerSec).", value=snap.replication_bytes_in)
+    yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
+                              "Record bytes sent to follower replicas in Fetch responses "
+                              "(ReplicationBytesOutPerSec).", value=snap.replication_bytes_out)
+
+    # kafka.network:type=RequestMetrics
+    reqs = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                               "Requests handled, by request name; fetches are FetchConsumer or "
+                               "FetchFollower (RequestsPerSec).", labels=["request"])
+    hist = HistogramMetricFamily("kafka_network_requestmetrics_totaltime_seconds",
+                                 "Time from receiving a request to its response being ready, "
+                                 "long-poll and acks=all waits included (TotalTimeMs).", labels=["request"])
+    for name, count, seconds, counts in snap.requests:
+        reqs.add_metric([name], count)
+        cum, buckets = 0, []
+        for le, n in zip(_BOUNDS, counts):
+            cum += n
+            buckets.append((le, cum))
+        hist.add_metric([name], buckets, seconds)
+    yield reqs
+    yield hist
+    yield GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize",
+                            "Requests received and waiting to be handled (RequestQueueSize).", value=snap.queued)
+
+    # kafka.server:type=ReplicaManager
+    partitions, leaders, under, under_min, at_min = snap.replica
+    g = "kafka_server_replicamanager_"
+    yield GaugeMetricFamily(g + "partitioncount", "Partitions with a replica on this broker (PartitionCount).",
+                            value=partitions)
+    yield GaugeMetricFamily(g + "leadercount", "Partitions this broker leads (LeaderCount).", value=leaders)
+    yield GaugeMetricFamily(g + "underreplicatedpartitions",
+                            "Led partitions whose ISR is smaller than the replica set "
+                            "(UnderReplicatedPartitions).", value=under)
+    yield GaugeMetricFamily(g + "underminisrpartitioncount",
+                            "Led partitions whose ISR is below min.insync.replicas "
+                            "(UnderMinIsrPartitionCount).", value=under_min)
+    yield GaugeMetricFamily(g + "atminisrpartitioncount",
+                            "Led partitions whose ISR is exactly min.insync.replicas "
+                            "(AtMinIsrPartitionCount).", value=at_min)
+    yield CounterMetricFamily(g + "isrshrinks", "Times a led partition's ISR lost replicas (IsrShrinksPerSec).",
+                              value=snap.isr_shrinks)
+    yield CounterMetricFamily(g + "isrexpands", "Times a led partition's ISR gained replicas (IsrExpandsPerSec).",
+                              value=snap.isr_expands)
+
+    # kafka.controller:type=KafkaController
+    active, offline, imbalance, topics, total = snap.controller
+    c = "kafka_controller_kafkacontroller_"
+    yield GaugeMetricFamily(c + "activecontrollercount",
+                            "1 on the broker that is the active controller, else 0 "
+                            "(ActiveControllerCount; sum over the cluster should be 1).", value=active)
+    yield GaugeMetricFamily(c + "offlinepartitionscount",
+                            "Partitions without a live leader; reported by the active controller only "
+                            "(OfflinePartitionsCount).", value=offline)
+    yield GaugeMetricFamily(c + "preferredreplicaimbalancecount",
+                            "Partitions whose leader is not the preferred replica; active controller only "
+                            "(PreferredReplicaImbalanceCount).", value=imbalance)
+    yield GaugeMetricFamily(c + "globaltopiccount", "Topics in the cluster; active controller only "
+                            "(GlobalTopicCount).", value=topics)
+    yield GaugeMetricFamily(c + "globalpartitioncount", "Partitions in the cluster; active controller only "
+                            "(GlobalPartitionCount).", value=total)
+
+    # kafka.server:type=socket-server-metrics, kafka.server:type=KafkaServer
+    fam = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                            "Open client connections, by listener (connection-count).", labels=["listener"])
+    for name, n in snap.connections:
+        fam.add_metric([name], n)
+    yield fam
+    yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
+                            "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
+                            "(BrokerState).", value=snap.state)
+
+
 class _BrokerCollector:
-    """Builds the metric families at scrape time (on the loop, see the module docstring)."""
+    """The broker's families for the registry.  An HTTP scrape takes the snapshot on the loop
+    and encodes in a worker thread, handing the snapshot over in a thread-local; any other caller
+    of ``registry.collect()`` must be on the loop (the snapshot is then taken here)."""
 
     def __init__(self, metrics: BrokerMetrics):
         self.m = metrics
+        self.local = threading.local()
 
     def describe(self):
         return []       # names are not registered up front: the families vary with the topics
 
     def collect(self):
-        yield from self._topic_metrics()
-        yield from self._request_metrics()
-        yield from self._replica_metrics()
-        yield from self._controller_metrics()
-        yield from self._server_metrics()
-
-    # kafka.server:type=BrokerTopicMetrics
-    def _topic_metrics(self):
-        m = self.m
-        ctrl = m.broker.controller
-        if ctrl is not None:
-            # Kafka drops a topic's meters when the topic is deleted; so do we.
-            for name in [t for t in m.topics if ctrl.topic(t) is None]:
-                del m.topics[name]
-        fams = [
-            ("messagesin", "messages_in", "Records appended by Produce requests (MessagesInPerSec)."),
-            ("bytesin", "bytes_in", "Record bytes received in Produce requests from clients (BytesInPerSec)."),
-            ("bytesout", "bytes_out", "Record bytes sent in Fetch responses to consumers (BytesOutPerSec)."),
-            ("bytesrejected", "bytes_rejected", "Record bytes refused as too large (BytesRejectedPerSec)."),
-            ("totalproducerequests", "produce_requests",
-             "Produce partition requests, one per partition in a request (TotalProduceRequestsPerSec)."),
-            ("failedproducerequests", "failed_produce_requests",
-             "Produce partition requests that failed unexpectedly (FailedProduceRequestsPerSec)."),
-            ("totalfetchrequests", "fetch_requests",
-             "Fetch partition requests, consumers and followers (TotalFetchRequestsPerSec)."),
-            ("failedfetchrequests", "failed_fetch_requests",
-             "Fetch partition requests that failed unexpectedly (FailedFetchRequestsPerSec)."),
-        ]
-        items = sorted(m.topics.items())
-        for short, attr, doc in fams:
-            fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
-            for topic, s in items:
-                fam.add_metric([topic], getattr(s, attr))
-            yield fam
-        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
-                                  "Record bytes this broker's replica fetchers received from leaders "
-                                  "(ReplicationBytesInPerSec).", value=m.replication_bytes_in)
-        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
-                                  "Record bytes sent to follower replicas in Fetch responses "
-                                  "(ReplicationBytesOutPerSec).", value=m.replication_bytes_out)
-
-    # kafka.network:type=RequestMetrics
-    def _request_metrics(self):
-        items = sorted(self.m.requests.items())
-        reqs = CounterMetricFamily("kafka_network_requestmetrics_requests",
-                                   "Requests handled, by request name; fetches are FetchConsumer or "
-                                   "FetchFollower (RequestsPerSec).", labels=["request"])
-        hist = HistogramMetricFamily("kafka_network_requestmetrics_totaltime_seconds",
-                                     "Time from receiving a request to its response being ready, "
-                                     "long-poll and acks=all waits included (TotalTimeMs).",
-                                     labels=["request"])
-        bounds = [repr(b) for b in LATENCY_BUCKETS] + ["+Inf"]
-        for name, s in items:
-            reqs.add_metric([name], s.count)
-            cum, buckets = 0, []
-            for le, n in zip(bounds, s.buckets):
-                cum += n
-                buckets.append((le, cum))
-            hist.add_metric([name], buckets, s.seconds)
-        yield reqs
-        yield hist
-        queued = sum(len(c.queue) for c in self.m.broker.connections)
-        yield GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize",
-                                "Requests received and waiting to be handled (RequestQueueSize).",
-                                value=queued)
-
-    # kafka.server:type=ReplicaManager
-    def _replica_metrics(self):
-        m = self.m
-        rm = m.broker.replicas
-        partitions = leaders = under = under_min = at_min = 0
-        if rm is not None:
-            for part in rm.partitions.values():
-                partitions += 1
-                if not part.is_leader:
-                    continue
-                leaders += 1
-                isr = len(part.isr)
-                if isr < len(part.replicas):
-                    under += 1
-                min_isr = part.log.config.min_insync_replicas
-                if isr < min_isr:
-                    under_min += 1
-                elif isr == min_isr:
-                    at_min += 1
-        g = "kafka_server_replicamanager_"
-        yield GaugeMetricFamily(g + "partitioncount", "Partitions with a replica on this broker (PartitionCount).",
-                                value=partitions)
-        yield GaugeMetricFamily(g + "leadercount", "Partitions this broker leads (LeaderCount).", value=leaders)
-        yield GaugeMetricFamily(g + "underreplicatedpartitions",
-                                "Led partitions whose ISR is smaller than the replica set "
-                                "(UnderReplicatedPartitions).", value=under)
-        yield GaugeMetricFamily(g + "underminisrpartitioncount",
-                                "Led partitions whose ISR is below min.insync.replicas "
-                                "(UnderMinIsrPartitionCount).", value=under_min)
-        yield GaugeMetricFamily(g + "atminisrpartitioncount",
-                                "Led partitions whose ISR is exactly min.insync.replicas "
-                                "(AtMinIsrPartitionCount).", value=at_min)
-        yield CounterMetricFamily(g + "isrshrinks", "Times a led partition's ISR lost replicas (IsrShrinksPerSec).",
-                                  value=m.isr_shrinks)
-        yield CounterMetricFamily(g + "isrexpands", "Times a led partition's ISR gained replicas (IsrExpandsPerSec).",
-                                  value=m.isr_expands)
-
-    # kafka.controller:type=KafkaController
-    def _controller_metrics(self):
-        broker = self.m.broker
-        ctrl = broker.controller
-        active = False
-        offline = partitions = topics = imbalance = 0
-        if ctrl is not None:
-            flag = getattr(ctrl, "is_active_controller", None)
-            active = bool(flag) if flag is not None else ctrl.controller_id == broker.broker_id
-        if active:
-            live = _live_brokers(ctrl)
-            for info in ctrl.topics().values():
-                topics += 1
-                for ps in info.partitions.values():
-                    partitions += 1
-                    if ps.leader < 0 or ps.leader not in live:
-                        offline += 1
-                    elif ps.replicas and ps.leader != ps.replicas[0]:
-                        imbalance += 1
-        c = "kafka_controller_kafkacontroller_"
-        yield GaugeMetricFamily(c + "activecontrollercount",
-                                "1 on the broker that is the active controller, else 0 "
-                                "(ActiveControllerCount; sum over the cluster should be 1).",
-                                value=1 if active else 0)
-        yield GaugeMetricFamily(c + "offlinepartitionscount",
-                                "Partitions without a live leader; reported by the active controller only "
-                                "(OfflinePartitionsCount).", value=offline)
-        yield GaugeMetricFamily(c + "preferredreplicaimbalancecount",
-                                "Partitions whose leader is not the preferred replica; active controller only "
-                                "(PreferredReplicaImbalanceCount).", value=imbalance)
-        yield GaugeMetricFamily(c + "globaltopiccount", "Topics in the cluster; active controller only "
-                                "(GlobalTopicCount).", value=topics)
-        yield GaugeMetricFamily(c + "globalpartitioncount", "Partitions in the cluster; active controller only "
-                                "(GlobalPartitionCount).", value=partitions)
-
-    # kafka.server:type=socket-server-metrics, kafka.server:type=KafkaServer
-    def _server_metrics(self):
-        broker = self.m.broker
-        per_listener: dict[str, int] = {}
-        for c in broker.connections:
-            per_listener[c.listener_name] = per_listener.get(c.listener_name, 0) + 1
-        for ep in _listener_names(broker):
-            per_listener.setdefault(ep, 0)
-        fam = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
-                                "Open client connections, by listener (connection-count).",
-                                labels=["listener"])
-        for name in sorted(per_listener):
-            fam.add_metric([name], per_listener[name])
-        yield fam
-        if broker._stopping:
-            state = SHUTTING_DOWN
-        elif broker.servers:
-            state = RUNNING
-        else:
-            state = STARTING
-        yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
-                                "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
-                                "(BrokerState).", value=state)
+        snap = getattr(self.local, "snapshot", None)
+        return families(snap if snap is not None else take_snapshot(self.m))
 
 
 def _live_brokers(ctrl) -> set[int]:

@@ -1,0 +1,188 @@
+"""broker/metrics.py without a broker process: counting rules, histogram buckets, gauges computed
+from (fake) broker state, the exposition through the broker's own registry."""
+from __future__ import annotations
+
+import asyncio
+import types
+
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.config import BrokerConfig
+from broker.metrics import LATENCY_BUCKETS, BrokerMetrics, start_metrics
+from controller.api import PartitionState, TopicInfo
+from protocol.errors import ErrorCode as E
+from protocol.messages import FetchResponse, ProduceRequest, ProduceResponse
+from storage.segment import FileRegion
+
+
+def fake_broker(topics=None, partitions=(), active=True, live=(0,)):
+    topics = topics or {}
+    ctrl = types.SimpleNamespace(
+        topic=lambda n: topics.get(n), topics=lambda: dict(topics), controller_id=0 if active else 1,
+        live_broker_ids=lambda: set(live))
+    rm = types.SimpleNamespace(partitions={(p.topic, p.partition): p for p in partitions})
+    return types.SimpleNamespace(controller=ctrl, connections=set(), replicas=rm, broker_id=0,
+                                 servers=[object()], _stopping=False,
+                                 config=BrokerConfig.from_dict({"listeners": "PLAINTEXT://:9092"}))
+
+
+def topic(name, n=1, leader=0, replicas=(0,), isr=(0,)):
+    return TopicInfo(name, None, {p: PartitionState(p, list(replicas), leader, 0, list(isr)) for p in range(n)}, {})
+
+
+def part(name, p, leader, replicas, isr, min_isr=1):
+    log = types.SimpleNamespace(config=types.SimpleNamespace(min_insync_replicas=min_isr))
+    return types.SimpleNamespace(topic=name, partition=p, is_leader=leader == 0, replicas=list(replicas),
+                                 isr=list(isr), log=log)
+
+
+def samples(m: BrokerMetrics) -> dict:
+    body, _ = m.exposition()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(body.decode()) for s in f.samples}
+
+
+def produce_req(name, sizes):
+    return ProduceRequest(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name=name, partition_data=[
+            ProduceRequest.PartitionProduceData(index=i, records=bytes(n)) for i, n in enumerate(sizes)])])
+
+
+def produce_resp(name, codes):
+    return [ProduceResponse.TopicProduceResponse(name=name, partition_responses=[
+        ProduceResponse.PartitionProduceResponse(index=i, error_code=c, base_offset=-1, log_append_time_ms=-1,
+                                                 log_start_offset=-1) for i, c in enumerate(codes)])]
+
+
+def fetch_resp(name, records, codes=None):
+    codes = codes or [0] * len(records)
+    return [FetchResponse.FetchableTopicResponse(topic=name, topic_id=None, partitions=[
+        FetchResponse.PartitionData(partition_index=i, error_code=c, high_watermark=0, last_stable_offset=0,
+                                    log_start_offset=0, aborted_transactions=[], preferred_read_replica=-1,
+                                    records=r) for i, (r, c) in enumerate(zip(records, codes))])]
+
+
+def test_produce_counting_and_failure_rules():
+    m = BrokerMetrics(fake_broker({"t": topic("t", 6)}))
+    m.produced("t", 100, 3)
+    codes = [0, E.MESSAGE_TOO_LARGE, E.INVALID_TIMESTAMP, E.NOT_LEADER_OR_FOLLOWER, E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+             E.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+    m.produce_request(produce_req("t", [100, 5000, 10, 10, 10, 10]), produce_resp("t", codes))
+    m.produce_request(produce_req("nope", [10]), produce_resp("nope", [E.UNKNOWN_TOPIC_OR_PARTITION]))
+    s = samples(m)
+    t = (("topic", "t"),)
+    assert s[("kafka_server_brokertopicmetrics_messagesin_total", t)] == 3
+    assert s[("kafka_server_brokertopicmetrics_bytesin_total", t)] == 100
+    assert s[("kafka_server_brokertopicmetrics_bytesrejected_total", t)] == 5000
+    assert s[("kafka_server_brokertopicmetrics_totalproducerequests_total", t)] == 6
+    assert s[("kafka_server_brokertopicmetrics_failedproducerequests_total", t)] == 2
+    assert not any(labels == (("topic", "nope"),) for _, labels in s)     # no series for unknown topics
+
+
+def test_fetch_consumer_and_follower():
+    m = BrokerMetrics(fake_broker({"t": topic("t", 3)}))
+    m.fetched(fetch_resp("t", [FileRegion(3, 0, 700), b"", b"abc"]), from_follower=False)
+    m.observe_request("Fetch", 0.002)
+    m.fetched(fetch_resp("t", [FileRegion(3, 0, 50)], [0]), from_follower=True)
+    m.observe_request("Fetch", 0.3)
+    m.fetched(fetch_resp("t", [b"", b""], [E.OFFSET_OUT_OF_RANGE, E.UNKNOWN_SERVER_ERROR]), from_follower=False)
+    m.observe_request("Fetch", 0.0001)
+    s = samples(m)
+    t = (("topic", "t"),)
+    assert s[("kafka_server_brokertopicmetrics_bytesout_total", t)] == 703     # a region counts its length
+    assert s[("kafka_server_brokertopicmetrics_replicationbytesout_total", ())] == 50
+    assert s[("kafka_server_brokertopicmetrics_totalfetchrequests_total", t)] == 6
+    assert s[("kafka_server_brokertopicmetrics_failedfetchrequests_total", t)] == 1
+    assert s[("kafka_network_requestmetrics_requests_total", (("request", "FetchConsumer"),))] == 2
+    assert s[("kafka_network_requestmetrics_requests_total", (("request", "FetchFollower"),))] == 1
+    assert ("kafka_network_requestmetrics_requests_total", (("request", "Fetch"),)) not in s
+
+
+def test_latency_histogram_buckets():
+    m = BrokerMetrics(fake_broker())
+    for sec in (0.0001, 0.0005, 0.0006, 0.2, 100.0):
+        m.observe_request("Produce", sec)
+    s = samples(m)
+
+    def bucket(le):
+        return s[("kafka_network_requestmetrics_totaltime_seconds_bucket", (("le", le), ("request", "Produce")))]
+    assert bucket("0.0005") == 2           # le is inclusive
+    assert bucket("0.001") == 3
+    assert bucket("0.25") == 4
+    assert bucket(repr(LATENCY_BUCKETS[-1])) == 4
+    assert bucket("+Inf") == 5
+    assert s[("kafka_network_requestmetrics_totaltime_seconds_count", (("request", "Produce"),))] == 5
+    assert abs(s[("kafka_network_requestmetrics_totaltime_seconds_sum", (("request", "Produce"),))] - 100.2012) < 1e-9
+
+
+def test_replica_and_controller_gauges():
+    topics = {"a": topic("a", 2, leader=0, replicas=(0, 1, 2), isr=(0, 1, 2)),
+              "b": TopicInfo("b", None, {0: PartitionState(0, [0, 1], 1, 0, [1]),       # led by 1: imbalance
+                                         1: PartitionState(1, [2, 0], 2, 0, [2]),       # leader 2 is dead
+                                         2: PartitionState(2, [0], -1, 0, [0])}, {})}   # no leader
+    parts = [part("a", 0, 0, (0, 1, 2), (0, 1, 2), min_isr=2),
+             part("a", 1, 0, (0, 1, 2), (0, 1), min_isr=2),        # under-replicated, at min ISR
+             part("c", 0, 0, (0, 1), (0,), min_isr=2),             # under min ISR
+             part("b", 0, 1, (1, 0), (1,))]                        # follower here
+    m = BrokerMetrics(fake_broker(topics, parts, live=(0, 1)))
+    m.isr_changed([0, 1, 2], [0, 1])
+    m.isr_changed([0, 1], [0, 1, 2])
+    m.isr_changed([0, 1], [0, 2])           # one out, one in
+    m.replicated_in(123)
+    s = samples(m)
+
+    def g(name):
+        return s[(name, ())]
+    rm, kc = "kafka_server_replicamanager_", "kafka_controller_kafkacontroller_"
+    assert g(rm + "partitioncount") == 4
+    assert g(rm + "leadercount") == 3
+    assert g(rm + "underreplicatedpartitions") == 2
+    assert g(rm + "underminisrpartitioncount") == 1
+    assert g(rm + "atminisrpartitioncount") == 1
+    assert g(rm + "isrshrinks_total") == 2 and g(rm + "isrexpands_total") == 2
+    assert g("kafka_server_brokertopicmetrics_replicationbytesin_total") == 123
+    assert g(kc + "activecontrollercount") == 1
+    assert g(kc + "offlinepartitionscount") == 2
+    assert g(kc + "preferredreplicaimbalancecount") == 1
+    assert g(kc + "globaltopiccount") == 2 and g(kc + "globalpartitioncount") == 5
+    assert g("kafka_server_kafkaserver_brokerstate") == 3
+    assert s[("kafka_server_socketservermetrics_connection_count", (("listener", "PLAINTEXT"),))] == 0
+    # a broker that is not the controller reports the controller gauges as 0
+    s2 = samples(BrokerMetrics(fake_broker(topics, parts, active=False, live=(0, 1))))
+    assert s2[(kc + "activecontrollercount", ())] == 0 and s2[(kc + "offlinepartitionscount", ())] == 0
+
+
+def test_own_registry_and_deleted_topics():
+    topics = {"t": topic("t")}
+    m = BrokerMetrics(fake_broker(topics))
+    m.produced("t", 1, 1)
+    assert ("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "t"),)) in samples(m)
+    assert REGISTRY.get_sample_value("kafka_server_brokertopicmetrics_messagesin_total", {"topic": "t"}) is None
+    del topics["t"]
+    assert ("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "t"),)) not in samples(m)
+    assert "t" not in m.topics
+
+
+def test_disabled_by_default_and_scrape_off_loop():
+    async def run():
+        assert await start_metrics(fake_broker()) is None       # default port -1
+        b = fake_broker({"t": topic("t")})
+        b.config = BrokerConfig.from_dict({"odradek.metrics.prometheus.port": "0",
+                                           "odradek.metrics.prometheus.host": "127.0.0.1"})
+        m = await start_metrics(b)
+        try:
+            assert m.port > 0
+            m.produced("t", 10, 2)
+            body, ctype = await m.scrape()
+            assert ctype.startswith("text/plain")
+            assert b'kafka_server_brokertopicmetrics_messagesin_total{topic="t"} 2.0' in body
+            r, w = await asyncio.open_connection("127.0.0.1", m.port)
+            w.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = await r.read()
+            w.close()
+            assert reply.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" in reply
+            assert b'messagesin_total{topic="t"} 2.0' in reply
+        finally:
+            m.close()
+    asyncio.run(run())
