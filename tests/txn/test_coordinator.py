@@ -259,7 +259,7 @@ async def test_idle_ids_expire_with_a_tombstone():
     coord2, *_ = make_coordinator(log=log)
     await coord2.start(background=False)
     assert coord2.describe("a")[0] == E.TRANSACTIONAL_ID_NOT_FOUND
-    err, pid2, epoch2 = await coord2.init_producer_id("a", 1000)
+    err, _pid2, epoch2 = await coord2.init_producer_id("a", 1000)
     assert err == E.NONE and epoch2 == 0
 
 
