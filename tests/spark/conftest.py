@@ -1,0 +1,56 @@
+"""Fixtures for the Spark connector tests: one broker and one local SparkSession shared by all
+of tests/spark (Spark takes 10-20 s to start; each test uses its own topics)."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.spark.support import spark_missing
+from tests.support import BrokerProcess
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def spark_broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker"), name="broker",
+                      props={"num.partitions": 3})
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    why = spark_missing()
+    if why:
+        pytest.skip(why)
+    # Loopback only; Python workers must import odradek_spark even without an install.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    pp = os.environ.get("PYTHONPATH", "")
+    if str(REPO_ROOT) not in pp.split(os.pathsep):
+        os.environ["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + pp if pp else "")
+    from pyspark.sql import SparkSession
+
+    import odradek_spark
+    session = (SparkSession.builder.master("local[2]").appName("odradek-spark-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    odradek_spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topic_name():
+    def make(prefix="t"):
+        return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return make

@@ -1,0 +1,195 @@
+"""The odradek Spark data source against a real broker and a local[2] SparkSession.
+
+Skipped (with the reason) when pyspark>=4.0, pyarrow or java is missing.  One broker and one
+SparkSession serve the whole directory (tests/spark/conftest.py)."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.spark.support import consume_all, create_topic, produce, spark_missing
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(bool(spark_missing()), reason=spark_missing() or "ok"),
+              pytest.mark.timeout(300)]
+
+T0 = 1_700_000_000_000           # a fixed record timestamp base (ms)
+
+
+def records_for(n, partitions=3, start=0):
+    """(partition, key, value, headers, timestamp) for records start..start+n-1."""
+    return [(i % partitions, f"k{i}".encode(), json.dumps({"i": i}).encode(),
+             [("n", str(i).encode())], T0 + i) for i in range(start, start + n)]
+
+
+def stream(spark, bootstrap, topic, **options):
+    r = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic))
+    for k, v in options.items():
+        r = r.option(k, str(v))
+    return r.load()
+
+
+def run_available_now(df, out_dir, checkpoint):
+    """Run ``df`` into parquet files under ``out_dir`` (a sink that, unlike the memory sink,
+    recovers from a checkpoint and commits exactly once) until the data now available is read."""
+    q = (df.writeStream.format("parquet").option("path", str(out_dir))
+         .option("checkpointLocation", str(checkpoint))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive, "the AvailableNow query did not finish"
+    assert q.exception() is None, q.exception()
+    return q
+
+
+def input_rows(q) -> int:
+    return sum(p["numInputRows"] for p in q.recentProgress)
+
+
+def table(spark, out_dir):
+    try:
+        return spark.read.parquet(str(out_dir)).collect()
+    except Exception as e:            # no batch with data ever ran: no files yet
+        if "PATH_NOT_FOUND" in str(e) or "UNABLE_TO_INFER_SCHEMA" in str(e):
+            return []
+        raise
+
+
+def test_stream_reads_each_record_once_and_resumes_from_checkpoint(spark, spark_broker,
+                                                                   topic_name, tmp_path):
+    bs = spark_broker.bootstrap
+    topic = topic_name("src")
+    create_topic(bs, topic, 3)
+    first = records_for(90)
+    placed = produce(bs, topic, first)
+    expected = {pl: rec for pl, rec in zip(placed, first)}
+
+    df = stream(spark, bs, topic, startingOffsets="earliest", includeHeaders="true")
+    assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset",
+                                                  "timestamp", "timestampType", "headers"]
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    q = run_available_now(df, out, ckpt)
+    rows = table(spark, out)
+    got = {(r.partition, r.offset): r for r in rows}
+    assert len(rows) == len(first) == len(got)               # each record exactly once
+    assert set(got) == set(expected)
+    for pl, (part, key, value, headers, ts) in expected.items():
+        r = got[pl]
+        assert (r.topic, r.key, r.value) == (topic, key, value)
+        assert [(h.key, h.value) for h in r.headers] == headers
+        assert r.timestampType == 0
+        assert r.timestamp.replace(tzinfo=timezone.utc) == \
+            datetime.fromtimestamp(ts / 1000, timezone.utc)
+    end = json.loads(q.lastProgress["sources"][0]["endOffset"]) if q.lastProgress else None
+    assert end == {topic: {"0": 30, "1": 30, "2": 30}}
+
+    # More records, then the same checkpoint: only the new ones, at the following offsets.
+    second = records_for(30, start=90)
+    placed2 = produce(bs, topic, second)
+    q2 = run_available_now(stream(spark, bs, topic, startingOffsets="earliest",
+                                  includeHeaders="true"), out, ckpt)
+    assert input_rows(q2) == len(second)
+    rows_all = table(spark, out)
+    assert len(rows_all) == len(first) + len(second)
+    rows2 = [r for r in rows_all if (r.partition, r.offset) not in expected]
+    assert sorted((r.partition, r.offset) for r in rows2) == sorted(placed2)
+    assert {(r.partition, r.offset): r.value for r in rows2} == \
+        {pl: rec[2] for pl, rec in zip(placed2, second)}
+
+    # Nothing new: a third run reads nothing.
+    q3 = run_available_now(stream(spark, bs, topic, includeHeaders="true"), out, ckpt)
+    assert input_rows(q3) == 0
+    assert len(table(spark, out)) == len(first) + len(second)
+
+
+def test_max_offsets_per_trigger_splits_batches(spark, spark_broker, topic_name, tmp_path):
+    bs = spark_broker.bootstrap
+    topic = topic_name("limit")
+    create_topic(bs, topic, 3)
+    produce(bs, topic, records_for(100))
+    q = run_available_now(stream(spark, bs, topic, startingOffsets="earliest",
+                                 maxOffsetsPerTrigger=25), tmp_path / "out", tmp_path / "ckpt")
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 100 and max(sizes) <= 25 and len(sizes) >= 4, sizes
+    rows = table(spark, tmp_path / "out")
+    assert len({(r.partition, r.offset) for r in rows}) == len(rows) == 100
+
+
+def test_starting_offsets_latest_and_json(spark, spark_broker, topic_name, tmp_path):
+    bs = spark_broker.bootstrap
+    topic = topic_name("start")
+    create_topic(bs, topic, 3)
+    produce(bs, topic, records_for(30))                 # 10 per partition
+
+    # Batch read with per-partition JSON offsets: -2 earliest, -1 latest.
+    df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bs)
+          .option("subscribe", topic)
+          .option("startingOffsets", json.dumps({topic: {"0": 4, "1": -2, "2": -1}}))
+          .option("endingOffsets", json.dumps({topic: {"0": 8, "1": -1, "2": -1}})).load())
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(4, 8)] + [(1, o) for o in range(10)]
+
+    # A stream starting at "latest" skips what is already there.
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    q = run_available_now(stream(spark, bs, topic, startingOffsets="latest"), out, ckpt)
+    assert input_rows(q) == 0
+    placed = produce(bs, topic, records_for(6, start=30))
+    run_available_now(stream(spark, bs, topic, startingOffsets="latest"), out, ckpt)
+    assert sorted((r.partition, r.offset) for r in table(spark, out)) == sorted(placed)
+
+
+def test_batch_sink_writes_keys_values_headers(spark, spark_broker, topic_name):
+    from tools.kclient import partition_for_key
+    bs = spark_broker.bootstrap
+    topic = topic_name("sink")
+    create_topic(bs, topic, 3)
+    rows = [(f"key-{i}", f"value-{i}", [("h", bytearray(b"%d" % i))]) for i in range(200)]
+    rows.append((None, "no key", []))
+    df = spark.createDataFrame(rows, "key STRING, value STRING, "
+                                     "headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
+    (df.repartition(3).write.format("odradek").option("kafka.bootstrap.servers", bs)
+     .option("topic", topic).mode("append").save())
+    out = consume_all(bs, topic)
+    assert len(out) == len(rows)
+    by_value = {r.value.decode(): r for r in out}
+    assert set(by_value) == {v for _, v, _ in rows}
+    for k, v, h in rows:
+        r = by_value[v]
+        assert r.key == (k.encode() if k is not None else None)
+        assert [(hk, bytes(hv)) for hk, hv in r.headers] == [(hk, bytes(hv)) for hk, hv in h]
+        if k is not None:                     # Kafka's default partitioner
+            assert r.partition == partition_for_key(k.encode(), 3)
+    # Every partition's offsets are dense: nothing was written twice.
+    for p in range(3):
+        offs = sorted(r.offset for r in out if r.partition == p)
+        assert offs == list(range(len(offs)))
+
+
+def test_stream_to_stream_with_topic_column(spark, spark_broker, topic_name, tmp_path):
+    from pyspark.sql import functions as F
+    bs = spark_broker.bootstrap
+    src, dst = topic_name("copy-src"), topic_name("copy-dst")
+    create_topic(bs, src, 3)
+    create_topic(bs, dst, 2)
+    produce(bs, src, records_for(60))
+    out = (stream(spark, bs, src, startingOffsets="earliest")
+           .select("key", F.upper(F.col("value").cast("string")).alias("value"),
+                   F.lit(dst).alias("topic")))
+    q = (out.writeStream.format("odradek").option("kafka.bootstrap.servers", bs)
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert q.exception() is None, q.exception()
+    got = consume_all(bs, dst)
+    assert sorted(r.value for r in got) == sorted(json.dumps({"I": i}).encode().upper()
+                                                  for i in range(60))
+
+
+def test_missing_options_are_reported(spark, spark_broker):
+    from pyspark.errors import PySparkException
+    from py4j.protocol import Py4JJavaError
+    with pytest.raises((PySparkException, Py4JJavaError, Exception)) as e:
+        spark.read.format("odradek").option("subscribe", "x").load().collect()
+    assert "bootstrap.servers" in str(e.value)
