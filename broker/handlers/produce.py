@@ -101,7 +101,7 @@ async def produce(ctx, req):
             if info is None or pd.index not in info.partitions:
                 resp.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if info.internal and topic.name == "__consumer_offsets":
+            if info.internal and topic.name in ("__consumer_offsets", "__transaction_state"):
                 resp.error_code = E.INVALID_TOPIC_EXCEPTION
                 continue
             part = replicas.get(topic.name, pd.index)

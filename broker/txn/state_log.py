@@ -30,12 +30,15 @@ READ_CHUNK = 1 << 20
 class TransactionStateLog:
     def __init__(self, broker):
         self.broker = broker
-        self.num_partitions = broker.config.get("transaction.state.log.num.partitions")
-        info = broker.controller.topic(TXN_TOPIC)
-        if info is not None:
-            # an existing topic keeps its partition count (the hash must not change under it)
-            self.num_partitions = len(info.partitions)
         self._creating = None
+
+    @property
+    def num_partitions(self) -> int:
+        """An existing topic keeps its partition count (the hash must not change under it)."""
+        info = self.broker.controller.topic(TXN_TOPIC)
+        if info is not None and info.partitions:
+            return len(info.partitions)
+        return self.broker.config.get("transaction.state.log.num.partitions")
 
     def leader_epoch(self, partition: int) -> int | None:
         part = self.broker.replicas.get(TXN_TOPIC, partition)
@@ -60,7 +63,7 @@ class TransactionStateLog:
                        "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
                        "unclean.leader.election.enable": "false"}
             res = await self.broker.controller.create_topics(
-                [CreatableTopic(TXN_TOPIC, self.num_partitions, rf, None, configs)])
+                [CreatableTopic(TXN_TOPIC, cfg.get("transaction.state.log.num.partitions"), rf, None, configs)])
             if res[0].error_code not in (0, E.TOPIC_ALREADY_EXISTS):
                 log.error("could not create %s: %s", TXN_TOPIC, res[0].error_message)
         finally:
