@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 
 from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
-                               DeleteTopicsRequest, DescribeConfigsRequest)
+                               DeleteTopicsRequest, DescribeConfigsRequest,
+                               ListPartitionReassignmentsRequest)
 from tools.common import (OptionParser, ToolError, check_invalid, cluster_from, fmt_uuid,
                           internal_topic, parse_or_exit, raise_error, require, run,
                           standard_options, topic_matcher)
@@ -209,6 +210,31 @@ def config_int(configs, name, default):
     return default
 
 
+async def ongoing_reassignments(client, names):
+    """{(topic, partition): (adding, removing)} from ListPartitionReassignments; empty when the
+    broker does not offer it or refuses (as Kafka's tool does)."""
+    if not names:
+        return {}
+    R = ListPartitionReassignmentsRequest
+    req = R(timeout_ms=30000, topics=[
+        R.ListPartitionReassignmentsTopics(
+            name=n, partition_indexes=[p.partition_index for p in client.topics[n].partitions])
+        for n in names])
+    try:
+        resp = await client.send_to_controller(req)
+    except Exception:
+        return {}
+    if resp.error_code:
+        return {}
+    return {(t.name, p.partition_index): (list(p.adding_replicas), list(p.removing_replicas))
+            for t in resp.topics or [] for p in t.partitions or []}
+
+
+def replication_factor(p, moving) -> int:
+    """Kafka's count: while a reassignment runs, the replicas being added do not count."""
+    return len(p.replica_nodes) - (len(moving[0]) if moving else 0)
+
+
 async def describe(client, o):
     pattern = o.get("topic")
     topic_id = o.get("topic-id")
@@ -222,6 +248,7 @@ async def describe(client, o):
         ensure_found(names, pattern, not o.has("if-exists"))
     configs = await describe_configs(client, names)
     live = set(client.nodes)
+    reassignments = await ongoing_reassignments(client, names)
     report_flags = ["under-replicated-partitions", "unavailable-partitions",
                     "under-min-isr-partitions", "at-min-isr-partitions"]
     describe_topic_lines = not any(o.has(f) for f in report_flags)
@@ -233,7 +260,8 @@ async def describe(client, o):
         overrides = non_default(cfg)
         parts = sorted(t.partitions, key=lambda p: p.partition_index)
         if describe_topic_lines and (not o.has("topics-with-overrides") or overrides):
-            rf = len(parts[0].replica_nodes) if parts else 0
+            rf = replication_factor(parts[0], reassignments.get((name, parts[0].partition_index))) \
+                if parts else 0
             line = f"Topic: {name}"
             tid = fmt_uuid(t.topic_id) if getattr(t, "topic_id", None) is not None else None
             if tid and t.topic_id.int != 0:
@@ -246,8 +274,10 @@ async def describe(client, o):
         min_isr = config_int(cfg, "min.insync.replicas", 1)
         for p in parts:
             has_leader = p.leader_id >= 0
+            moving = reassignments.get((name, p.partition_index))
             show = describe_topic_lines
-            if o.has("under-replicated-partitions") and len(p.isr_nodes) < len(p.replica_nodes):
+            if o.has("under-replicated-partitions") and \
+                    len(p.isr_nodes) < replication_factor(p, moving):
                 show = True
             if o.has("unavailable-partitions") and (not has_leader or p.leader_id not in live):
                 show = True
@@ -257,11 +287,14 @@ async def describe(client, o):
                 show = True
             if not show:
                 continue
-            out.append(f"\tTopic: {name}\tPartition: {p.partition_index}"
-                       f"\tLeader: {p.leader_id if has_leader else 'none'}"
-                       f"\tReplicas: {','.join(map(str, p.replica_nodes))}"
-                       f"\tIsr: {','.join(map(str, p.isr_nodes))}"
-                       f"\tElr: N/A\tLastKnownElr: N/A")
+            line = (f"\tTopic: {name}\tPartition: {p.partition_index}"
+                    f"\tLeader: {p.leader_id if has_leader else 'none'}"
+                    f"\tReplicas: {','.join(map(str, p.replica_nodes))}"
+                    f"\tIsr: {','.join(map(str, p.isr_nodes))}")
+            if moving is not None:
+                line += (f"\tAdding Replicas: {','.join(map(str, moving[0]))}"
+                         f"\tRemoving Replicas: {','.join(map(str, moving[1]))}")
+            out.append(line + "\tElr: N/A\tLastKnownElr: N/A")
     if out:
         print("\n".join(out))
 
