@@ -208,8 +208,6 @@ class TxnMetadata:
         if self.pending != t.state:
             raise IllegalTransition(f"{self.transactional_id}: completing {t.state.display} but pending is "
                                     f"{self.pending and self.pending.display}")
-        if t.update_ms < self.last_update_ms and t.state != S.DEAD:
-            raise IllegalTransition(f"{self.transactional_id}: update time went backwards")
         self.pending = None
         self.previous_producer_id = t.previous_producer_id if t.producer_id != self.producer_id \
             else self.previous_producer_id

@@ -522,20 +522,24 @@ def test_confluent_idempotent_producer(kafka):
     assert pids and all(pid >= 0 for _, pid in pids), pids
 
 
-def test_transactional_id_gets_a_clear_error(kafka):
-    """Until transactions exist, InitProducerId with a transactional id is refused with a
-    fatal error (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), not left hanging."""
-    from protocol.messages import InitProducerIdRequest
+def test_transactional_id_goes_to_the_coordinator(kafka):
+    """InitProducerId with a transactional id is answered by the transaction coordinator (found
+    with FindCoordinator key type 1; docs/transactions.md): each call bumps the epoch."""
+    from protocol.messages import FindCoordinatorRequest, InitProducerIdRequest
     with RawConnection(kafka.host, kafka.port) as c:
+        assert c.request(10, 1, FindCoordinatorRequest(key="tx-1", key_type=1)).error_code == 0
+        epochs = []
         for v in (0, 4):
             r = c.request(22, v, InitProducerIdRequest(
                 transactional_id="tx-1", transaction_timeout_ms=60000, producer_id=-1,
                 producer_epoch=-1))
-            assert r.error_code == 53 and r.producer_id == -1
+            assert r.error_code == 0 and r.producer_id >= 0
+            epochs.append(r.producer_epoch)
             r = c.request(22, v, InitProducerIdRequest(
                 transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
                 producer_epoch=-1))
             assert r.error_code == 0 and r.producer_id >= 0
+        assert epochs == [0, 1]
 
 
 # -- ListOffsets details over the wire ------------------------------------------------------
