@@ -3,8 +3,10 @@
 
 Reads JSON page-view events from an input topic, counts views and sums amounts per page in
 tumbling event-time windows, and writes one JSON record per (window, page) to an output topic,
-keyed "page@window-start" (a later record for a key replaces an earlier one, so the output topic
-suits compaction).
+keyed "page@window-start".  In the default append mode a window is written once, final, when
+the watermark (the latest event time seen minus --watermark) passes its end; --output-mode
+update writes running counts after every micro-batch instead (a later record for a key replaces
+an earlier one, so the output topic suits compaction).
 
     # a broker on 127.0.0.1:9092, then:
     python examples/spark_pipeline.py --bootstrap-server 127.0.0.1:9092 \\
@@ -67,7 +69,7 @@ def build_query(spark, bootstrap: str, input_topic: str, output_topic: str, chec
                 window: str = "1 minute", watermark: str = "2 minutes",
                 starting_offsets: str = "earliest", max_offsets_per_trigger: int | None = None,
                 available_now: bool = False, trigger_seconds: float = 5.0,
-                output_mode: str = "update"):
+                output_mode: str = "append"):
     """Wire source -> parse -> window aggregate -> sink; returns the DataStreamWriter."""
     reader = (spark.readStream.format("odradek")
               .option("kafka.bootstrap.servers", bootstrap)
@@ -76,12 +78,23 @@ def build_query(spark, bootstrap: str, input_topic: str, output_topic: str, chec
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     records = to_records(page_stats(parse_events(reader.load()), window, watermark))
-    writer = (records.writeStream.format("odradek")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("topic", output_topic)
-              .option("checkpointLocation", checkpoint)
+    if output_mode == "append":
+        # Final results: a window is written once, when the watermark passes its end.
+        writer = (records.writeStream.format("odradek")
+                  .option("kafka.bootstrap.servers", bootstrap)
+                  .option("topic", output_topic))
+    elif output_mode == "update":
+        # Running results after every micro-batch.  Python streaming sinks take append mode
+        # only, so each batch's changed rows go through the batch sink in foreachBatch.
+        def write_batch(batch_df, batch_id):
+            (batch_df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", output_topic).mode("append").save())
+        writer = records.writeStream.foreachBatch(write_batch)
+    else:
+        raise ValueError(f"output mode must be append or update, not {output_mode!r}")
+    writer = (writer.option("checkpointLocation", checkpoint)
               .outputMode(output_mode)
-              .queryName(f"page-stats-{output_topic}"))
+              .queryName(f"page_stats_{output_topic.replace('-', '_')}"))
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
@@ -143,6 +156,7 @@ def main(argv=None) -> int:
     ap.add_argument("--watermark", default="2 minutes")
     ap.add_argument("--starting-offsets", default="earliest")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    ap.add_argument("--output-mode", choices=("append", "update"), default="append")
     ap.add_argument("--trigger", type=float, default=5.0, help="seconds between micro-batches")
     ap.add_argument("--available-now", action="store_true",
                     help="process what is in the topic now, then stop")
@@ -162,8 +176,8 @@ def main(argv=None) -> int:
                             window=args.window, watermark=args.watermark,
                             starting_offsets=args.starting_offsets,
                             max_offsets_per_trigger=args.max_offsets_per_trigger,
-                            available_now=args.available_now,
-                            trigger_seconds=args.trigger).start()
+                            available_now=args.available_now, trigger_seconds=args.trigger,
+                            output_mode=args.output_mode).start()
         print(f"query {query.name} running; checkpoint {checkpoint}")
         try:
             query.awaitTermination()

@@ -1,0 +1,73 @@
+"""odradek_spark pieces that need no Spark: options, offset JSON, rate limiting, range planning."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from odradek_spark._kafka import (ConnectorError, ConnectorOptions, from_offset_dict,
+                                  limit_ranges, parse_offsets_option, timestamp_of,
+                                  to_offset_dict)
+
+
+def test_options_parse_like_sparks_kafka_connector():
+    o = ConnectorOptions({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a, b",
+                          "startingOffsets": "earliest", "maxOffsetsPerTrigger": "100",
+                          "includeHeaders": "true", "kafka.isolation.level": "read_committed"})
+    assert o.topics == ["a", "b"] and o.starting == "earliest"
+    assert o.max_offsets_per_trigger == 100 and o.include_headers and o.isolation_level == 1
+    assert o.acks == -1 and o.idempotence
+    assert ConnectorOptions({"bootstrap.servers": "h:1"}).starting == "latest"
+    with pytest.raises(ConnectorError, match="bootstrap.servers"):
+        ConnectorOptions({"subscribe": "a"})
+    with pytest.raises(ConnectorError, match="subscribe"):
+        ConnectorOptions({"bootstrap.servers": "h:1"}).require_topics()
+    with pytest.raises(ConnectorError, match="maxOffsetsPerTrigger"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "maxOffsetsPerTrigger": "0"})
+    assert not ConnectorOptions({"bootstrap.servers": "h:1", "kafka.acks": "1"}).idempotence
+
+
+def test_offsets_json():
+    assert parse_offsets_option('{"t": {"0": 5, "1": -2}}', "x", "latest") == \
+        {("t", 0): 5, ("t", 1): -2}
+    assert parse_offsets_option(None, "x", "earliest") == "earliest"
+    with pytest.raises(ConnectorError):
+        parse_offsets_option("[1]", "x", "latest")
+    with pytest.raises(ConnectorError):
+        parse_offsets_option("{bad", "x", "latest")
+    d = to_offset_dict({("b", 10): 1, ("a", 2): 3, ("b", 9): 4})
+    assert list(d) == ["a", "b"] and list(d["b"]) == ["9", "10"]      # canonical order
+    assert from_offset_dict(d) == {("b", 10): 1, ("a", 2): 3, ("b", 9): 4}
+
+
+def test_limit_ranges_is_proportional_and_exact():
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 5}
+    end = {("t", 0): 90, ("t", 1): 110, ("t", 2): 5}
+    cut = limit_ranges(start, end, 20)
+    assert sum(cut[tp] - start[tp] for tp in start) == 20
+    assert cut[("t", 0)] == 18 and cut[("t", 1)] == 102 and cut[("t", 2)] == 5
+    assert limit_ranges(start, end, 1000) == end
+    # a partition absent from start (new) is not limited here; plan_ranges reads it from 0
+    assert limit_ranges({}, {("t", 0): 7}, 1) == {("t", 0): 7}
+    # tiny limits still make progress somewhere
+    one = limit_ranges(start, end, 1)
+    assert sum(one[tp] - start[tp] for tp in start) == 1
+
+
+def test_timestamps_are_exact():
+    t = timestamp_of(1_700_000_000_123)
+    assert t.isoformat() == "2023-11-14T22:13:20.123000+00:00"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="pyspark is not installed")
+def test_plan_ranges_one_task_per_partition_and_split():
+    from odradek_spark.source import plan_ranges
+    start = {("t", 0): 0, ("t", 1): 10}
+    end = {("t", 0): 100, ("t", 1): 10, ("t", 2): 4}
+    r = plan_ranges(start, end)
+    assert [(x.partition, x.start, x.end, x.new_partition) for x in r] == \
+        [(0, 0, 100, False), (2, 0, 4, True)]
+    r = plan_ranges(start, end, min_partitions=6)
+    assert len(r) >= 6
+    covered = sorted((x.partition, o) for x in r for o in range(x.start, x.end))
+    assert covered == [(0, o) for o in range(100)] + [(2, o) for o in range(4)]
