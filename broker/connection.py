@@ -37,6 +37,7 @@ log = logging.getLogger("odradek.network")
 _SIZE = struct.Struct(">i")
 MAX_QUEUED = 64
 UNSUPPORTED_VERSION = 35
+_PRE_AUTH_APIS = (api.API_VERSIONS, 17, 36)     # ApiVersions, SaslHandshake, SaslAuthenticate
 
 
 class RequestContext:
@@ -58,6 +59,25 @@ class RequestContext:
     def client_host(self):
         return self.connection.peer_host
 
+    # -- security (broker/security) ------------------------------------------------------------
+    @property
+    def principal(self) -> str:
+        sec = self.connection.security
+        return sec.principal if sec is not None else "User:ANONYMOUS"
+
+    @property
+    def authorizer(self):
+        sm = getattr(self.broker, "security", None)
+        return sm.authorizer if sm is not None else None
+
+    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+        """May this request's principal perform ``operation`` (broker.security.acl codes) on the
+        resource?  Always True without an authorizer."""
+        authz = self.authorizer
+        if authz is None:
+            return True
+        return authz.authorize(self.principal, self.client_host, operation, resource_type, name)
+
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker, listener_name: str):
@@ -76,6 +96,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.in_flight = False
         self.sockfd = None      # set when responses may use sendfile
         self._wfd = None        # dup of the socket fd, to wait for writability
+        self.security = None    # SecuritySession: principal and SASL state (broker/security)
 
     @property
     def peer_host(self):
@@ -96,6 +117,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if transport.get_extra_info("sslcontext") is None and hasattr(os, "sendfile"):
                 self.sockfd = sock.fileno()
         transport.set_write_buffer_limits(high=0, low=0)
+        sm = getattr(self.broker, "security", None)
+        if sm is not None:
+            self.security = sm.new_session(self.listener_name, transport)
         self.broker.connections.add(self)
 
     def get_buffer(self, sizehint):
@@ -169,6 +193,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _handle(self, frame):
         received = time.monotonic()
+        sec = self.security
+        if sec is not None and sec.state == "raw":      # SASL tokens after SaslHandshake v0
+            self.broker.security.raw_token(self, frame)
+            return
         try:
             header, pos = api.decode_request_header(frame)
         except api.UnknownApiError as e:
@@ -192,6 +220,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                      api.REQUESTS[key].__name__, version)
             self.close()
             return
+        if sec is not None and sec.state != "done" and key not in _PRE_AUTH_APIS:
+            log.info("closing connection from %s:%s: unexpected %s during SASL authentication", *self.peer,
+                     api.REQUESTS[key].__name__)
+            self.close()
+            return
         try:
             body, end = api.REQUESTS[key].decode_from(frame, pos, version)
         except DecodeError as e:
@@ -201,12 +234,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(self.broker, header, self, received)
         metrics = self.broker.metrics
-        response = await h.fn(ctx, body)
+        enforcer = self.broker.security.enforcer if self.security is not None else None
+        if enforcer is None:
+            response = await h.fn(ctx, body)
+        else:           # authorizer configured: per-API ACL rules (broker/security/enforce.py)
+            response = await enforcer.handle(ctx, key, body, h.fn)
         if metrics is not None:
             metrics.observe_request(h.name, time.monotonic() - received)
         if response is None or self.closed:
             return
         await self.send_response(header.correlation_id, response, key, version)
+        if sec is not None and sec.close_after_response:
+            self.close()
 
     def _unsupported_api_versions(self, correlation_id):
         from broker.dispatch import HANDLERS as H

@@ -33,6 +33,7 @@ class Broker:
         self.servers: list[asyncio.AbstractServer] = []
         self.tasks: list[asyncio.Task] = []
         self.metrics = None
+        self.security = None
         self.groups = None
         self.txns = None
         self.controller = None
@@ -47,6 +48,8 @@ class Broker:
         from broker.metrics import start_metrics
         self.metrics = await start_metrics(self)      # None unless odradek.metrics.prometheus.port is set
         cfg = self.config
+        from broker.security import SecurityManager
+        self.security = SecurityManager(self)      # TLS contexts, SASL, authorizer
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
             await self._start_zookeeper_mode()
@@ -79,7 +82,7 @@ class Broker:
             host = ep.host or None
             server = await loop.create_server(
                 lambda name=ep.listener_name: KafkaConnection(self, name),
-                host, ep.port, reuse_address=True,
+                host, ep.port, reuse_address=True, ssl=self.security.ssl_context(ep.listener_name),
                 backlog=cfg.get("socket.listen.backlog.size"))
             self.servers.append(server)
             log.info("listening on %s://%s:%d", ep.listener_name, ep.host or "0.0.0.0", ep.port)
@@ -127,7 +130,7 @@ class Broker:
             host = ep.host or None
             server = await loop.create_server(
                 lambda name=ep.listener_name: KafkaConnection(self, name),
-                host, ep.port, reuse_address=True,
+                host, ep.port, reuse_address=True, ssl=self.security.ssl_context(ep.listener_name),
                 backlog=cfg.get("socket.listen.backlog.size"))
             self.servers.append(server)
             log.info("listening on %s://%s:%d", ep.listener_name, ep.host or "0.0.0.0", ep.port)

@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Union
 log = logging.getLogger(__name__)
 
 # Kafka error codes used by the controller.
+UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
@@ -241,6 +242,34 @@ class Controller(abc.ABC):
     @abc.abstractmethod
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback(event)`` on the loop after each change; returns an unsubscribe function."""
+
+    # -- security metadata (ACLs, SCRAM credentials) ------------------------------------------
+    # In ZooKeeper these live under /kafka-acl, /kafka-acl-extended (ACLs) and /config/users/<u>
+    # (SCRAM credentials, one config key per mechanism); the embedded store keeps the same data.
+    # Default: a store that has none and refuses writes (a backend that does not keep them yet).
+
+    def acls(self) -> tuple:
+        """Every ACL binding (``broker.security.acl.AclBinding``), as an immutable tuple that is
+        replaced, never mutated, when ACLs change."""
+        return ()
+
+    async def create_acls(self, bindings: list) -> ApiResult:
+        """Add bindings (duplicates of existing ones are ignored)."""
+        return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep ACLs yet.")
+
+    async def delete_acls(self, bindings: list) -> ApiResult:
+        """Remove exactly these bindings (missing ones are ignored)."""
+        return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep ACLs yet.")
+
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        """user -> {mechanism ("SCRAM-SHA-256"): "salt=..,stored_key=..,server_key=..,iterations=n"}."""
+        return {}
+
+    async def alter_scram_credentials(self, upsertions: list[tuple[str, str, str]],
+                                      deletions: list[tuple[str, str]]) -> ApiResult:
+        """Apply (user, mechanism, credential text) upsertions and (user, mechanism) deletions
+        atomically."""
+        return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep SCRAM credentials yet.")
 
 
 # ----------------------------------------------------------------------------- shared rules

@@ -81,6 +81,8 @@ class SingleNodeController(Controller):
         self._by_id: dict[uuid.UUID, str] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._next_producer_id = 0
+        self._acls: tuple = ()                          # AclBinding tuples
+        self._scram: dict[str, dict[str, str]] = {}     # user -> {mechanism: credential text}
         self._registered: BrokerInfo | None = None
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = asyncio.Lock()
@@ -139,6 +141,9 @@ class SingleNodeController(Controller):
         self._cluster_id = doc["cluster_id"]
         self._next_producer_id = doc.get("next_producer_id", 0)
         self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        from broker.security.acl import AclBinding
+        self._acls = tuple(AclBinding.from_json(r) for r in doc.get("acls", []))
+        self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items()}
         topics: dict[str, TopicInfo] = {}
         by_id: dict[uuid.UUID, str] = {}
         P = PartitionState
@@ -175,6 +180,8 @@ class SingleNodeController(Controller):
             "next_producer_id": self._next_producer_id if next_producer_id is None else next_producer_id,
             "broker_configs": self._broker_configs if broker_configs is None else broker_configs,
             "topics": tdoc,
+            "acls": [list(b) for b in self._acls],
+            "scram_credentials": self._scram,
         }
 
     async def _persist(self, doc: dict[str, Any]) -> None:
@@ -515,3 +522,70 @@ class SingleNodeController(Controller):
             await self._persist(self._snapshot_doc(next_producer_id=start + block_size))
             self._next_producer_id = start + block_size
             return start, block_size
+
+    # ------------------------------------------------------------------ ACLs, SCRAM credentials
+    def acls(self) -> tuple:
+        return self._acls
+
+    async def create_acls(self, bindings: list) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            have = set(self._acls)
+            new = list(self._acls)
+            for b in bindings:
+                if b not in have:
+                    have.add(b)
+                    new.append(b)
+            if len(new) == len(self._acls):
+                return ApiResult()
+            old, self._acls = self._acls, tuple(new)
+            try:
+                await self._persist(self._snapshot_doc())
+            except BaseException:
+                self._acls = old
+                raise
+            log.info("Added %d ACL bindings", len(new) - len(old))
+            return ApiResult()
+
+    async def delete_acls(self, bindings: list) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            gone = set(bindings)
+            new = tuple(b for b in self._acls if b not in gone)
+            if len(new) == len(self._acls):
+                return ApiResult()
+            old, self._acls = self._acls, new
+            try:
+                await self._persist(self._snapshot_doc())
+            except BaseException:
+                self._acls = old
+                raise
+            log.info("Removed %d ACL bindings", len(old) - len(new))
+            return ApiResult()
+
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        return self._scram
+
+    async def alter_scram_credentials(self, upsertions, deletions) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            new = {u: dict(c) for u, c in self._scram.items()}
+            for user, mech in deletions:
+                creds = new.get(user)
+                if creds is not None:
+                    creds.pop(mech, None)
+                    if not creds:
+                        del new[user]
+            for user, mech, text in upsertions:
+                new.setdefault(user, {})[mech] = text
+            old, self._scram = self._scram, new
+            try:
+                await self._persist(self._snapshot_doc())
+            except BaseException:
+                self._scram = old
+                raise
+            log.info("Updated SCRAM credentials: %d upserted, %d deleted", len(upsertions), len(deletions))
+            return ApiResult()

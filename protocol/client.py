@@ -59,6 +59,10 @@ class RequestTimeoutError(KafkaConnectionError, asyncio.TimeoutError):
     """No response within the request timeout."""
 
 
+class AuthenticationError(KafkaConnectionError):
+    """SASL authentication failed (or the broker refused the mechanism)."""
+
+
 class UnsupportedVersionError(KafkaConnectionError):
     """The broker and this client share no version of an API."""
 
@@ -105,7 +109,7 @@ class KafkaClientConnection:
     async def connect(cls, host: str, port: int, *, client_id: str = "odradek",
                       timeout: float | None = 30.0, request_timeout: float | None = None,
                       negotiate: bool = True, max_frame: int = DEFAULT_MAX_FRAME,
-                      ssl=None) -> "KafkaClientConnection":
+                      ssl=None, sasl: "SaslSettings | None" = None) -> "KafkaClientConnection":
         """Open a connection and (unless ``negotiate=False``) learn the broker's versions.
 
         ``timeout`` bounds connecting plus negotiating; ``request_timeout`` (default: ``timeout``)
@@ -124,12 +128,15 @@ class KafkaClientConnection:
         conn = cls(reader, writer, host=host, port=port, client_id=client_id,
                    request_timeout=request_timeout if request_timeout is not None else timeout,
                    max_frame=max_frame)
-        if negotiate:
+        if negotiate or sasl is not None:
             try:
                 await conn.negotiate(timeout=timeout)
+                if sasl is not None:
+                    await conn.authenticate(sasl, timeout=timeout)
             except BaseException as e:
                 await conn.close()
-                if isinstance(e, KafkaConnectionError) and not isinstance(e, BrokerUnavailableError):
+                if isinstance(e, KafkaConnectionError) and not isinstance(
+                        e, (BrokerUnavailableError, AuthenticationError)):
                     raise BrokerUnavailableError(f"{where}: {e}") from None
                 raise
         return conn
@@ -157,6 +164,35 @@ class KafkaClientConnection:
             self.api_versions_version = version
             return self.api_versions
         raise UnsupportedVersionError("the broker refused every ApiVersions version")
+
+    async def authenticate(self, sasl: "SaslSettings", timeout: float | None = None) -> None:
+        """SaslHandshake v1 + SaslAuthenticate: PLAIN or SCRAM-SHA-256/512."""
+        from protocol import scram
+        from protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
+        mech = sasl.mechanism.upper()
+        hs = await self.send(SaslHandshakeRequest(mechanism=mech), version=1, timeout=timeout)
+        if hs.error_code:
+            raise AuthenticationError(f"{self.host}:{self.port}: SASL mechanism {mech} refused (error "
+                                      f"{hs.error_code}; enabled: {', '.join(hs.mechanisms)})")
+
+        async def step(token: bytes) -> bytes:
+            r = await self.send(SaslAuthenticateRequest(auth_bytes=token), timeout=timeout)
+            if r.error_code:
+                raise AuthenticationError(f"{self.host}:{self.port}: {r.error_message or 'SASL authentication failed'}")
+            return bytes(r.auth_bytes)
+
+        if mech == "PLAIN":
+            await step(b"\0" + sasl.username.encode() + b"\0" + sasl.password.encode())
+        elif mech in scram.MECHANISMS:
+            c = scram.ScramClient(mech, sasl.username, sasl.password)
+            server_first = await step(c.first())
+            try:
+                final = c.final(server_first)
+                c.verify(await step(final))
+            except scram.ScramError as e:
+                raise AuthenticationError(f"{self.host}:{self.port}: {e}") from None
+        else:
+            raise AuthenticationError(f"SASL mechanism {mech} is not supported by this client")
 
     # -- versions -------------------------------------------------------------------------------
     def supports(self, api_key: int) -> bool:
@@ -388,12 +424,14 @@ class ClusterClient:
     BOOTSTRAP = -1
 
     def __init__(self, bootstrap_servers: str, *, client_id: str = "odradek-tools",
-                 timeout: float = 30.0, request_timeout: float = 30.0, ssl=None):
+                 timeout: float = 30.0, request_timeout: float = 30.0, ssl=None,
+                 sasl: "SaslSettings | None" = None):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.timeout = timeout
         self.request_timeout = request_timeout
         self.ssl = ssl
+        self.sasl = sasl
         self.nodes: dict[int, Node] = {}
         self.controller_id: int = -1
         self.cluster_id: str | None = None
@@ -429,9 +467,11 @@ class ClusterClient:
                 try:
                     conn = await KafkaClientConnection.connect(
                         host, port, client_id=self.client_id, timeout=min(left, self.request_timeout),
-                        request_timeout=self.request_timeout, ssl=self.ssl)
+                        request_timeout=self.request_timeout, ssl=self.ssl, sasl=self.sasl)
                     self._bootstrap_conn = conn
                     return conn
+                except AuthenticationError:
+                    raise
                 except KafkaConnectionError as e:
                     last = e
             left = deadline - time.monotonic()
@@ -499,7 +539,7 @@ class ClusterClient:
             else:
                 conn = await KafkaClientConnection.connect(
                     node.host, node.port, client_id=self.client_id, timeout=self.request_timeout,
-                    request_timeout=self.request_timeout, ssl=self.ssl)
+                    request_timeout=self.request_timeout, ssl=self.ssl, sasl=self.sasl)
             self._conns[node_id] = conn
             return conn
 
@@ -573,3 +613,52 @@ class ClusterClient:
         self._bootstrap_conn = None
         for c in conns:
             await c.close()
+
+
+# ------------------------------------------------------------------------------------- security
+class SaslSettings:
+    def __init__(self, mechanism: str, username: str, password: str):
+        self.mechanism, self.username, self.password = mechanism, username, password
+
+
+def security_from_properties(props: dict[str, str]):
+    """(ssl context or None, SaslSettings or None) from Kafka client properties:
+    ``security.protocol``, ``ssl.truststore.location`` / ``ssl.ca.location`` (PEM),
+    ``ssl.keystore.location`` (PEM with key and certificate) or ``ssl.certificate.location`` +
+    ``ssl.key.location``, ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``
+    (empty disables host name checks), ``sasl.mechanism`` and ``sasl.jaas.config``
+    (``username="..." password="..."``) or ``sasl.username``/``sasl.password``."""
+    import re
+    import ssl as _ssl
+    proto = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if proto not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ValueError(f"Invalid value {proto} for configuration security.protocol")
+    ctx = None
+    if proto in ("SSL", "SASL_SSL"):
+        ctx = _ssl.create_default_context()
+        ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
+        if ca:
+            ctx.load_verify_locations(cafile=ca)
+        if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+            ctx.check_hostname = False
+        cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
+        if cert:
+            ctx.load_cert_chain(cert, props.get("ssl.key.location") or None,
+                                password=props.get("ssl.key.password") or None)
+    sasl = None
+    if proto.startswith("SASL_"):
+        mech = props.get("sasl.mechanism", "GSSAPI").strip().upper()
+        user, pw = props.get("sasl.username"), props.get("sasl.password")
+        jaas = props.get("sasl.jaas.config", "")
+        for key in ("username", "password"):
+            m = re.search(key + r'\s*=\s*"((?:[^"\\]|\\.)*)"', jaas) or re.search(key + r"\s*=\s*([^\s;\"]+)", jaas)
+            if m:
+                value = re.sub(r"\\(.)", r"\1", m.group(1))
+                if key == "username":
+                    user = value
+                else:
+                    pw = value
+        if user is None or pw is None:
+            raise ValueError("sasl.jaas.config must give username and password")
+        sasl = SaslSettings(mech, user, pw)
+    return ctx, sasl

@@ -289,14 +289,13 @@ async def cluster_from(opts: Options, props: dict[str, str] | None = None,
     servers = opts.get("bootstrap-server") or props.get("bootstrap.servers")
     if not servers:
         raise ToolError("--bootstrap-server must be specified")
+    from protocol.client import security_from_properties
     try:
+        ssl_ctx, sasl = security_from_properties(props)
         client = ClusterClient(servers, client_id=cid or client_id, timeout=api_t,
-                               request_timeout=min(req_t, max(api_t, 1.0)))
-    except ValueError as e:
+                               request_timeout=min(req_t, max(api_t, 1.0)), ssl=ssl_ctx, sasl=sasl)
+    except (ValueError, OSError) as e:
         raise ToolError(str(e)) from None
-    ssl = props.get("security.protocol", "PLAINTEXT").upper()
-    if ssl not in ("PLAINTEXT",):
-        raise ToolError(f"security.protocol={ssl} is not supported by these tools yet")
     await client.start()
     return client
 

@@ -60,6 +60,20 @@ def _partition_exists(broker, topic: str, partition: int) -> bool:
 
 
 # ====================================================================== FindCoordinator
+def _on_listener(ctx, node):
+    """(node_id, host, port) of ``node`` on the listener this request came in on (Kafka answers
+    with the coordinator's endpoint for the client's listener)."""
+    listener = getattr(ctx.connection, "listener_name", None)
+    ctrl = getattr(ctx.broker, "controller", None)
+    if listener and ctrl is not None:
+        for b in ctrl.brokers():
+            if b.id == node.node_id:
+                for name, host, port, _proto in b.endpoints:
+                    if name == listener:
+                        return E.NONE, node.node_id, host, port
+    return E.NONE, node.node_id, node.host, node.port
+
+
 async def _find_one(ctx, key: str, key_type: int):
     """(error, node_id, host, port) for one coordinator key."""
     if key_type == GROUP_KEY:
@@ -76,7 +90,7 @@ async def _find_one(ctx, key: str, key_type: int):
         node = coord.node_lookup(partition_for(key, coord.num_partitions))
         if node is None:
             return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return E.NONE, node.node_id, node.host, node.port
+        return _on_listener(ctx, node)
     if key_type == TXN_KEY:
         txns = getattr(ctx.broker, "txns", None)
         finder = getattr(txns, "find_coordinator", None)
@@ -85,7 +99,7 @@ async def _find_one(ctx, key: str, key_type: int):
         err, node = await finder(key)
         if err or node is None:
             return err or E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return E.NONE, node.node_id, node.host, node.port
+        return _on_listener(ctx, node)
     return E.INVALID_REQUEST, -1, "", -1
 
 

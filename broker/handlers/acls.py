@@ -1,0 +1,118 @@
+"""CreateAcls (key 30), DescribeAcls (key 29), DeleteAcls (key 31), v0-3 each.
+
+* Without an authorizer every request answers SECURITY_DISABLED ("No Authorizer is
+  configured."), as Kafka does.
+* CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE on the cluster;
+  otherwise CLUSTER_AUTHORIZATION_FAILED.
+* v0 has no pattern type: creations are LITERAL and filters match LITERAL bindings only.
+* CreateAcls checks each binding (``acl.validate_binding``: LITERAL/PREFIXED pattern, a
+  concrete operation and permission, a ``Type:name`` principal, ``kafka-cluster`` as the only
+  CLUSTER name) and answers INVALID_REQUEST per bad one; the good ones are stored together.
+* DescribeAcls groups the matching bindings by resource pattern; DeleteAcls answers, per
+  filter, the bindings it removed.  Bindings live in the controller's store
+  (``Controller.acls``/``create_acls``/``delete_acls``).
+"""
+from __future__ import annotations
+
+from broker.dispatch import handler
+from broker.security import acl as A
+from protocol.errors import ErrorCode as E
+from protocol.messages import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
+
+NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def _filter(req, version) -> A.AclFilter:
+    return A.AclFilter(req.resource_type_filter, req.resource_name_filter,
+                       req.pattern_type_filter if version >= 1 else A.LITERAL,
+                       req.principal_filter, req.host_filter, req.operation, req.permission_type)
+
+
+@handler(30, 0, 3)
+async def create_acls(ctx, req):
+    R = CreateAclsResponse
+    n = len(req.creations)
+    if ctx.authorizer is None:
+        return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=E.SECURITY_DISABLED,
+                                                                  error_message=NO_AUTHORIZER)] * n)
+    if not ctx.authorize(A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+        return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=E.CLUSTER_AUTHORIZATION_FAILED,
+                                                                  error_message=None)] * n)
+    results, good = [], []
+    for c in req.creations:
+        b = A.AclBinding(c.resource_type, c.resource_name or "",
+                         c.resource_pattern_type if ctx.api_version >= 1 else A.LITERAL,
+                         c.principal or "", c.host or "", c.operation, c.permission_type)
+        problem = A.validate_binding(b)
+        if problem:
+            results.append(R.AclCreationResult(error_code=E.INVALID_REQUEST, error_message=problem))
+        else:
+            results.append(R.AclCreationResult(error_code=0, error_message=None))
+            good.append(b)
+    if good:
+        res = await ctx.broker.controller.create_acls(good)
+        if res.error_code:
+            results = [r if r.error_code else R.AclCreationResult(error_code=res.error_code,
+                                                                   error_message=res.error_message)
+                       for r in results]
+    return R(throttle_time_ms=0, results=results)
+
+
+@handler(29, 0, 3)
+async def describe_acls(ctx, req):
+    R = DescribeAclsResponse
+    if ctx.authorizer is None:
+        return R(throttle_time_ms=0, error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, resources=[])
+    if not ctx.authorize(A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+        return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, resources=[])
+    f = _filter(req, ctx.api_version)
+    problem = f.find_problem()
+    if problem:
+        return R(throttle_time_ms=0, error_code=E.INVALID_REQUEST, error_message=problem, resources=[])
+    grouped: dict[tuple, list] = {}
+    for b in ctx.broker.controller.acls():
+        if f.matches(b):
+            grouped.setdefault(b.pattern, []).append(
+                R.AclDescription(principal=b.principal, host=b.host, operation=b.operation,
+                                 permission_type=b.permission))
+    resources = [R.DescribeAclsResource(resource_type=rt, resource_name=name, pattern_type=pt, acls=acls)
+                 for (rt, name, pt), acls in grouped.items()]
+    return R(throttle_time_ms=0, error_code=0, error_message=None, resources=resources)
+
+
+@handler(31, 0, 3)
+async def delete_acls(ctx, req):
+    R = DeleteAclsResponse
+    if ctx.authorizer is None:
+        return R(throttle_time_ms=0, filter_results=[
+            R.DeleteAclsFilterResult(error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])
+            for _ in req.filters])
+    if not ctx.authorize(A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+        return R(throttle_time_ms=0, filter_results=[
+            R.DeleteAclsFilterResult(error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, matching_acls=[])
+            for _ in req.filters])
+    current = ctx.broker.controller.acls()
+    results, doomed, seen = [], [], set()
+    for fr in req.filters:
+        f = _filter(fr, ctx.api_version)
+        problem = f.find_problem()
+        if problem:
+            results.append(R.DeleteAclsFilterResult(error_code=E.INVALID_REQUEST, error_message=problem,
+                                                    matching_acls=[]))
+            continue
+        matched = [b for b in current if f.matches(b)]
+        for b in matched:
+            if b not in seen:
+                seen.add(b)
+                doomed.append(b)
+        results.append(R.DeleteAclsFilterResult(error_code=0, error_message=None, matching_acls=[
+            R.DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=b.resource_type,
+                                    resource_name=b.name, pattern_type=b.pattern_type, principal=b.principal,
+                                    host=b.host, operation=b.operation, permission_type=b.permission)
+            for b in matched]))
+    if doomed:
+        res = await ctx.broker.controller.delete_acls(doomed)
+        if res.error_code:
+            results = [R.DeleteAclsFilterResult(error_code=res.error_code, error_message=res.error_message,
+                                                matching_acls=[]) for _ in req.filters]
+    return R(throttle_time_ms=0, filter_results=results)

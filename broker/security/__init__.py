@@ -1,0 +1,156 @@
+"""Authentication and authorization: TLS listeners, SASL, principals, the ACL authorizer.
+
+``SecurityManager`` is built once per broker from its config (``broker.security``):
+
+* ``ssl_context(listener)`` — the server SSLContext of an SSL/SASL_SSL listener (``tls.py``),
+  None for the others.  Handed to ``loop.create_server(ssl=...)``.
+* ``new_session(listener, transport)`` — a ``SecuritySession`` per connection: the principal
+  (``User:ANONYMOUS`` on PLAINTEXT, the certificate subject on SSL when the client presented
+  one, ``User:<name>`` after SASL) and the SASL state machine (``sasl.py``).
+* ``authorizer`` — None unless ``authorizer.class.name`` names Kafka's ACL authorizer
+  (``authorizer.py``); then ``RequestContext.authorize`` consults it.
+
+SASL configuration per listener (``listener.name.<l>.`` prefix first, then the bare key):
+``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; GSSAPI and OAUTHBEARER are not
+implemented) and, for PLAIN, the JAAS entry ``listener.name.<l>.plain.sasl.jaas.config`` (or
+``listener.name.<l>.sasl.jaas.config`` / ``sasl.jaas.config``) whose ``user_<name>="<pw>"``
+options are the accepted users.  SCRAM credentials come from the metadata store
+(``Controller.scram_credentials``), written with AlterUserScramCredentials.
+"""
+from __future__ import annotations
+
+import logging
+
+from broker.config import ConfigError
+from broker.security import jaas
+from broker.security.authorizer import AUTHORIZER_CLASSES, AclAuthorizer, parse_super_users
+from broker.security.sasl import ANONYMOUS, PlainServer, ScramServer, SecuritySession
+from broker.security.tls import listener_value, principal_from_peercert, server_context
+from protocol import scram as S
+
+log = logging.getLogger("odradek.security")
+
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class SecurityManager:
+    def __init__(self, broker, config=None):
+        self.broker = broker
+        self.config = config if config is not None else broker.config
+        self._ssl: dict[str, object] = {}
+        self._mechanisms: dict[str, list[str]] = {}
+        self._plain_users: dict[str, dict[str, str]] = {}
+        self._protocols: dict[str, str] = {}
+        self.authorizer: AclAuthorizer | None = None
+        self.enforcer = None            # broker.security.enforce.Enforcer when authorizing
+        self.configure()
+
+    # ------------------------------------------------------------------ set-up
+    def configure(self) -> None:
+        cfg = self.config
+        for ep in cfg.listeners():
+            name, proto = ep.listener_name, ep.security_protocol
+            self._protocols[name] = proto
+            if proto in ("SSL", "SASL_SSL"):
+                self._ssl[name] = server_context(cfg, name)
+            if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+                self._configure_sasl(name)
+        cls = (cfg.get("authorizer.class.name") or "").strip()
+        if cls:
+            if cls not in AUTHORIZER_CLASSES:
+                raise ConfigError(f"authorizer.class.name={cls} is not supported; use "
+                                  "kafka.security.authorizer.AclAuthorizer or "
+                                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "authorizer.class.name")
+            self.authorizer = AclAuthorizer(self._acls, parse_super_users(self._opt("super.users")),
+                                            str(self._opt("allow.everyone.if.no.acl.found", "false")).lower() == "true")
+            from broker.security.enforce import Enforcer
+            self.enforcer = Enforcer(self.authorizer)
+            log.info("authorizer %s enabled (super users: %s)", cls, ", ".join(sorted(self.authorizer.super_users))
+                     or "none")
+
+    def _opt(self, key, default=None):
+        try:
+            v = self.config.get(key)
+        except KeyError:
+            return default
+        return default if v is None else v
+
+    def _configure_sasl(self, listener: str) -> None:
+        cfg = self.config
+        raw = listener_value(cfg, listener, "sasl.enabled.mechanisms", ["GSSAPI"])
+        mechs = [m.strip().upper() for m in (raw.split(",") if isinstance(raw, str) else raw) if m.strip()]
+        unsupported = [m for m in mechs if m not in SUPPORTED_MECHANISMS]
+        if unsupported:
+            log.warning("listener %s: SASL mechanisms %s are not supported and not offered", listener,
+                        ", ".join(unsupported))
+        mechs = [m for m in mechs if m in SUPPORTED_MECHANISMS]
+        if not mechs:
+            raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms must include PLAIN, SCRAM-SHA-256 or "
+                              "SCRAM-SHA-512 (GSSAPI is not supported)", "sasl.enabled.mechanisms")
+        self._mechanisms[listener] = mechs
+        if "PLAIN" in mechs:
+            text = None
+            for key in (f"listener.name.{listener.lower()}.plain.sasl.jaas.config",
+                        f"listener.name.{listener.lower()}.sasl.jaas.config", "sasl.jaas.config"):
+                try:
+                    text = cfg.get(key)
+                except KeyError:
+                    continue
+                if text:
+                    break
+            if not text:
+                raise ConfigError(f"listener {listener}: SASL PLAIN needs "
+                                  f"listener.name.{listener.lower()}.plain.sasl.jaas.config with user_<name>=\"<password>\" "
+                                  "options", "sasl.jaas.config")
+            _module, opts = jaas.parse_jaas(text)
+            self._plain_users[listener] = jaas.plain_users(opts)
+
+    # ------------------------------------------------------------------ connections
+    def ssl_context(self, listener: str):
+        return self._ssl.get(listener)
+
+    def mechanisms(self, listener: str) -> list[str]:
+        return list(self._mechanisms.get(listener, ()))
+
+    def new_session(self, listener: str, transport=None) -> SecuritySession:
+        protocol = self._protocols.get(listener, "PLAINTEXT")
+        principal = ANONYMOUS
+        if protocol == "SSL" and transport is not None:
+            subject = principal_from_peercert(transport.get_extra_info("peercert"))
+            if subject:
+                principal = "User:" + subject
+        return SecuritySession(listener, protocol, self._mechanisms.get(listener, ()),
+                               lambda mech: self._mechanism_server(listener, mech), principal)
+
+    def _mechanism_server(self, listener: str, mechanism: str):
+        if mechanism == "PLAIN":
+            return PlainServer(self._plain_users.get(listener, {}))
+        return ScramServer(mechanism, lambda user: self.scram_credential(user, mechanism))
+
+    @staticmethod
+    def raw_token(conn, frame) -> None:
+        """A bare SASL token after SaslHandshake v0: answer with a bare size-prefixed token, or
+        close the connection when authentication fails."""
+        from broker.security.sasl import SaslFailure
+        try:
+            out = conn.security.step(frame)
+        except SaslFailure:
+            conn.close()
+            return
+        conn.transport.write(len(out).to_bytes(4, "big") + out)
+
+    # ------------------------------------------------------------------ stores
+    def _acls(self):
+        ctrl = self.broker.controller
+        return ctrl.acls() if ctrl is not None else ()
+
+    def scram_credential(self, user: str, mechanism: str) -> S.Credential | None:
+        ctrl = self.broker.controller
+        text = (ctrl.scram_credentials().get(user) or {}).get(mechanism) if ctrl is not None else None
+        if not text:
+            return None
+        try:
+            return S.Credential.from_config(text)
+        except S.ScramError:
+            log.warning("stored %s credential of user %s is malformed", mechanism, user)
+            return None

@@ -1,0 +1,73 @@
+"""A JAAS configuration entry as Kafka reads ``sasl.jaas.config``:
+
+``<LoginModule class> <flag> key1="value1" key2=value2 ... ;``
+
+Only the options matter here.  PlainLoginModule's ``user_<name>="<password>"`` options are
+the PLAIN users a broker accepts; ``username``/``password`` are the broker's own (client side)
+credentials.
+"""
+from __future__ import annotations
+
+from broker.config import ConfigError
+
+FLAGS = ("required", "requisite", "sufficient", "optional")
+
+
+def _tokens(text: str):
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+            continue
+        if c in "=;":
+            yield c
+            i += 1
+            continue
+        if c == '"':
+            j = i + 1
+            buf = []
+            while j < n and text[j] != '"':
+                if text[j] == "\\" and j + 1 < n:
+                    j += 1
+                buf.append(text[j])
+                j += 1
+            if j >= n:
+                raise ConfigError("JAAS config: unterminated quoted value", "sasl.jaas.config")
+            yield ("q", "".join(buf))
+            i = j + 1
+            continue
+        j = i
+        while j < n and not text[j].isspace() and text[j] not in '=;"':
+            j += 1
+        yield ("w", text[i:j])
+        i = j
+
+
+def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
+    """-> (login module class, options).  ConfigError on malformed text.  Only the first
+    entry is read (Kafka allows exactly one in ``sasl.jaas.config``)."""
+    toks = list(_tokens(text or ""))
+    if len(toks) < 2 or not isinstance(toks[0], tuple) or not isinstance(toks[1], tuple):
+        raise ConfigError("JAAS config entry must start with a login module class and a control flag",
+                          "sasl.jaas.config")
+    module, flag = toks[0][1], toks[1][1]
+    if flag.lower() not in FLAGS:
+        raise ConfigError(f"JAAS config: invalid control flag {flag!r}", "sasl.jaas.config")
+    opts: dict[str, str] = {}
+    i = 2
+    while i < len(toks):
+        t = toks[i]
+        if t == ";":
+            break
+        if not isinstance(t, tuple) or i + 2 >= len(toks) or toks[i + 1] != "=" or not isinstance(toks[i + 2], tuple):
+            raise ConfigError("JAAS config: expected key=value options ending with ';'", "sasl.jaas.config")
+        opts[t[1]] = toks[i + 2][1]
+        i += 3
+    else:
+        raise ConfigError("JAAS config entry must end with ';'", "sasl.jaas.config")
+    return module, opts
+
+
+def plain_users(options: dict[str, str]) -> dict[str, str]:
+    return {k[5:]: v for k, v in options.items() if k.startswith("user_") and len(k) > 5}

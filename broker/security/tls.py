@@ -1,0 +1,170 @@
+"""TLS server contexts for SSL and SASL_SSL listeners, from Kafka's ``ssl.*`` keys.
+
+Every key is looked up as ``listener.name.<listener>.<key>`` first, then ``<key>``.
+
+Key material (``ssl.keystore.type``, default PEM here):
+
+* PEM: ``ssl.keystore.location`` names a PEM file holding the private key and the certificate
+  chain, or ``ssl.keystore.key`` (the private key, PEM text) and
+  ``ssl.keystore.certificate.chain`` (PEM text) are given inline.  An encrypted key is opened
+  with ``ssl.key.password``.
+* PKCS12: read with the ``cryptography`` package when it is installed
+  (``ssl.keystore.password`` opens the file).  JKS is not supported.
+
+Trust (for client certificates): ``ssl.truststore.location`` (PEM file of CA certificates, or
+PKCS12 with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inline).
+
+``ssl.client.auth``: ``required`` (CERT_REQUIRED), ``requested`` (CERT_OPTIONAL), ``none``.
+``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) sets the version range;
+``ssl.cipher.suites`` (OpenSSL names) restricts ciphers when given.
+"""
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+
+from broker.config import ConfigError
+
+
+def listener_value(cfg, listener: str, key: str, default=None):
+    """``listener.name.<l>.<key>`` if set, else ``<key>`` (if set or known), else ``default``."""
+    for name in (f"listener.name.{listener.lower()}.{key}", key):
+        try:
+            v = cfg.get(name)
+        except KeyError:
+            continue
+        if v is not None and v != "":
+            return v
+    return default
+
+
+def _pem_to_files(*texts: str) -> str:
+    fd, path = tempfile.mkstemp(prefix="odradek-tls-", suffix=".pem")
+    with os.fdopen(fd, "w") as f:
+        for t in texts:
+            f.write(t.strip().replace("\\n", "\n") + "\n")
+    return path
+
+
+def _pkcs12_to_pem(path: str, password: str | None) -> str:
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+    except ImportError:
+        raise ConfigError("ssl.keystore.type=PKCS12 needs the 'cryptography' package; use PEM",
+                          "ssl.keystore.type") from None
+    with open(path, "rb") as f:
+        key, cert, extra = pkcs12.load_key_and_certificates(f.read(), password.encode() if password else None)
+    parts = []
+    if key is not None:
+        parts.append(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()).decode())
+    for c in ([cert] if cert is not None else []) + list(extra or []):
+        parts.append(c.public_bytes(serialization.Encoding.PEM).decode())
+    return _pem_to_files(*parts)
+
+
+def _str(v) -> str | None:
+    return None if v is None else str(v)
+
+
+def server_context(cfg, listener: str) -> ssl.SSLContext:
+    """The SSLContext for one listener; ConfigError when the key material is missing or bad."""
+    get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    protocols = get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
+    if isinstance(protocols, str):
+        protocols = [p.strip() for p in protocols.split(",") if p.strip()]
+    versions = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+                "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1": ssl.TLSVersion.TLSv1}
+    chosen = [versions[p] for p in protocols if p in versions]
+    if chosen:
+        ctx.minimum_version = min(chosen)
+        ctx.maximum_version = max(chosen)
+    ciphers = get("ssl.cipher.suites")
+    if ciphers:
+        ctx.set_ciphers(ciphers if isinstance(ciphers, str) else ":".join(ciphers))
+    ks_type = str(get("ssl.keystore.type", "PEM")).upper()
+    password = _str(get("ssl.key.password")) or _str(get("ssl.keystore.password"))
+    location = _str(get("ssl.keystore.location"))
+    temp: list[str] = []
+    try:
+        if ks_type == "PEM":
+            key_text, chain_text = _str(get("ssl.keystore.key")), _str(get("ssl.keystore.certificate.chain"))
+            if key_text and chain_text:
+                certfile = _pem_to_files(chain_text)
+                keyfile = _pem_to_files(key_text)
+                temp += [certfile, keyfile]
+            elif location:
+                certfile, keyfile = location, None
+            else:
+                raise ConfigError(f"listener {listener}: ssl.keystore.location (a PEM file) or "
+                                  "ssl.keystore.key + ssl.keystore.certificate.chain must be set",
+                                  "ssl.keystore.location")
+        elif ks_type == "PKCS12":
+            if not location:
+                raise ConfigError(f"listener {listener}: ssl.keystore.location must be set", "ssl.keystore.location")
+            certfile, keyfile = _pkcs12_to_pem(location, _str(get("ssl.keystore.password"))), None
+            temp.append(certfile)
+            password = None
+        else:
+            raise ConfigError(f"ssl.keystore.type={ks_type} is not supported (use PEM, or PKCS12 with the "
+                              "cryptography package)", "ssl.keystore.type")
+        try:
+            ctx.load_cert_chain(certfile, keyfile, password=password)
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError(f"listener {listener}: cannot load the key store: {e}", "ssl.keystore.location") from None
+        ts_type = str(get("ssl.truststore.type", "PEM")).upper()
+        ts_location = _str(get("ssl.truststore.location"))
+        ts_inline = _str(get("ssl.truststore.certificates"))
+        try:
+            if ts_inline:
+                ctx.load_verify_locations(cadata=ts_inline.replace("\\n", "\n"))
+            elif ts_location:
+                if ts_type == "PKCS12":
+                    path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
+                    temp.append(path)
+                    ctx.load_verify_locations(cafile=path)
+                else:
+                    ctx.load_verify_locations(cafile=ts_location)
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError(f"listener {listener}: cannot load the trust store: {e}",
+                              "ssl.truststore.location") from None
+    finally:
+        for p in temp:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    auth = str(get("ssl.client.auth", "none")).lower()
+    if auth == "required":
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    elif auth == "requested":
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    elif auth == "none":
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        raise ConfigError(f"Invalid value {auth} for configuration ssl.client.auth", "ssl.client.auth")
+    if ctx.verify_mode != ssl.CERT_NONE and not (ts_location or ts_inline):
+        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    return ctx
+
+
+def principal_from_peercert(cert: dict | None) -> str | None:
+    """The certificate subject as an RFC 2253 distinguished name (most specific first), as Java's
+    X500Principal.getName() renders it: ``CN=alice,OU=eng,O=Example,C=US``."""
+    if not cert or "subject" not in cert:
+        return None
+    short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+             "stateOrProvinceName": "ST", "localityName": "L", "streetAddress": "STREET",
+             "domainComponent": "DC", "userId": "UID"}
+    rdns = []
+    for rdn in cert["subject"]:
+        parts = []
+        for k, v in rdn:
+            v = v.replace("\\", "\\\\").replace(",", "\\,").replace("+", "\\+").replace('"', '\\"') \
+                 .replace("<", "\\<").replace(">", "\\>").replace(";", "\\;")
+            parts.append(f"{short.get(k, k)}={v}")
+        rdns.append("+".join(parts))
+    return ",".join(reversed(rdns))

@@ -1,0 +1,164 @@
+"""ACLs with the authorizer on: kafka-acls.sh grants, prefixed patterns, DENY wins, super users,
+group READ for consumers, --list output, SECURITY_DISABLED without an authorizer."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka import KafkaError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+AUTHZ = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
+
+
+def _conf(b, user, pw):
+    return {"bootstrap.servers": b.addr("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": pw}
+
+
+@pytest.fixture
+def authz_broker(secure_broker, tmp_path):
+    b = secure_broker(listeners=("SASL_PLAINTEXT",), props=AUTHZ)
+    admin_cfg = tmp_path / "admin.properties"
+    admin_cfg.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                         'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                         'username="admin" password="admin-secret";\n')
+    b.admin_cfg = str(admin_cfg)
+    return b
+
+
+def acls(b, *args, stdin=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([str(REPO / "bin" / "kafka-acls.sh"), "--bootstrap-server", b.addr("SASL_PLAINTEXT"),
+                           "--command-config", b.admin_cfg, *args], capture_output=True, text=True, env=env,
+                          timeout=60, input=stdin)
+
+
+def _create_topic(b, name, partitions=1):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient(_conf(b, "admin", "admin-secret"))
+    for f in a.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(15)
+
+
+def _produce(conf, topic) -> KafkaError | None:
+    from confluent_kafka import Producer
+    p = Producer({**conf, "message.timeout.ms": 6000, "topic.metadata.refresh.interval.ms": 500})
+    out = []
+    p.produce(topic, b"x", on_delivery=lambda e, m: out.append(e))
+    p.flush(10)
+    return out[0] if out else KafkaError(KafkaError._MSG_TIMED_OUT)
+
+
+def test_write_denied_then_granted_with_kafka_acls(authz_broker):
+    b = authz_broker
+    _create_topic(b, "orders")
+    err = _produce(_conf(b, "alice", "alice-secret"), "orders")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    r = acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Write", "--topic", "orders")
+    assert r.returncode == 0, r.stderr
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`" \
+        in r.stdout
+    assert _produce(_conf(b, "alice", "alice-secret"), "orders") is None
+    # bob still cannot
+    err = _produce(_conf(b, "bob", "bob-secret"), "orders")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_list_output_format(authz_broker):
+    b = authz_broker
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--operation",
+                "Describe", "--topic", "t1").returncode == 0
+    r = acls(b, "--list", "--topic", "t1")
+    assert r.returncode == 0, r.stderr
+    head = "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t1, patternType=LITERAL)`: \n"
+    assert r.stdout.startswith(head), r.stdout
+    assert " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in r.stdout
+    assert "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in r.stdout
+    everything = acls(b, "--list")
+    assert head in everything.stdout
+    r = acls(b, "--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t1")
+    assert r.returncode == 0, r.stderr
+    r = acls(b, "--list", "--topic", "t1")
+    assert "operation=READ" not in r.stdout and "operation=DESCRIBE" in r.stdout
+
+
+def test_prefixed_and_deny_wins_and_super_user(authz_broker):
+    b = authz_broker
+    for t in ("pay-1", "other", "t3"):
+        _create_topic(b, t)
+    assert acls(b, "--add", "--allow-principal", "User:bob", "--operation", "Write", "--topic", "pay-",
+                "--resource-pattern-type", "prefixed").returncode == 0
+    bob = _conf(b, "bob", "bob-secret")
+    assert _produce(bob, "pay-1") is None
+    err = _produce(bob, "other")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # DENY beats ALLOW
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "All", "--topic", "t3").returncode == 0
+    alice = _conf(b, "alice", "alice-secret")
+    assert _produce(alice, "t3") is None
+    assert acls(b, "--add", "--deny-principal", "User:alice", "--operation", "Write", "--topic", "t3").returncode == 0
+    err = _produce(alice, "t3")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # the super user needs no ACLs
+    assert _produce(_conf(b, "admin", "admin-secret"), "other") is None
+
+
+def test_group_read_needed_to_consume(authz_broker):
+    from confluent_kafka import Consumer
+    b = authz_broker
+    _create_topic(b, "events")
+    assert _produce(_conf(b, "admin", "admin-secret"), "events") is None
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "events").returncode == 0
+    group = "g-" + uuid.uuid4().hex[:6]
+
+    def consume():
+        c = Consumer({**_conf(b, "alice", "alice-secret"), "group.id": group, "auto.offset.reset": "earliest"})
+        c.subscribe(["events"])
+        try:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is None:
+                    continue
+                if m.error():
+                    return m.error()
+                c.commit(m, asynchronous=False)
+                return m.value()
+        finally:
+            c.close()
+    got = consume()
+    assert isinstance(got, KafkaError) and got.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, got
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", group).returncode == 0
+    assert consume() == b"x"
+
+
+def test_metadata_filters_unauthorized_topics(authz_broker):
+    from confluent_kafka.admin import AdminClient
+    b = authz_broker
+    for t in ("visible", "hidden"):
+        _create_topic(b, t)
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Describe", "--topic",
+                "visible").returncode == 0
+    md = AdminClient(_conf(b, "alice", "alice-secret")).list_topics(timeout=10)
+    assert "visible" in md.topics and "hidden" not in md.topics
+    md = AdminClient(_conf(b, "admin", "admin-secret")).list_topics(timeout=10)
+    assert {"visible", "hidden"} <= set(md.topics)
+
+
+def test_acls_without_authorizer_security_disabled(secure_broker, tmp_path):
+    b = secure_broker(listeners=("SASL_PLAINTEXT",))
+    b.admin_cfg = str(tmp_path / "a.properties")
+    Path(b.admin_cfg).write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                                 "sasl.username=admin\nsasl.password=admin-secret\n")
+    r = acls(b, "--list")
+    assert r.returncode != 0
+    assert "Security features are disabled" in r.stderr + r.stdout or "No Authorizer" in r.stderr + r.stdout

@@ -1,0 +1,229 @@
+"""TLS and SASL listeners driven by unmodified clients (confluent-kafka, kafka-python)."""
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+
+import pytest
+
+from tests.security.conftest import ADMIN, ALICE
+
+pytestmark = pytest.mark.integration
+ck = pytest.importorskip("confluent_kafka")
+
+
+def _produce_consume(conf: dict, topic: str, n: int = 5) -> list[bytes]:
+    from confluent_kafka import Consumer, Producer
+    p = Producer({**conf, "message.timeout.ms": 15000})
+    errors = []
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: e and errors.append(e))
+    assert p.flush(20) == 0
+    assert not errors, errors
+    c = Consumer({**conf, "group.id": "g-" + uuid.uuid4().hex[:6], "auto.offset.reset": "earliest"})
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])     # no group: the transport is under test
+    got = []
+    try:
+        import time
+        deadline = time.monotonic() + 20
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def _sasl(mech, user, pw):
+    return {"sasl.mechanism": mech, "sasl.username": user, "sasl.password": pw}
+
+
+def test_ssl_server_auth_confluent(secure_broker, pki):
+    b = secure_broker(listeners=("SSL",))
+    conf = {"bootstrap.servers": b.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
+    assert _produce_consume(conf, "tls-topic") == [b"v%d" % i for i in range(5)]
+
+
+def test_ssl_kafka_python(secure_broker, pki):
+    kafka = pytest.importorskip("kafka")
+    b = secure_broker(listeners=("SSL",))
+    common = dict(bootstrap_servers=b.addr("SSL"), security_protocol="SSL", ssl_cafile=str(pki.ca),
+                  ssl_check_hostname=True)
+    p = kafka.KafkaProducer(**common)
+    p.send("kp-tls", b"hello").get(timeout=15)
+    p.close()
+    c = kafka.KafkaConsumer("kp-tls", auto_offset_reset="earliest", consumer_timeout_ms=10000, **common)
+    assert [m.value for m in c][:1] == [b"hello"]
+    c.close()
+
+
+def test_mutual_tls_required(secure_broker, pki):
+    b = secure_broker(listeners=("SSL",), client_auth="required")
+    conf = {"bootstrap.servers": b.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca),
+            "ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
+    assert _produce_consume(conf, "mtls", 2) == [b"v0", b"v1"]
+    # without a client certificate the handshake fails
+    from confluent_kafka.admin import AdminClient
+    a = AdminClient({"bootstrap.servers": b.addr("SSL"), "security.protocol": "SSL",
+                     "ssl.ca.location": str(pki.ca), "socket.timeout.ms": 3000})
+    with pytest.raises(ck.KafkaException):
+        a.list_topics(timeout=3)
+
+
+@pytest.mark.parametrize("mech,user", [("PLAIN", ALICE), ("SCRAM-SHA-256", ALICE), ("SCRAM-SHA-512", ADMIN)])
+def test_sasl_plaintext_good(secure_broker, mech, user):
+    b = secure_broker(listeners=("SASL_PLAINTEXT",))
+    if mech.startswith("SCRAM"):
+        _add_scram(b.plaintext, user[0], user[1], mech)
+    conf = {"bootstrap.servers": b.addr("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            **_sasl(mech, *user)}
+    assert _produce_consume(conf, "sasl-" + mech.lower(), 3) == [b"v0", b"v1", b"v2"]
+
+
+def _add_scram(bootstrap, user, pw, mech="SCRAM-SHA-256"):
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    m = ScramMechanism.SCRAM_SHA_256 if mech == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
+    fs = a.alter_user_scram_credentials([UserScramCredentialUpsertion(user, ScramCredentialInfo(m, 4096),
+                                                                      pw.encode())])
+    for f in fs.values():
+        f.result(10)
+
+
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_bad_password_confluent(secure_broker, mech):
+    from confluent_kafka.admin import AdminClient
+    b = secure_broker(listeners=("SASL_PLAINTEXT",))
+    if mech.startswith("SCRAM"):
+        _add_scram(b.plaintext, "alice", "alice-secret", mech)
+    errors = []
+    a = AdminClient({"bootstrap.servers": b.addr("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                     **_sasl(mech, "alice", "wrong"), "error_cb": errors.append})
+    with pytest.raises(ck.KafkaException):
+        a.list_topics(timeout=4)
+    a.poll(1)                      # serves error_cb
+    assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def _frame(api_key, version, corr, body: bytes, client_id=b"t") -> bytes:
+    hdr = struct.pack(">hhih", api_key, version, corr, len(client_id)) + client_id
+    if version >= 2 and api_key == 36:
+        hdr += b"\0"          # flexible request header: tagged fields
+    msg = hdr + body
+    return struct.pack(">i", len(msg)) + msg
+
+
+def _read(sock) -> bytes:
+    n = struct.unpack(">i", _recv(sock, 4))[0]
+    return _recv(sock, n)
+
+
+def _recv(sock, n) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+def test_sasl_wire_failure_then_closed(secure_broker):
+    """SaslHandshake v1 + SaslAuthenticate v1 with a bad password: SASL_AUTHENTICATION_FAILED (58),
+    then the broker closes the connection; a request before authentication closes it too."""
+    b = secure_broker(listeners=("SASL_PLAINTEXT",))
+    host, port = "127.0.0.1", b.ports["SASL_PLAINTEXT"]
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(_frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
+        r = _read(s)
+        assert struct.unpack(">ih", r[:6]) == (1, 0)
+        tok = b"\0alice\0nope"
+        s.sendall(_frame(36, 1, 2, struct.pack(">i", len(tok)) + tok))
+        r = _read(s)
+        corr, err = struct.unpack(">ih", r[:6])
+        assert (corr, err) == (2, 58)
+        assert b"Invalid username or password" in r
+        s.settimeout(5)
+        assert s.recv(1) == b""
+    with socket.create_connection((host, port), timeout=5) as s:       # Metadata before auth
+        s.sendall(_frame(3, 1, 1, struct.pack(">i", -1)))
+        s.settimeout(5)
+        assert s.recv(1) == b""
+    with socket.create_connection((host, port), timeout=5) as s:       # legacy v0 raw tokens
+        s.sendall(_frame(17, 0, 1, struct.pack(">h", 5) + b"PLAIN"))
+        assert struct.unpack(">ih", _read(s)[:6]) == (1, 0)
+        tok = b"\0alice\0alice-secret"
+        s.sendall(struct.pack(">i", len(tok)) + tok)
+        assert _read(s) == b""
+        s.sendall(_frame(3, 1, 3, struct.pack(">i", 0)))              # now a normal request works
+        assert struct.unpack(">i", _read(s)[:4]) == (3,)
+
+
+def test_sasl_ssl(secure_broker, pki):
+    b = secure_broker(listeners=("SASL_SSL",))
+    _add_scram(b.plaintext, "bob", "bob-secret", "SCRAM-SHA-512")
+    for mech, user in (("PLAIN", ALICE), ("SCRAM-SHA-512", ("bob", "bob-secret"))):
+        conf = {"bootstrap.servers": b.addr("SASL_SSL"), "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(pki.ca), **_sasl(mech, *user)}
+        assert _produce_consume(conf, "saslssl-" + mech.lower(), 2) == [b"v0", b"v1"]
+
+
+def test_kafka_python_sasl_scram(secure_broker):
+    kafka = pytest.importorskip("kafka")
+    b = secure_broker(listeners=("SASL_PLAINTEXT",))
+    _add_scram(b.plaintext, "alice", "alice-secret", "SCRAM-SHA-256")
+    common = dict(bootstrap_servers=b.addr("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                  sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    p = kafka.KafkaProducer(**common)
+    p.send("kp-scram", b"x").get(timeout=15)
+    p.close()
+    with pytest.raises(Exception):
+        bad = dict(common, sasl_plain_password="wrong")
+        kafka.KafkaProducer(**bad, api_version_auto_timeout_ms=5000)
+
+
+def _tool(name, *args):
+    import os
+    import subprocess
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([str(repo / "bin" / name), *args], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(repo)))
+
+
+def test_kafka_configs_scram_users_and_tools_over_sasl_ssl(secure_broker, pki, tmp_path):
+    """kafka-configs.sh creates SCRAM credentials; the project's tools then log in with them over
+    SASL_SSL (--command-config), and a wrong password is refused."""
+    b = secure_broker(listeners=("SASL_SSL",))
+    r = _tool("kafka-configs.sh", "--bootstrap-server", b.plaintext, "--alter", "--add-config",
+              "SCRAM-SHA-256=[iterations=8192,password=carol-secret],SCRAM-SHA-512=[password=carol-secret]",
+              "--entity-type", "users", "--entity-name", "carol")
+    assert r.returncode == 0, r.stderr
+    assert "Completed updating config for user carol." in r.stdout
+    r = _tool("kafka-configs.sh", "--bootstrap-server", b.plaintext, "--describe", "--entity-type", "users",
+              "--entity-name", "carol")
+    assert r.stdout.strip() == ("SCRAM credential configs for user-principal 'carol' are "
+                                "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096"), r.stdout + r.stderr
+    cfg = tmp_path / "client.properties"
+    cfg.write_text(f"security.protocol=SASL_SSL\nssl.truststore.location={pki.ca}\nsasl.mechanism=SCRAM-SHA-512\n"
+                   "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                   'username="carol" password="carol-secret";\n')
+    r = _tool("kafka-topics.sh", "--bootstrap-server", b.addr("SASL_SSL"), "--command-config", str(cfg),
+              "--create", "--topic", "via-sasl-ssl")
+    assert r.returncode == 0, r.stderr
+    r = _tool("kafka-topics.sh", "--bootstrap-server", b.addr("SASL_SSL"), "--command-config", str(cfg), "--list")
+    assert "via-sasl-ssl" in r.stdout.split()
+    cfg.write_text(cfg.read_text().replace('password="carol-secret"', 'password="nope"'))
+    r = _tool("kafka-topics.sh", "--bootstrap-server", b.addr("SASL_SSL"), "--command-config", str(cfg), "--list")
+    assert r.returncode != 0 and "Invalid user credentials" in r.stderr + r.stdout
+    # deleting a mechanism
+    r = _tool("kafka-configs.sh", "--bootstrap-server", b.plaintext, "--alter", "--delete-config", "SCRAM-SHA-512",
+              "--entity-type", "users", "--entity-name", "carol")
+    assert r.returncode == 0, r.stderr
+    r = _tool("kafka-configs.sh", "--bootstrap-server", b.plaintext, "--describe", "--entity-type", "users")
+    assert r.stdout.strip() == "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192"

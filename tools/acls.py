@@ -1,0 +1,265 @@
+"""kafka-acls.sh: add, remove and list ACLs through CreateAcls / DeleteAcls / DescribeAcls.
+
+Kafka's flags: --bootstrap-server, --command-config, --add | --remove | --list, resources
+(--topic, --group, --cluster, --transactional-id; repeatable), --resource-pattern-type
+(LITERAL default; PREFIXED; ANY/MATCH for --list/--remove), --allow-principal/--deny-principal,
+--allow-host/--deny-host (default * when a principal is given), --operation (default ALL),
+--principal (filter for --list), the --producer/--consumer conveniences (with --idempotent),
+and --force (no confirmation prompt for --remove).  Output follows AclCommand:
+
+    Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`:
+     	(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)
+"""
+from __future__ import annotations
+
+import sys
+
+from broker.security import acl as A
+from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, raise_error, run
+
+DESCRIPTION = "This tool helps to manage acls on kafka."
+NL = "\n"
+
+
+def build_parser() -> OptionParser:
+    p = OptionParser(DESCRIPTION)
+    p.add("help", "Print usage information.")
+    p.add("version", "Display Kafka version.")
+    p.add("bootstrap-server", "A list of host/port pairs to use for establishing the connection to the Kafka "
+                              "cluster.", "server to connect to")
+    p.add("command-config", "A property file containing configs to be passed to Admin Client.",
+          "command-config")
+    p.add("add", "Indicates you are trying to add ACLs.")
+    p.add("remove", "Indicates you are trying to remove ACLs.")
+    p.add("list", "List ACLs for the specified resource, use --topic <topic> or --group <group> or --cluster "
+                  "to specify a resource.")
+    p.add("topic", "topic to which ACLs should be added or removed. A value of '*' indicates ACL should apply "
+                   "to all topics.", "topic", multi=True)
+    p.add("cluster", "Add/Remove cluster ACLs.")
+    p.add("group", "Consumer Group to which the ACLs should be added or removed. A value of '*' indicates the "
+                   "ACLs should apply to all groups.", "group", multi=True)
+    p.add("transactional-id", "The transactionalId to which ACLs should be added or removed. A value of '*' "
+                              "indicates the ACLs should apply to all transactionalIds.", "transactional-id",
+          multi=True)
+    p.add("resource-pattern-type", "The type of the resource pattern or pattern filter. When adding acls, this "
+                                   "should be a specific pattern type, e.g. 'literal' or 'prefixed'. When listing "
+                                   "or removing acls, a specific pattern type can be used to list or remove acls "
+                                   "from specific resource patterns, or use the filter values of 'any' or "
+                                   "'match'. (default: LITERAL)", "ANY|MATCH|LITERAL|PREFIXED")
+    p.add("allow-principal", "principal is in principalType:name format. Note that principalType must be "
+                             "supported by the Authorizer being used.", "allow-principal", multi=True)
+    p.add("deny-principal", "principal is in principalType:name format. By default anyone not added through "
+                            "--allow-principal is denied.", "deny-principal", multi=True)
+    p.add("principal", "List ACLs for the specified principal. principal is in principalType:name format. "
+                       "Multiple --principal option can be passed.", "principal", multi=True)
+    p.add("allow-host", "Host from which principals listed in --allow-principal will have access. If you have "
+                        "specified --allow-principal then the default for this option will be set to '*'.",
+          "allow-host", multi=True)
+    p.add("deny-host", "Host from which principals listed in --deny-principal will be denied access. If you "
+                       "have specified --deny-principal then the default for this option will be set to '*'.",
+          "deny-host", multi=True)
+    p.add("operation", "Operation that is being allowed or denied. Valid operation names are: Describe, "
+                       "DescribeConfigs, Alter, IdempotentWrite, Read, Delete, Create, ClusterAction, All, "
+                       "CreateTokens, DescribeTokens, Write, AlterConfigs (default: All)", "operation", multi=True)
+    p.add("producer", "Convenience option to add/remove ACLs for producer role. This will generate ACLs that "
+                      "allows WRITE,DESCRIBE and CREATE on topic.")
+    p.add("consumer", "Convenience option to add/remove ACLs for consumer role. This will generate ACLs that "
+                      "allows READ,DESCRIBE on topic and READ on group.")
+    p.add("idempotent", "Enable idempotence for the producer. This should be used in combination with the "
+                        "--producer option.")
+    p.add("force", "Assume Yes to all queries and do not prompt.")
+    return p
+
+
+def _enum(text: str, table: dict[str, int], what: str) -> int:
+    key = text.replace("-", "").replace("_", "").upper()
+    for name, code in table.items():
+        if name.replace("_", "") == key:
+            return code
+    raise ToolError(f"Invalid {what}: {text}")
+
+
+def _resources(o, pattern: int) -> list[tuple[int, str, int]]:
+    out = [(A.TOPIC, t, pattern) for t in o.get("topic") or []]
+    out += [(A.GROUP, g, pattern) for g in o.get("group") or []]
+    out += [(A.TRANSACTIONAL_ID, t, pattern) for t in o.get("transactional-id") or []]
+    if o.get("cluster"):
+        out.append((A.CLUSTER, A.CLUSTER_NAME, pattern))
+    return out
+
+
+def _entries(o) -> list[tuple[str, str, int]]:
+    """(principal, host, permission) for --allow-principal/--deny-principal."""
+    out = []
+    for key, hkey, perm in (("allow-principal", "allow-host", A.ALLOW), ("deny-principal", "deny-host", A.DENY)):
+        principals = o.get(key) or []
+        hosts = o.get(hkey) or ["*"]
+        for pr in principals:
+            if ":" not in pr:
+                raise ToolError(f"Could not parse principal from `{pr}` (no colon is present separating the "
+                                "principal type from the principal name)")
+            for h in hosts:
+                out.append((pr, h, perm))
+    return out
+
+
+def _bindings_per_resource(o, pattern: int) -> dict[tuple, list[A.AclBinding]]:
+    entries = _entries(o)
+    out: dict[tuple, list[A.AclBinding]] = {}
+    if o.get("producer") or o.get("consumer"):
+        res_ops: list[tuple[tuple, list[int]]] = []
+        for r in _resources(o, pattern):
+            if o.get("producer"):
+                if r[0] == A.TOPIC:
+                    res_ops.append((r, [A.WRITE, A.DESCRIBE, A.CREATE]))
+                elif r[0] == A.TRANSACTIONAL_ID:
+                    res_ops.append((r, [A.WRITE, A.DESCRIBE]))
+            if o.get("consumer"):
+                if r[0] == A.TOPIC:
+                    res_ops.append((r, [A.READ, A.DESCRIBE]))
+                elif r[0] == A.GROUP:
+                    res_ops.append((r, [A.READ]))
+        if o.get("producer") and o.get("idempotent"):
+            res_ops.append(((A.CLUSTER, A.CLUSTER_NAME, A.LITERAL), [A.IDEMPOTENT_WRITE]))
+        for r, ops in res_ops:
+            for pr, h, perm in entries:
+                for op in ops:
+                    out.setdefault(r, []).append(A.AclBinding(r[0], r[1], r[2], pr, h, op, perm))
+        return out
+    ops = [_enum(x, A.OPERATIONS, "operation") for x in (o.get("operation") or ["All"])]
+    for r in _resources(o, pattern):
+        valid = set(A.RESOURCE_OPERATIONS.get(r[0], ())) | {A.ALL}
+        bad = [op for op in ops if op not in valid]
+        if bad:
+            raise ToolError(f"ResourceType {A.RESOURCE_TYPE_NAMES[r[0]]} only supports operations "
+                            + ",".join(A.OPERATION_NAMES[x] for x in sorted(valid)))
+        for pr, h, perm in entries:
+            for op in ops:
+                out.setdefault(r, []).append(A.AclBinding(r[0], r[1], r[2], pr, h, op, perm))
+    return out
+
+
+def _print_block(title: str, bindings) -> None:
+    print(f"{title}: {NL} " + NL.join("\t" + A.binding_text(b) for b in bindings) + f" {NL}")
+
+
+async def _describe(client, f: A.AclFilter, version: int | None = None) -> dict[tuple, list[A.AclBinding]]:
+    conn = await client.any_connection()
+    v = conn.pick_version(29)
+    req = DescribeAclsRequest(resource_type_filter=f.resource_type, resource_name_filter=f.name,
+                              pattern_type_filter=f.pattern_type, principal_filter=f.principal,
+                              host_filter=f.host, operation=f.operation, permission_type=f.permission)
+    resp = await conn.send(req, version=v)
+    raise_error(resp.error_code, resp.error_message)
+    out: dict[tuple, list[A.AclBinding]] = {}
+    for r in resp.resources:
+        pt = r.pattern_type if v >= 1 else A.LITERAL
+        for a in r.acls:
+            out.setdefault((r.resource_type, r.resource_name, pt), []).append(
+                A.AclBinding(r.resource_type, r.resource_name, pt, a.principal, a.host, a.operation,
+                             a.permission_type))
+    return out
+
+
+async def _list(client, o, pattern: int, resources=None) -> None:
+    resources = _resources(o, pattern) if resources is None else resources
+    principals = o.get("principal") or [None]
+    filters = [A.AclFilter(rt, name, pt) for rt, name, pt in resources] or [A.AclFilter()]
+    for pr in principals:
+        found: dict[tuple, list] = {}
+        for f in filters:
+            for k, v in (await _describe(client, f._replace(principal=pr))).items():
+                found.setdefault(k, []).extend(b for b in v if b not in found.get(k, []))
+        if pr is not None:
+            print(f"ACLs for principal `{pr}`")
+        for (rt, name, pt), bindings in found.items():
+            _print_block(f"Current ACLs for resource `{A.pattern_text(rt, name, pt)}`", bindings)
+
+
+async def execute(o) -> int:
+    actions = [a for a in ("add", "remove", "list") if o.get(a)]
+    if len(actions) != 1:
+        raise ToolError("Command must include exactly one action: --list, --add, --remove. ")
+    action = actions[0]
+    pattern_text = o.get("resource-pattern-type") or "LITERAL"
+    pattern = _enum(pattern_text, A.PATTERN_TYPES, "resource pattern type")
+    if action == "add" and pattern not in (A.LITERAL, A.PREFIXED):
+        raise ToolError(f"A '--resource-pattern-type' value of '{pattern_text.upper()}' is not valid when "
+                        "adding acls.")
+    if (o.get("producer") or o.get("consumer")) and action != "list":
+        if o.get("consumer") and not o.get("group"):
+            raise ToolError("With --consumer you must specify a --group")
+    if action in ("add", "remove") and not _resources(o, pattern):
+        raise ToolError("You must provide at least one resource: --topic <topic> or --cluster or "
+                        "--group <group> or --transactional-id <id>")
+    client = await cluster_from(o)
+    try:
+        if action == "list":
+            await _list(client, o, pattern)
+            return 0
+        per_resource = _bindings_per_resource(o, pattern)
+        if action == "add":
+            if not any(per_resource.values()):
+                raise ToolError("You must specify one of: --allow-principal, --deny-principal when trying to "
+                                "add ACLs.")
+            conn = await client.any_connection()
+            for r, bindings in per_resource.items():
+                _print_block(f"Adding ACLs for resource `{A.pattern_text(*r)}`", bindings)
+                R = CreateAclsRequest
+                req = R(creations=[R.AclCreation(resource_type=b.resource_type, resource_name=b.name,
+                                                 resource_pattern_type=b.pattern_type, principal=b.principal,
+                                                 host=b.host, operation=b.operation, permission_type=b.permission)
+                                   for b in bindings])
+                resp = await conn.send(req)
+                for res in resp.results:
+                    raise_error(res.error_code, res.error_message)
+            await _list(client, o, pattern, list(per_resource))
+            return 0
+        # remove
+        conn = await client.any_connection()
+        R = DeleteAclsRequest
+        for r in _resources(o, pattern):
+            bindings = per_resource.get(r)
+            if bindings:
+                filters = [R.DeleteAclsFilter(resource_type_filter=b.resource_type, resource_name_filter=b.name,
+                                              pattern_type_filter=b.pattern_type, principal_filter=b.principal,
+                                              host_filter=b.host, operation=b.operation,
+                                              permission_type=b.permission) for b in bindings]
+                question = (f"Are you sure you want to remove ACLs: {NL} "
+                            + NL.join("\t" + A.binding_text(b) for b in bindings)
+                            + f" {NL} from resource filter `{A.pattern_text(*r)}`? (y/n)")
+            else:
+                filters = [R.DeleteAclsFilter(resource_type_filter=r[0], resource_name_filter=r[1],
+                                              pattern_type_filter=r[2], principal_filter=None, host_filter=None,
+                                              operation=A.ANY, permission_type=A.ANY)]
+                question = (f"Are you sure you want to delete all ACLs for resource filter "
+                            f"`{A.pattern_text(*r)}`? (y/n)")
+            if not o.get("force"):
+                print(question)
+                answer = sys.stdin.readline().strip().lower()
+                if answer not in ("y", "yes"):
+                    continue
+            resp = await conn.send(R(filters=filters))
+            for fr in resp.filter_results:
+                raise_error(fr.error_code, fr.error_message)
+        await _list(client, o, pattern)
+        return 0
+    finally:
+        await client.close()
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+
+    def body(args):
+        o = parse_or_exit(p, args)
+        if not o.get("bootstrap-server"):
+            p.usage_exit("Missing required argument \"[bootstrap-server]\"")
+        return execute(o)
+
+    return run(body, sys.argv[1:] if argv is None else argv, error_prefix="Error: ")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
