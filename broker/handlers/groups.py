@@ -63,7 +63,7 @@ def _partition_exists(broker, topic: str, partition: int) -> bool:
 def _on_listener(ctx, node):
     """(node_id, host, port) of ``node`` on the listener this request came in on (Kafka answers
     with the coordinator's endpoint for the client's listener)."""
-    listener = getattr(ctx.connection, "listener_name", None)
+    listener = getattr(getattr(ctx, "connection", None), "listener_name", None)
     ctrl = getattr(ctx.broker, "controller", None)
     if listener and ctrl is not None:
         for b in ctrl.brokers():
