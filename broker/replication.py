@@ -37,6 +37,7 @@ from storage.errors import StorageError
 log = logging.getLogger("odradek.replication")
 
 GROUP_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 DELETING_EPOCH = -2
 NO_EPOCH = -1
 
@@ -191,11 +192,8 @@ class ReplicationManager:
             # after an unclean election: our log is the partition now; tell the controller it
             # has recovered (Kafka's leader does this once it has taken over)
             self._propose_isr(part, list(part.isr), recovered=True)
-        if part.topic == GROUP_TOPIC and not was_leader and self.broker.groups is not None:
-            try:
-                self.broker.groups.on_become_leader(part.partition)
-            except Exception:
-                log.exception("loading group partition %d failed", part.partition)
+        if not was_leader:
+            self._coordinators_follow(part.topic, part.partition, True, ps.leader_epoch)
 
     def _become_follower(self, part, ps, leader_ep) -> None:
         was_leader = part.is_leader
@@ -207,11 +205,8 @@ class ReplicationManager:
         part.pending_isr = None
         part.remote = {}
         part.wake()
-        if was_leader and part.topic == GROUP_TOPIC and self.broker.groups is not None:
-            try:
-                self.broker.groups.on_resign(part.partition)
-            except Exception:
-                log.exception("unloading group partition %d failed", part.partition)
+        if was_leader:
+            self._coordinators_follow(part.topic, part.partition, False)
         self._remove_fetcher(part)
         if ps.leader >= 0:
             if leader_ep is None:
@@ -222,6 +217,26 @@ class ReplicationManager:
                 log.warning("%s-%d: no endpoint for leader %d", part.topic, part.partition, ps.leader)
         log.info("%s-%d: follower of %d at epoch %d (log end %d)", part.topic, part.partition, ps.leader,
                  ps.leader_epoch, part.log.log_end_offset)
+
+    def _coordinators_follow(self, topic: str, partition: int, leader: bool, epoch: int = -1) -> None:
+        """The group and transaction coordinators load/unload with their topics' leadership."""
+        if topic == GROUP_TOPIC:
+            coord, what = self.broker.groups, "group"
+        elif topic == TXN_TOPIC:
+            coord, what = getattr(self.broker, "txns", None), "transaction"
+        else:
+            return
+        if coord is None:
+            return
+        try:
+            if not leader:
+                coord.on_resign(partition)
+            elif topic == TXN_TOPIC:
+                coord.on_become_leader(partition, epoch)
+            else:
+                coord.on_become_leader(partition)
+        except Exception:
+            log.exception("%s %s partition %d failed", "loading" if leader else "unloading", what, partition)
 
     def _endpoint(self, broker_id: int):
         name = self.cfg.inter_broker_listener_name()
@@ -260,11 +275,8 @@ class ReplicationManager:
             part = self.rm.get(t, p)
             if part is not None:
                 self._remove_fetcher(part)
-                if part.is_leader and t == GROUP_TOPIC and self.broker.groups is not None:
-                    try:
-                        self.broker.groups.on_resign(p)
-                    except Exception:
-                        log.exception("unloading group partition %d failed", p)
+                if part.is_leader:
+                    self._coordinators_follow(t, p, False)
                 try:
                     self.rm.remove_partition(t, p, delete)
                 except (StorageError, OSError) as e:
