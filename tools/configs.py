@@ -14,7 +14,7 @@ SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 SET, DELETE = 0, 1
-SUPPORTED = ("topics", "brokers")
+SUPPORTED = ("topics", "brokers", "users")
 KNOWN = ("topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics",
          "groups")
 
@@ -205,10 +205,66 @@ async def alter(client, o, etype, name):
         print(f"Completed updating default config for {etype} in the cluster.")
 
 
+async def describe_users(client, name):
+    """SCRAM credentials (DescribeUserScramCredentials), printed as ConfigCommand does."""
+    from protocol import scram
+    from protocol.messages import DescribeUserScramCredentialsRequest as R
+    req = R(users=[R.UserName(name=name)] if name else None)
+    resp = await client.send_to_controller(req)
+    raise_error(resp.error_code, resp.error_message)
+    for r in resp.results:
+        if r.error_code == 91 and name:        # RESOURCE_NOT_FOUND: no credentials
+            continue
+        raise_error(r.error_code, r.error_message)
+        creds = ", ".join(f"{scram.MECHANISM_NAMES.get(c.mechanism, c.mechanism)}=iterations={c.iterations}"
+                          for c in r.credential_infos)
+        print(f"SCRAM credential configs for user-principal '{r.user}' are {creds}")
+
+
+async def alter_users(client, o, name):
+    """SCRAM-SHA-256/512 credentials (AlterUserScramCredentials): the password is salted and
+    hashed here, as Kafka's tool does; only the salted password travels."""
+    import os as _os
+    from protocol import scram
+    from protocol.messages import AlterUserScramCredentialsRequest as R
+    to_add = {}
+    if o.get("add-config-file"):
+        to_add.update(load_properties(o["add-config-file"]))
+    if o.get("add-config"):
+        to_add.update(parse_add_config(o["add-config"]))
+    to_delete = [k.strip() for item in o["delete-config"] for k in item.split(",") if k.strip()]
+    upsertions, deletions = [], []
+    for mech, value in to_add.items():
+        if mech not in scram.MECHANISM_IDS:
+            raise ToolError(f"Only SCRAM credentials can be set for users here, not {mech} "
+                            "(quotas are not supported)")
+        fields = dict(x.split("=", 1) for x in value.split(",") if "=" in x)
+        if "password" not in fields:
+            raise ToolError(f"Invalid credential property {mech}={value}: a password is required")
+        iterations = int(fields.get("iterations", scram.DEFAULT_ITERATIONS))
+        salt = _os.urandom(32)
+        salted = scram.salted_password(mech, fields["password"], salt, iterations)
+        upsertions.append(R.ScramCredentialUpsertion(name=name, mechanism=scram.MECHANISM_IDS[mech],
+                                                     iterations=iterations, salt=salt, salted_password=salted))
+    for mech in to_delete:
+        if mech not in scram.MECHANISM_IDS:
+            raise ToolError(f"Only SCRAM credentials can be deleted for users here, not {mech}")
+        deletions.append(R.ScramCredentialDeletion(name=name, mechanism=scram.MECHANISM_IDS[mech]))
+    resp = await client.send_to_controller(R(deletions=deletions, upsertions=upsertions))
+    for r in resp.results:
+        raise_error(r.error_code, r.error_message)
+    print(f"Completed updating config for user {name}.")
+
+
 async def execute(o, etype, name):
     client = await cluster_from(o)
     try:
-        if o.has("describe"):
+        if etype == "users":
+            if o.has("describe"):
+                await describe_users(client, name)
+            else:
+                await alter_users(client, o, name)
+        elif o.has("describe"):
             await describe(client, o, etype, name)
         else:
             await alter(client, o, etype, name)
