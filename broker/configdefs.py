@@ -191,6 +191,14 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("replica.fetch.min.bytes", "int", 1, "Replica fetch minimum bytes.", H),
     _k("replica.fetch.backoff.ms", "int", 1000, "Sleep after a replica fetch error.", validator=at_least(0)),
     _k("num.replica.fetchers", "int", 1, "Replica fetcher tasks per source broker.", H, CW),
+    # Dynamic-only broker keys (Kafka's DynamicConfig.Broker): set by kafka-reassign-partitions.sh
+    # --throttle. Stored and described; the replica fetchers do not enforce them yet.
+    _k("leader.replication.throttled.rate", "long", LONG_MAX,
+       "Bytes/s cap on leader-side replication of throttled replicas (not enforced yet).", mode=PB,
+       validator=at_least(0)),
+    _k("follower.replication.throttled.rate", "long", LONG_MAX,
+       "Bytes/s cap on follower-side replication of throttled replicas (not enforced yet).", mode=PB,
+       validator=at_least(0)),
     _k("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed.", H),
     _k("replica.selector.class", "string", None, "Replica selector for follower fetching; unset = leader only."),
     _k("fetch.purgatory.purge.interval.requests", "int", 1000, "Fetch purgatory purge interval.", validator=None),
