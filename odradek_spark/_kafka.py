@@ -138,6 +138,7 @@ class ConnectorOptions:
         self.fetch_max_bytes = _int(o.get("kafka.max.partition.fetch.bytes", 4 << 20),
                                     "kafka.max.partition.fetch.bytes", 1)
         self.min_partitions = _int(o.get("minpartitions", 0), "minPartitions", 0)
+        self.use_arrow = _bool(o.get("usearrow", "true"), "useArrow")
         # -- sink
         self.sink_topic = o.get("topic") or None
         acks = str(o.get("kafka.acks", "all")).lower()
@@ -347,11 +348,36 @@ class SyncKafka:
 # Reading one offset range
 # =============================================================================================
 
-def read_range(opts: ConnectorOptions, topic: str, partition: int, start: int, end: int,
-               *, new_partition: bool = False) -> Iterator[tuple]:
-    """Yield the rows of ``topic``-``partition`` for offsets in ``[start, end)``.
+class Chunk:
+    """Records of one fetch, column by column (what Arrow wants), timestamps in ms."""
+    __slots__ = ("keys", "values", "offsets", "timestamps", "ts_types", "headers")
 
-    Rows are ``(key, value, topic, partition, offset, timestamp, timestampType[, headers])``.
+    def __init__(self, with_headers: bool):
+        self.keys: list = []
+        self.values: list = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.ts_types: list[int] = []
+        self.headers: list | None = [] if with_headers else None
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def rows(self, topic: str, partition: int) -> Iterator[tuple]:
+        cols = [self.keys, self.values, self.offsets, self.timestamps, self.ts_types]
+        if self.headers is None:
+            for k, v, o, ts, tt in zip(*cols):
+                yield (k, v, topic, partition, o, timestamp_of(ts), tt)
+        else:
+            for k, v, o, ts, tt, hs in zip(*cols, self.headers):
+                yield (k, v, topic, partition, o, timestamp_of(ts), tt, hs)
+
+
+def read_chunks(opts: ConnectorOptions, topic: str, partition: int, start: int, end: int,
+                *, new_partition: bool = False) -> Iterator[Chunk]:
+    """Yield the records of ``topic``-``partition`` for offsets in ``[start, end)``, one
+    ``Chunk`` per fetch response (so memory stays bounded by the fetch size).
+
     Offsets with no record (control records, aborted transactions under read_committed,
     compacted-away records) are skipped.  ``new_partition`` marks a range whose start is only a
     guess (a partition discovered after the previous batch): records already deleted there are
@@ -365,13 +391,42 @@ def read_range(opts: ConnectorOptions, topic: str, partition: int, start: int, e
         loop.run_until_complete(client.start())
         reader = _RangeReader(opts, client, topic, partition, start, end, new_partition)
         while not reader.done:
-            rows = loop.run_until_complete(reader.next_chunk())
-            yield from rows
+            chunk = loop.run_until_complete(reader.next_chunk())
+            if len(chunk):
+                yield chunk
     finally:
         try:
             loop.run_until_complete(client.close())
         finally:
             loop.close()
+
+
+def read_range(opts: ConnectorOptions, topic: str, partition: int, start: int, end: int,
+               *, new_partition: bool = False) -> Iterator[tuple]:
+    """Rows ``(key, value, topic, partition, offset, timestamp, timestampType[, headers])``
+    of ``[start, end)``; ``timestamp`` is an aware UTC datetime."""
+    for chunk in read_chunks(opts, topic, partition, start, end, new_partition=new_partition):
+        yield from chunk.rows(topic, partition)
+
+
+def read_range_arrow(opts: ConnectorOptions, topic: str, partition: int, start: int, end: int,
+                     arrow_schema, *, new_partition: bool = False):
+    """The same records as pyarrow RecordBatches with ``arrow_schema`` (built column-wise:
+    several times faster through Spark than rows of Python objects)."""
+    import pyarrow as pa
+    ts_type = arrow_schema.field("timestamp").type
+    hdr_type = arrow_schema.field("headers").type if opts.include_headers else None
+    for c in read_chunks(opts, topic, partition, start, end, new_partition=new_partition):
+        n = len(c)
+        arrays = [pa.array(c.keys, pa.binary()), pa.array(c.values, pa.binary()),
+                  pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
+                  pa.array(c.offsets, pa.int64()),
+                  pa.array([t * 1000 for t in c.timestamps], pa.int64()).cast(ts_type),
+                  pa.array(c.ts_types, pa.int32())]
+        if hdr_type is not None:
+            arrays.append(pa.array([[{"key": k, "value": v} for k, v in hs] for hs in c.headers],
+                                   hdr_type))
+        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
 class _RangeReader:
@@ -409,7 +464,7 @@ class _RangeReader:
         late = await list_offsets(self.client, [tp], LATEST, timeout=self.opts.request_timeout)
         return early[tp], late[tp]
 
-    async def next_chunk(self) -> list[tuple]:
+    async def next_chunk(self) -> Chunk:
         while True:
             if time.monotonic() > self.deadline:
                 raise ConnectorError(
@@ -434,17 +489,17 @@ class _RangeReader:
                 elif self.pos >= late:
                     self._lost(f"the log ends at {late}, before the planned end {self.end}", None)
                 if self.done:
-                    return []
+                    return Chunk(False)
                 continue
             if code:
                 if is_retriable(code) or code == E.NOT_LEADER_OR_FOLLOWER:
                     await self._backoff()
                     continue
                 raise kafka_error(code, f"Fetch of {self.what} failed: ")
-            rows = self._decode(resp_part)
-            if rows or self.done:
+            chunk = self._decode(resp_part)
+            if len(chunk) or self.done:
                 self._progress()
-                return rows
+                return chunk
             # Nothing usable: are the planned offsets still in the log?
             hw = resp_part.high_watermark
             stable = resp_part.last_stable_offset if self.opts.isolation_level == 1 else hw
@@ -455,7 +510,7 @@ class _RangeReader:
                 if late <= self.pos:
                     self._lost(f"the log ends at {late}, before the planned end {self.end}", None)
                     if self.done:
-                        return []
+                        return Chunk(False)
             await asyncio.sleep(0.05)
 
     async def _backoff(self):
@@ -488,39 +543,40 @@ class _RangeReader:
                     return p
         return None
 
-    def _decode(self, p) -> list[tuple]:
-        """Rows of the fetched records in ``[pos, end)``; advances ``pos``."""
+    def _decode(self, p) -> Chunk:
+        """The fetched records in ``[pos, end)``; advances ``pos``."""
+        headers_on = self.opts.include_headers
+        chunk = Chunk(headers_on)
         if not p.records:
-            return []
+            return chunk
         buf = memoryview(p.records)
         pos, end = self.pos, self.end
-        topic, partition = self.topic, self.partition
-        headers_on = self.opts.include_headers
         aborted = None
         if self.opts.isolation_level == 1 and p.aborted_transactions:
             aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
         active_aborted: set[int] = set()
-        rows: list[tuple] = []
         next_pos = pos
+        keys, values, offsets = chunk.keys, chunk.values, chunk.offsets
+        stamps, types, headers = chunk.timestamps, chunk.ts_types, chunk.headers
 
-        def row(offset, ts, ts_type, key, value, headers):
-            r = (None if key is None else bytes(key), None if value is None else bytes(value),
-                 topic, partition, offset, timestamp_of(ts), ts_type)
+        def add(offset, ts, ts_type, key, value, hs):
+            keys.append(None if key is None else bytes(key))
+            values.append(None if value is None else bytes(value))
+            offsets.append(offset)
+            stamps.append(ts)
+            types.append(ts_type)
             if headers_on:
-                r += ([(k, None if v is None else bytes(v)) for k, v in headers],)
-            return r
+                headers.append([(k, None if v is None else bytes(v)) for k, v in hs])
 
         for h in rec.iter_batches(buf):
-            if h.pos + h.size > len(buf):
-                break                                    # a partial batch at the end
             if h.base_offset >= end:
                 next_pos = max(next_pos, end)
                 break
             if h.magic != 2:
                 for m in rec.iter_legacy(buf, h.pos, h.pos + h.size):
                     if pos <= m.offset < end:
-                        rows.append(row(m.offset, m.timestamp, getattr(m, "timestamp_type", 0),
-                                        m.key, m.value, []))
+                        add(m.offset, m.timestamp, getattr(m, "timestamp_type", 0), m.key,
+                            m.value, [])
                     next_pos = max(next_pos, m.offset + 1)
                 continue
             if h.next_offset <= pos:
@@ -541,12 +597,12 @@ class _RangeReader:
             ts_type = h.timestamp_type
             for r in rec.iter_records(buf, h):
                 if pos <= r.offset < end:
-                    rows.append(row(r.offset, r.timestamp, ts_type, r.key, r.value, r.headers))
+                    add(r.offset, r.timestamp, ts_type, r.key, r.value, r.headers)
             next_pos = max(next_pos, h.next_offset)
         self.pos = min(max(next_pos, pos), end)
         if self.pos >= end:
             self.done = True
-        return rows
+        return chunk
 
 
 # =============================================================================================

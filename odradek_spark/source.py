@@ -17,7 +17,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
                                StructField, StructType, TimestampType)
 
 from odradek_spark._kafka import (EARLIEST, LATEST, ConnectorError, ConnectorOptions, SyncKafka,
-                                  from_offset_dict, limit_ranges, read_range, to_offset_dict)
+                                  from_offset_dict, limit_ranges, read_range, read_range_arrow,
+                                  to_offset_dict)
 
 try:  # PySpark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
@@ -46,6 +47,26 @@ def source_schema(include_headers: bool = False) -> StructType:
     if include_headers:
         fields.append(StructField("headers", HEADERS_TYPE, True))
     return StructType(fields)
+
+
+def arrow_schema(include_headers: bool = False):
+    """The Arrow schema Spark expects for ``source_schema`` (UTC microsecond timestamps)."""
+    schema = source_schema(include_headers)
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:                 # an older signature: build it by hand
+        import pyarrow as pa
+        fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()),
+                  pa.field("topic", pa.string(), False), pa.field("partition", pa.int32(), False),
+                  pa.field("offset", pa.int64(), False),
+                  pa.field("timestamp", pa.timestamp("us", tz="UTC"), False),
+                  pa.field("timestampType", pa.int32(), False)]
+        if include_headers:
+            entry = pa.struct([pa.field("key", pa.string(), False),
+                               pa.field("value", pa.binary())])
+            fields.append(pa.field("headers", pa.list_(pa.field("element", entry, False))))
+        return pa.schema(fields)
 
 
 class TopicPartitionRange(InputPartition):
@@ -138,9 +159,16 @@ class _ReaderBase:
             raise ConnectorError(f"invalid offsets for {bad} (use -2 for earliest, -1 for latest)")
         return out
 
-    def read(self, partition: TopicPartitionRange) -> Iterator[tuple]:
-        return read_range(self.opts, partition.topic, partition.partition, partition.start,
-                          partition.end, new_partition=partition.new_partition)
+    def read(self, partition: TopicPartitionRange) -> Iterator:
+        """Executor side: the records of one range, as Arrow batches (or rows with
+        ``useArrow=false``)."""
+        p = partition
+        if self.opts.use_arrow:
+            return read_range_arrow(self.opts, p.topic, p.partition, p.start, p.end,
+                                    arrow_schema(self.opts.include_headers),
+                                    new_partition=p.new_partition)
+        return read_range(self.opts, p.topic, p.partition, p.start, p.end,
+                          new_partition=p.new_partition)
 
 
 class OdradekStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -93,3 +93,18 @@ async def _consume_all(bootstrap: str, topic: str):
 def consume_all(bootstrap: str, topic: str):
     """Every record now in ``topic`` (tools.kclient ConsumerRecord objects)."""
     return run(_consume_all(bootstrap, topic))
+
+
+async def _delete_records(bootstrap: str, topic: str, partition: int, before: int):
+    from protocol.messages import DeleteRecordsRequest as R
+    async with ClusterClient(bootstrap) as c:
+        req = R(topics=[R.DeleteRecordsTopic(name=topic, partitions=[
+            R.DeleteRecordsPartition(partition_index=partition, offset=before)])], timeout_ms=30000)
+        resp = await c.send_to_leader(topic, partition, req)
+        p = resp.topics[0].partitions[0]
+        assert p.error_code == 0 and p.low_watermark == before, p
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int):
+    """Move the log start offset of ``topic``-``partition`` to ``before``."""
+    run(_delete_records(bootstrap, topic, partition, before))

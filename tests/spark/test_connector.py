@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.spark.support import consume_all, create_topic, produce, spark_missing
+from tests.spark.support import (consume_all, create_topic, delete_records, produce,
+                                 spark_missing)
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(bool(spark_missing()), reason=spark_missing() or "ok"),
@@ -138,6 +139,43 @@ def test_starting_offsets_latest_and_json(spark, spark_broker, topic_name, tmp_p
     placed = produce(bs, topic, records_for(6, start=30))
     run_available_now(stream(spark, bs, topic, startingOffsets="latest"), out, ckpt)
     assert sorted((r.partition, r.offset) for r in table(spark, out)) == sorted(placed)
+
+
+def batch(spark, bootstrap, topic, **options):
+    r = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic))
+    for k, v in options.items():
+        r = r.option(k, str(v))
+    return r.load()
+
+
+def test_rows_and_arrow_paths_agree(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap
+    topic = topic_name("paths")
+    create_topic(bs, topic, 2)
+    recs = records_for(40, partitions=2)
+    recs.append((0, None, None, [], T0))               # null key and value
+    produce(bs, topic, recs)
+    arrow = batch(spark, bs, topic, includeHeaders="true").collect()
+    rows = batch(spark, bs, topic, includeHeaders="true", useArrow="false").collect()
+    assert len(arrow) == 41
+    key = lambda r: (r.partition, r.offset)             # noqa: E731
+    assert sorted(arrow, key=key) == sorted(rows, key=key)
+    nulls = [r for r in arrow if r.value is None]
+    assert len(nulls) == 1 and nulls[0].key is None and nulls[0].headers == []
+
+
+def test_fail_on_data_loss(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap
+    topic = topic_name("loss")
+    create_topic(bs, topic, 1)
+    produce(bs, topic, records_for(20, partitions=1))
+    delete_records(bs, topic, 0, 12)
+    start = json.dumps({topic: {"0": 5}})
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        batch(spark, bs, topic, startingOffsets=start).collect()
+    got = batch(spark, bs, topic, startingOffsets=start, failOnDataLoss="false").collect()
+    assert sorted(r.offset for r in got) == list(range(12, 20))
 
 
 def test_batch_sink_writes_keys_values_headers(spark, spark_broker, topic_name):
