@@ -108,3 +108,25 @@ async def _delete_records(bootstrap: str, topic: str, partition: int, before: in
 def delete_records(bootstrap: str, topic: str, partition: int, before: int):
     """Move the log start offset of ``topic``-``partition`` to ``before``."""
     run(_delete_records(bootstrap, topic, partition, before))
+
+
+async def _batch_headers(bootstrap: str, topic: str, partition: int):
+    from protocol import records as rec
+    from protocol.messages import FetchRequest as F
+    async with ClusterClient(bootstrap) as c:
+        part = F.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=0,
+                                last_fetched_epoch=-1, log_start_offset=-1,
+                                partition_max_bytes=8 << 20)
+        req = F(cluster_id=None, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=8 << 20,
+                isolation_level=0, session_id=0, session_epoch=-1,
+                topics=[F.FetchTopic(topic=topic, partitions=[part])],
+                forgotten_topics_data=[], rack_id="")
+        conn = await c.connection(await c.leader(topic, partition))
+        resp = await conn.send(req, max_version=12)
+        records = resp.responses[0].partitions[0].records or b""
+        return list(rec.iter_batches(memoryview(records)))
+
+
+def batch_headers(bootstrap: str, topic: str, partition: int):
+    """The v2 batch headers stored in ``topic``-``partition`` (up to 8 MiB of them)."""
+    return run(_batch_headers(bootstrap, topic, partition))

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.spark.support import (consume_all, create_topic, delete_records, produce,
-                                 spark_missing)
+from tests.spark.support import (batch_headers, consume_all, create_topic, delete_records,
+                                 produce, spark_missing)
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(bool(spark_missing()), reason=spark_missing() or "ok"),
@@ -203,6 +203,12 @@ def test_batch_sink_writes_keys_values_headers(spark, spark_broker, topic_name):
     for p in range(3):
         offs = sorted(r.offset for r in out if r.partition == p)
         assert offs == list(range(len(offs)))
+        # written by an idempotent producer: a producer id and gap-free sequences per producer
+        seqs = {}
+        for h in batch_headers(bs, topic, p):
+            assert h.producer_id >= 0 and h.base_sequence >= 0
+            assert h.base_sequence == seqs.get(h.producer_id, 0)
+            seqs[h.producer_id] = h.base_sequence + h.last_offset_delta + 1
 
 
 def test_stream_to_stream_with_topic_column(spark, spark_broker, topic_name, tmp_path):

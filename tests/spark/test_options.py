@@ -71,3 +71,54 @@ def test_plan_ranges_one_task_per_partition_and_split():
     assert len(r) >= 6
     covered = sorted((x.partition, o) for x in r for o in range(x.start, x.end))
     assert covered == [(0, o) for o in range(100)] + [(2, o) for o in range(4)]
+
+
+def _decoder(isolation_level, start, end, headers=False):
+    from odradek_spark._kafka import _RangeReader
+    opts = ConnectorOptions({"bootstrap.servers": "127.0.0.1:1", "includeHeaders": str(headers),
+                             "kafka.isolation.level": ["read_uncommitted",
+                                                       "read_committed"][isolation_level]})
+    return _RangeReader(opts, None, "t", 0, start, end, False)
+
+
+def _log():
+    """Offsets 0-1 plain, 2-3 txn pid 7 (aborted, marker at 4), 5-6 txn pid 8 (committed,
+    marker at 7), 8-9 plain."""
+    from types import SimpleNamespace
+
+    from protocol import records as rec
+    parts = [
+        rec.build_batch([(b"k0", b"v0", [("h", b"1")], 1000), (None, b"v1", [], 1001)]),
+        rec.build_batch([(b"a", b"x2", [], 1002), (b"a", b"x3", [], 1003)], base_offset=2,
+                        producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True),
+        rec.build_control_batch("ABORT", 7, 0, 0, base_offset=4, timestamp=1004),
+        rec.build_batch([(b"c", b"y5", [], 1005), (b"c", b"y6", [], 1006)], base_offset=5,
+                        producer_id=8, producer_epoch=0, base_sequence=0, is_transactional=True),
+        rec.build_control_batch("COMMIT", 8, 0, 0, base_offset=7, timestamp=1007),
+        rec.build_batch([(b"k8", b"v8", [], 1008), (b"k9", b"v9", [], 1009)], base_offset=8),
+    ]
+    aborted = [SimpleNamespace(producer_id=7, first_offset=2)]
+    return SimpleNamespace(records=b"".join(bytes(p) for p in parts), aborted_transactions=aborted)
+
+
+def test_decode_skips_control_records_and_aborted_transactions():
+    r = _decoder(1, 0, 10, headers=True)
+    c = r._decode(_log())
+    assert c.offsets == [0, 1, 5, 6, 8, 9] and r.done and r.pos == 10
+    assert c.values == [b"v0", b"v1", b"y5", b"y6", b"v8", b"v9"]
+    assert c.keys[1] is None and c.headers[0] == [("h", b"1")]
+    assert c.timestamps == [1000, 1001, 1005, 1006, 1008, 1009]
+    # read_uncommitted sees the aborted records too, never the markers
+    r = _decoder(0, 0, 10)
+    assert r._decode(_log()).offsets == [0, 1, 2, 3, 5, 6, 8, 9]
+
+
+def test_decode_honours_the_range():
+    r = _decoder(0, 3, 6)
+    c = r._decode(_log())
+    assert c.offsets == [3, 5] and r.done and r.pos == 6
+    rows = list(c.rows("t", 0))
+    assert rows[0][:5] == (b"a", b"x3", "t", 0, 3)
+    # a range that ends inside a marker's offset still completes
+    r = _decoder(1, 2, 5)
+    assert r._decode(_log()).offsets == [] and r.done
