@@ -130,3 +130,18 @@ async def _batch_headers(bootstrap: str, topic: str, partition: int):
 def batch_headers(bootstrap: str, topic: str, partition: int):
     """The v2 batch headers stored in ``topic``-``partition`` (up to 8 MiB of them)."""
     return run(_batch_headers(bootstrap, topic, partition))
+
+
+def pyspark_before(major: int, minor: int) -> bool:
+    """True when the installed pyspark is older than ``major.minor`` (False if none)."""
+    if importlib.util.find_spec("pyspark") is None:
+        return False
+    from importlib.metadata import version
+    parts = version("pyspark").split(".")
+    return (int(parts[0]), int(parts[1])) < (major, minor)
+
+
+# PySpark 4.0/4.1 stream readers get no read limit and no AvailableNow preparation: Spark runs
+# Trigger.AvailableNow as one batch, without the trailing no-data batch that lets a watermark
+# close windows.
+NEEDS_42 = "needs PySpark 4.2+ (read limits and Trigger.AvailableNow for Python sources)"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.support import consume_all, create_topic, spark_missing
+from tests.spark.support import (NEEDS_42, consume_all, create_topic, pyspark_before,
+                                 spark_missing)
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(bool(spark_missing()), reason=spark_missing() or "ok"),
@@ -46,6 +47,7 @@ def latest_per_key(records):
     return out
 
 
+@pytest.mark.skipif(pyspark_before(4, 2), reason=NEEDS_42)
 def test_example_pipeline_end_to_end(spark, spark_broker, topic_name, tmp_path):
     ex = load_example()
     bs = spark_broker.bootstrap
