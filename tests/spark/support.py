@@ -145,3 +145,24 @@ def pyspark_before(major: int, minor: int) -> bool:
 # Trigger.AvailableNow as one batch, without the trailing no-data batch that lets a watermark
 # close windows.
 NEEDS_42 = "needs PySpark 4.2+ (read limits and Trigger.AvailableNow for Python sources)"
+
+
+async def _add_partitions(bootstrap: str, topic: str, count: int):
+    from protocol.messages import CreatePartitionsRequest as R
+    async with ClusterClient(bootstrap) as c:
+        resp = await c.send_to_controller(R(topics=[R.CreatePartitionsTopic(
+            name=topic, count=count, assignments=None)], timeout_ms=30000, validate_only=False))
+        assert resp.results[0].error_code == 0, resp.results[0]
+        for _ in range(100):
+            await c.refresh_metadata([topic])
+            t = c.topics.get(topic)
+            if t is not None and len(t.partitions) == count and \
+                    all(p.leader_id >= 0 for p in t.partitions):
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{topic} did not grow to {count} partitions")
+
+
+def add_partitions(bootstrap: str, topic: str, count: int):
+    """CreatePartitions: grow ``topic`` to ``count`` partitions."""
+    run(_add_partitions(bootstrap, topic, count))

@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.spark.support import (NEEDS_42, batch_headers, consume_all, create_topic,
-                                 delete_records, produce, pyspark_before, spark_missing)
+from tests.spark.support import (NEEDS_42, add_partitions, batch_headers, consume_all,
+                                 create_topic, delete_records, produce, pyspark_before,
+                                 spark_missing)
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(bool(spark_missing()), reason=spark_missing() or "ok"),
@@ -106,6 +107,22 @@ def test_stream_reads_each_record_once_and_resumes_from_checkpoint(spark, spark_
     q3 = run_available_now(stream(spark, bs, topic, includeHeaders="true"), out, ckpt)
     assert input_rows(q3) == 0
     assert len(table(spark, out)) == len(first) + len(second)
+
+
+def test_partitions_added_while_running_are_read_from_the_start(spark, spark_broker,
+                                                               topic_name, tmp_path):
+    bs = spark_broker.bootstrap
+    topic = topic_name("grow")
+    create_topic(bs, topic, 1)
+    produce(bs, topic, records_for(5, partitions=1))
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    run_available_now(stream(spark, bs, topic, startingOffsets="latest"), out, ckpt)
+    add_partitions(bs, topic, 2)
+    placed = produce(bs, topic, [(i % 2, None, b"v%d" % i, [], T0) for i in range(7)])
+    q = run_available_now(stream(spark, bs, topic), out, ckpt)
+    assert input_rows(q) == 7
+    assert sorted((r.partition, r.offset) for r in table(spark, out)) == sorted(placed)
+    assert sorted(placed)[-3:] == [(1, 0), (1, 1), (1, 2)]
 
 
 @pytest.mark.skipif(pyspark_before(4, 2), reason=NEEDS_42)
