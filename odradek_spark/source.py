@@ -21,10 +21,10 @@ from odradek_spark._kafka import (EARLIEST, LATEST, ConnectorError, ConnectorOpt
                                   to_offset_dict)
 
 try:  # PySpark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
                                                   SupportsTriggerAvailableNow)
 except ImportError:  # PySpark 4.0 / 4.1
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None
+    ReadAllAvailable = ReadMaxRows = None
 
     class SupportsTriggerAvailableNow:   # type: ignore[no-redef]
         pass
