@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -121,6 +122,21 @@ class ConnectorOptions:
         # -- source
         subscribe = o.get("subscribe") or ""
         self.topics = [t.strip() for t in subscribe.split(",") if t.strip()]
+        self.pattern = o.get("subscribepattern") or None
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as e:
+                raise ConnectorError(f"subscribePattern {self.pattern!r} is not a valid "
+                                     f"regular expression: {e}") from None
+        self.assign = None
+        if o.get("assign"):
+            try:
+                doc = json.loads(o["assign"])
+                self.assign = sorted({(str(t), int(p)) for t, ps in doc.items() for p in ps})
+            except (ValueError, TypeError, AttributeError):
+                raise ConnectorError(f'option assign must be JSON like {{"topic":[0,1]}}, '
+                                     f'not {o["assign"]!r}') from None
         self.starting = parse_offsets_option(o.get("startingoffsets"), "startingOffsets", "latest")
         self.ending = parse_offsets_option(o.get("endingoffsets"), "endingOffsets", "latest")
         mopt = o.get("maxoffsetspertrigger")
@@ -158,11 +174,14 @@ class ConnectorOptions:
         self.retry_backoff = _int(o.get("kafka.retry.backoff.ms", 100),
                                   "kafka.retry.backoff.ms", 0) / 1000.0
 
-    def require_topics(self):
-        if not self.topics:
-            raise ConnectorError('option subscribe is required (a comma list of topics), '
-                                 'e.g. .option("subscribe", "events")')
-        return self.topics
+    def require_subscription(self):
+        given = [n for n, v in (("subscribe", self.topics), ("subscribePattern", self.pattern),
+                                ("assign", self.assign)) if v]
+        if len(given) != 1:
+            raise ConnectorError(
+                "give exactly one of the options subscribe (a comma list of topics), "
+                "subscribePattern (a regular expression) or assign "
+                '(JSON like {"topic":[0,1]})' + (f"; got {', '.join(given)}" if given else ""))
 
     def client(self) -> ClusterClient:
         return ClusterClient(self.bootstrap, client_id=self.client_id,
@@ -329,6 +348,17 @@ class SyncKafka:
 
     def partitions(self, topics, must_exist=False) -> dict[str, int]:
         return self.run(lambda c: topic_partitions(c, topics, must_exist=must_exist))
+
+    def matching_topics(self, pattern: str) -> dict[str, int]:
+        """{topic: partition count} for the non-internal topics that ``pattern`` matches whole."""
+        rx = re.compile(pattern)
+
+        async def go(c):
+            await c.refresh_metadata(None)
+            return {name: len(t.partitions) for name, t in c.topics.items()
+                    if rx.fullmatch(name) and not getattr(t, "is_internal", False)
+                    and t.partitions}
+        return self.run(go)
 
     def offsets(self, tps, which: int) -> dict[tuple[str, int], int]:
         tps = list(tps)

@@ -135,7 +135,18 @@ class _ReaderBase:
             self._kafka = None
 
     def current_partitions(self, must_exist: bool) -> list[tuple[str, int]]:
-        counts = self.kafka.partitions(self.opts.require_topics(), must_exist=must_exist)
+        """The subscribed topic-partitions now (``must_exist``: fail if some are missing)."""
+        o = self.opts
+        if o.pattern is not None:
+            counts = self.kafka.matching_topics(o.pattern)
+        elif o.assign is not None:
+            counts = self.kafka.partitions(sorted({t for t, _ in o.assign}), must_exist=must_exist)
+            missing = [tp for tp in o.assign if tp[1] >= counts.get(tp[0], 0)]
+            if missing and must_exist:
+                raise ConnectorError(f"assigned partitions do not exist: {missing}")
+            return [tp for tp in o.assign if tp not in missing]
+        else:
+            counts = self.kafka.partitions(o.topics, must_exist=must_exist)
         return [(t, p) for t, n in sorted(counts.items()) for p in range(n)]
 
     def resolve(self, spec, tps, default_missing: int) -> dict[tuple[str, int], int]:
@@ -258,13 +269,14 @@ class OdradekBatchReader(_ReaderBase, DataSourceReader):
                                      f"{start[tp]} for {tp[0]}-{tp[1]}")
         ranges = plan_ranges(start, end, self.opts.min_partitions)
         # Spark wants at least one partition to run the read function at all.
-        return ranges or [TopicPartitionRange(tps[0][0], tps[0][1], 0, 0)]
+        return ranges or [TopicPartitionRange(tps[0][0] if tps else "", 0, 0, 0)]
 
 
 class OdradekDataSource(DataSource):
     """``format("odradek")``.  Options follow Spark's Kafka connector:
 
-    ``kafka.bootstrap.servers`` (or ``bootstrap.servers``), ``subscribe``, ``startingOffsets``,
+    ``kafka.bootstrap.servers`` (or ``bootstrap.servers``), one of ``subscribe`` /
+    ``subscribePattern`` / ``assign``, ``startingOffsets``,
     ``endingOffsets`` (batch), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``,
     ``minPartitions``, ``kafka.isolation.level``, ``kafkaConsumer.pollTimeoutMs``; for writing
     ``topic``, ``kafka.acks``, ``kafka.enable.idempotence``, ``kafka.batch.size``,
@@ -283,12 +295,12 @@ class OdradekDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> OdradekStreamReader:
         opts = self._opts()
-        opts.require_topics()
+        opts.require_subscription()
         return OdradekStreamReader(opts)
 
     def reader(self, schema: StructType) -> OdradekBatchReader:
         opts = self._opts()
-        opts.require_topics()
+        opts.require_subscription()
         return OdradekBatchReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool):

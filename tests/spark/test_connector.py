@@ -163,8 +163,9 @@ def test_starting_offsets_latest_and_json(spark, spark_broker, topic_name, tmp_p
 
 
 def batch(spark, bootstrap, topic, **options):
-    r = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic))
+    r = spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+    if topic is not None:
+        r = r.option("subscribe", topic)
     for k, v in options.items():
         r = r.option(k, str(v))
     return r.load()
@@ -184,6 +185,19 @@ def test_rows_and_arrow_paths_agree(spark, spark_broker, topic_name):
     assert sorted(arrow, key=key) == sorted(rows, key=key)
     nulls = [r for r in arrow if r.value is None]
     assert len(nulls) == 1 and nulls[0].key is None and nulls[0].headers == []
+
+
+def test_subscribe_pattern_and_assign(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap
+    prefix = topic_name("pat")
+    for name in (f"{prefix}-a", f"{prefix}-b", f"x{prefix}-c"):
+        create_topic(bs, name, 2)
+        produce(bs, name, records_for(4, partitions=2))
+    got = batch(spark, bs, None, subscribePattern=f"{prefix}-.*").select("topic").collect()
+    assert sorted({r.topic for r in got}) == [f"{prefix}-a", f"{prefix}-b"] and len(got) == 8
+    got = batch(spark, bs, None, assign=json.dumps({f"{prefix}-b": [1]})).collect()
+    assert sorted((r.topic, r.partition, r.offset) for r in got) == \
+        [(f"{prefix}-b", 1, 0), (f"{prefix}-b", 1, 1)]
 
 
 def test_fail_on_data_loss(spark, spark_broker, topic_name):

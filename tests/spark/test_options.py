@@ -20,8 +20,18 @@ def test_options_parse_like_sparks_kafka_connector():
     assert ConnectorOptions({"bootstrap.servers": "h:1"}).starting == "latest"
     with pytest.raises(ConnectorError, match="bootstrap.servers"):
         ConnectorOptions({"subscribe": "a"})
-    with pytest.raises(ConnectorError, match="subscribe"):
-        ConnectorOptions({"bootstrap.servers": "h:1"}).require_topics()
+    with pytest.raises(ConnectorError, match="exactly one of"):
+        ConnectorOptions({"bootstrap.servers": "h:1"}).require_subscription()
+    with pytest.raises(ConnectorError, match="got subscribe, subscribePattern"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "subscribe": "a",
+                          "subscribePattern": "a.*"}).require_subscription()
+    o = ConnectorOptions({"bootstrap.servers": "h:1", "assign": '{"t": [1, 0], "u": [2]}'})
+    o.require_subscription()
+    assert o.assign == [("t", 0), ("t", 1), ("u", 2)]
+    with pytest.raises(ConnectorError, match="assign"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "assign": '["t"]'})
+    with pytest.raises(ConnectorError, match="regular expression"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "subscribePattern": "("})
     with pytest.raises(ConnectorError, match="maxOffsetsPerTrigger"):
         ConnectorOptions({"bootstrap.servers": "h:1", "maxOffsetsPerTrigger": "0"})
     assert not ConnectorOptions({"bootstrap.servers": "h:1", "kafka.acks": "1"}).idempotence
