@@ -200,6 +200,40 @@ def test_subscribe_pattern_and_assign(spark, spark_broker, topic_name):
         [(f"{prefix}-b", 1, 0), (f"{prefix}-b", 1, 1)]
 
 
+def test_read_committed_stops_at_open_transactions(spark, spark_broker, topic_name, tmp_path):
+    ck = pytest.importorskip("confluent_kafka")
+    bs = spark_broker.bootstrap
+    topic = topic_name("txn")
+    create_topic(bs, topic, 1)
+    p = ck.Producer({"bootstrap.servers": bs, "transactional.id": topic_name("tid"),
+                     "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, value=b"c%d" % i, partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=b"a%d" % i, partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=0)
+    p.flush(30)                                   # left open for now
+
+    everything = batch(spark, bs, topic).collect()
+    assert sorted(r.value for r in everything) == sorted(
+        [b"c%d" % i for i in range(5)] + [b"a%d" % i for i in range(3)] + [b"open"])
+    committed = {"kafka.isolation.level": "read_committed", "startingOffsets": "earliest"}
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    run_available_now(stream(spark, bs, topic, **committed), out, ckpt)
+    assert sorted(r.value for r in table(spark, out)) == [b"c%d" % i for i in range(5)]
+    p.commit_transaction(30)
+    q = run_available_now(stream(spark, bs, topic, **committed), out, ckpt)
+    assert input_rows(q) == 1
+    assert sorted(r.value for r in table(spark, out)) == [b"c%d" % i for i in range(5)] + [b"open"]
+
+
 def test_fail_on_data_loss(spark, spark_broker, topic_name):
     bs = spark_broker.bootstrap
     topic = topic_name("loss")
