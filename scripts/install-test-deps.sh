@@ -4,10 +4,10 @@
 #
 #   apt:  zookeeper (Debian's 3.8, run by tests/support/zookeeper.py with java), kcat,
 #         a headless JRE when no java is on PATH
-#   pip:  this project in editable mode with its [test] extra
+#   pip:  this project in editable mode with its [test] and [spark] extras
 #
 # Environment: PYTHON (default python3), SKIP_APT=1 to skip the apt part,
-#              SKIP_PIP=1 to skip the pip part.
+#              SKIP_PIP=1 to skip the pip part; SKIP_SPARK=1 to leave PySpark out.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -55,14 +55,18 @@ if ((${#missing[@]})); then
 fi
 
 if [[ "${SKIP_PIP:-0}" != 1 ]]; then
-    log "$python -m pip install -e '.[test]'"
+    # The Spark connector's tests need PySpark (a ~450 MB wheel, about a minute to install);
+    # SKIP_SPARK=1 leaves it out and those tests then skip with the reason.
+    extras="test,spark"
+    [[ "${SKIP_SPARK:-0}" == 1 ]] && extras="test"
+    log "$python -m pip install -e '.[$extras]'"
     pip_args=(--disable-pip-version-check -q)
     # Debian's system Python refuses pip installs (PEP 668) outside a venv.
     if "$python" -c 'import sys; sys.exit(0 if sys.prefix == sys.base_prefix else 1)' &&
         compgen -G "$("$python" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" >/dev/null; then
         pip_args+=(--break-system-packages)
     fi
-    (cd "$repo" && "$python" -m pip install "${pip_args[@]}" -e '.[test]')
+    (cd "$repo" && "$python" -m pip install "${pip_args[@]}" -e ".[$extras]")
 fi
 
 log "java: $(java -version 2>&1 | head -n1)"
