@@ -69,14 +69,21 @@ def r_uvarint(buf, pos, end):
             raise DecodeError("unsigned varint is longer than 5 bytes")
 
 
+_B1 = struct.Struct(">B")
+_B2 = struct.Struct(">BB")
+_B3 = struct.Struct(">BBB")
+
+
 def w_uvarint(out, value):
     if value < 0x80:
         if value >= 0:
             out.append(value)
             return
     elif value < 0x4000:
-        out.append((value & 0x7F) | 0x80)
-        out.append(value >> 7)
+        out += _B2.pack((value & 0x7F) | 0x80, value >> 7)
+        return
+    elif value < 0x200000:
+        out += _B3.pack((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14)
         return
     if value < 0:
         raise EncodeError(f"negative unsigned varint {value}")
@@ -292,14 +299,30 @@ def w_records(out, v, regions):
         _add_region(out, v, regions)
 
 
+_BUFFERS = frozenset((bytes, bytearray, memoryview))
+
+
 def w_crecords(out, v, regions):
+    # The Fetch response path: one call per partition, so the common cases are spelled out.
     if v is None:
         out.append(0)
-    elif isinstance(v, (bytes, bytearray, memoryview)):
+        return
+    if v.__class__ not in _BUFFERS:
+        try:
+            n = v.length + 1
+        except AttributeError:      # a subclass of a buffer type
+            n = None
+    else:
+        n = None
+    if n is None:
         w_uvarint(out, len(v) + 1)
         out += v
     else:
-        w_uvarint(out, v.length + 1)
+        if 0x80 <= n < 0x4000:
+            out.append((n & 0x7F) | 0x80)
+            out.append(n >> 7)
+        else:
+            w_uvarint(out, n)
         if regions is None:
             out += v.read()
         else:
