@@ -18,6 +18,11 @@ How this works
   replica id set from its log end offset, appends with ``append_as_follower`` (offsets, leader
   epochs and producer state come with the batches) and takes the leader's high watermark
   (capped at its own log end).
+* Replication throttles (``broker/quota.py``): the leader leaves throttled partitions of
+  followers outside the ISR out of its answers while its leader quota is exceeded
+  (``broker/handlers/fetch.py``); a fetcher leaves throttled partitions that are not in sync
+  (behind the leader's high watermark at their last fetch) out of its requests while the
+  follower quota is exceeded, and counts the bytes it appends for throttled partitions.
 * ``__consumer_offsets``: becoming leader loads the group coordinator's partition, losing
   leadership unloads it.
 """
@@ -27,6 +32,8 @@ import asyncio
 import logging
 import time
 
+from broker.configdefs import LONG_MAX
+from broker.quota import replication_quotas
 from protocol import records as rec
 from protocol.client import KafkaClientConnection, KafkaConnectionError
 from protocol.errors import ErrorCode as E
@@ -69,6 +76,8 @@ class ReplicationManager:
         self._inflight: set[tuple[str, int]] = set()
         self._no_expand_until: dict[tuple[str, int], int] = {}
         self.lag_ms = self.cfg.get("replica.lag.time.max.ms")
+        self.leader_quota, self.follower_quota = replication_quotas(
+            broker.broker_id, self.cfg, lambda t: broker.controller.topic_configs(t))
 
     @property
     def broker_id(self) -> int:
@@ -414,13 +423,14 @@ class ReplicationManager:
 
 
 class _FetchState:
-    __slots__ = ("part", "epoch", "truncating", "delay_until")
+    __slots__ = ("part", "epoch", "truncating", "delay_until", "in_sync")
 
     def __init__(self, part):
         self.part = part
         self.epoch = part.leader_epoch
         self.truncating = True
         self.delay_until = 0.0
+        self.in_sync = False        # at the leader's high watermark after the last fetch (Kafka's lag <= 0)
 
 
 class ReplicaFetcher:
@@ -479,6 +489,8 @@ class ReplicaFetcher:
                     await self._truncate(truncating)
                 now = loop.time()
                 ready = [k for k, st in self.parts.items() if not st.truncating and st.delay_until <= now]
+                if ready:
+                    ready = self._unthrottled(ready)
                 if not ready:
                     wait = min([st.delay_until for st in self.parts.values()] + [now + 0.1]) - now
                     self.wakeup.clear()
@@ -501,6 +513,13 @@ class ReplicaFetcher:
             except Exception:
                 log.exception("replica fetcher for leader %d failed", self.leader_id)
                 await asyncio.sleep(self.backoff or 1.0)
+
+    def _unthrottled(self, keys):
+        """Leave out throttled partitions that are not in sync while the follower quota is exceeded."""
+        q = self.mgr.follower_quota
+        if q.bound >= LONG_MAX:
+            return keys
+        return [k for k in keys if not q.should_throttle(k[0], k[1], self.parts[k].in_sync)]
 
     def _delay(self, st: _FetchState, seconds: float | None = None) -> None:
         st.delay_until = asyncio.get_running_loop().time() + (seconds if seconds is not None else
@@ -595,6 +614,10 @@ class ReplicaFetcher:
                 changed = self._append(part, data)
                 if self.mgr.broker.metrics is not None:
                     self.mgr.broker.metrics.replicated_in(len(data))
+                q = self.mgr.follower_quota
+                if q.is_throttled(part.topic, part.partition):
+                    q.record(len(data))
+            st.in_sync = lg.log_end_offset >= pd.high_watermark
             hw = min(pd.high_watermark, lg.log_end_offset)
             if hw > lg.high_watermark:
                 lg.update_high_watermark(hw)

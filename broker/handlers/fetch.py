@@ -9,6 +9,11 @@ fetch as a full, sessionless fetch (session id 0), which clients accept.  v9+ cu
 epoch checks.  v11+ rack id / preferred read replica (always -1).  v12+ flexible.  v13+ topic ids
 instead of names.  v15+ replica state in place of replica id.
 
+Replica fetches (replica id set, cluster mode) are subject to the leader replication throttle
+(``broker/quota.py``): while the leader quota is exceeded, throttled partitions of a follower
+outside the ISR are answered without records (offsets and watermarks still filled in); the bytes
+sent for throttled partitions are counted once the answer is final.
+
 Records are answered as file regions (``storage.segment.FileRegion``), not bytes: the
 connection writes the response header and then the region.  A fetch that finds fewer than
 ``min_bytes`` parks until an append to one of its partitions wakes it, or ``max_wait_ms`` passes.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
@@ -36,9 +42,10 @@ def _resolve(ctrl, topic, version):
     return info, (E.UNKNOWN_TOPIC_OR_PARTITION if info is None else 0)
 
 
-def _read_all(ctx, req, plan, follower=False):
+def _read_all(ctx, req, plan, follower=False, throttled=None):
     """One pass over the requested partitions; returns (responses, bytes found).
-    A follower (replica fetch) reads up to the log end offset, consumers up to the HW/LSO."""
+    A follower (replica fetch) reads up to the log end offset, consumers up to the HW/LSO.
+    ``throttled(part)`` true: answer that partition without records (replication throttle)."""
     v = ctx.api_version
     remaining = req.max_bytes if v >= 3 else 0x7FFFFFFF
     total = 0
@@ -74,6 +81,8 @@ def _read_all(ctx, req, plan, follower=False):
             pd.high_watermark = hw
             pd.last_stable_offset = lso
             pd.log_start_offset = lg.log_start_offset
+            if throttled is not None and throttled(part):
+                continue
             limit = lg.log_end_offset if follower else (lso if req.isolation_level == READ_COMMITTED else hw)
             max_bytes = min(fp.partition_max_bytes, remaining) if v >= 3 else fp.partition_max_bytes
             try:
@@ -140,7 +149,8 @@ async def fetch(ctx, req):
             parts.append((fp, part))
         plan.append((topic, info, terr, parts))
     follower = _replica_fetch(broker, req, v, plan)
-    responses, total = _read_all(ctx, req, plan, follower)
+    throttled = _leader_throttle(broker, req, v) if follower else None
+    responses, total = _read_all(ctx, req, plan, follower, throttled)
     if total < req.min_bytes and req.max_wait_ms > 0 and not _has_error(responses):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
@@ -159,7 +169,9 @@ async def fetch(ctx, req):
             finally:
                 for p in hosted:
                     p.remove_waiter(fut)
-            responses, total = _read_all(ctx, req, plan, follower)
+            responses, total = _read_all(ctx, req, plan, follower, throttled)
+    if throttled is not None:
+        _record_throttled(broker.replicas.replication.leader_quota, responses)
     if broker.metrics is not None:
         broker.metrics.fetched(responses, follower)
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
@@ -180,6 +192,32 @@ def _replica_fetch(broker, req, v, plan) -> bool:
                 continue
             repl.on_follower_fetch(part, replica_id, fp.fetch_offset)
     return True
+
+
+def _leader_throttle(broker, req, v):
+    """The leader-side throttle check for this replica fetch, or None when no rate is set."""
+    quota = broker.replicas.replication.leader_quota
+    if quota.bound >= LONG_MAX:
+        return None
+    replica_id = req.replica_state.replica_id if v >= 15 else req.replica_id
+
+    def throttled(part):
+        return quota.should_throttle(part.topic, part.partition, replica_id in part.isr)
+    return throttled
+
+
+def _record_throttled(quota, responses):
+    """Count the record bytes answered for throttled partitions against the leader quota."""
+    size = 0
+    for tr in responses:
+        for pd in tr.partitions:
+            recs = pd.records
+            n = getattr(recs, "length", None)
+            if n is None:
+                n = len(recs) if recs is not None else 0
+            if n and quota.is_throttled(tr.topic, pd.partition_index):
+                size += n
+    quota.record(size)
 
 
 def _has_error(responses):
