@@ -192,12 +192,12 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("replica.fetch.backoff.ms", "int", 1000, "Sleep after a replica fetch error.", validator=at_least(0)),
     _k("num.replica.fetchers", "int", 1, "Replica fetcher tasks per source broker.", H, CW),
     # Dynamic-only broker keys (Kafka's DynamicConfig.Broker): set by kafka-reassign-partitions.sh
-    # --throttle. Stored and described; the replica fetchers do not enforce them yet.
+    # --throttle; enforced by broker/quota.py (leader answers, replica fetchers).
     _k("leader.replication.throttled.rate", "long", LONG_MAX,
-       "Bytes/s cap on leader-side replication of throttled replicas (not enforced yet).", mode=PB,
+       "Bytes/s cap on leader-side replication of throttled replicas.", mode=PB,
        validator=at_least(0)),
     _k("follower.replication.throttled.rate", "long", LONG_MAX,
-       "Bytes/s cap on follower-side replication of throttled replicas (not enforced yet).", mode=PB,
+       "Bytes/s cap on follower-side replication of throttled replicas.", mode=PB,
        validator=at_least(0)),
     _k("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed.", H),
     _k("replica.selector.class", "string", None, "Replica selector for follower fetching; unset = leader only."),

@@ -5,7 +5,7 @@ Output and JSON follow Kafka's tool: ``{"version":1,"partitions":[{"topic":..,"p
 "replicas":[..],"log_dirs":["any",..]}]}`` (compact, partitions sorted by topic then index).
 Throttles are written as Kafka writes them (topic configs ``leader.|follower.replication.
 throttled.replicas``, broker configs ``leader.|follower.replication.throttled.rate``); Odradek
-brokers store them but do not enforce them yet (see docs/tools.md).
+brokers enforce them (broker/quota.py, docs/cluster.md).
 """
 from __future__ import annotations
 
