@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 
+from broker.endpoints import broker_node
 from controller.api import CreatableTopic
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, error_for
@@ -70,19 +71,10 @@ class ConsumerOffsetsLog:
                                 producer_epoch=producer_epoch, is_transactional=producer_id >= 0)
         res = part.log.append(batch, part.leader_epoch, origin="coordinator")
         part.after_append()
-        needed = res.last_offset + 1
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.broker.config.get("offsets.commit.timeout.ms") / 1000
-        while part.high_watermark < needed:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise error_for(E.REQUEST_TIMED_OUT)("offsets write not replicated in time")
-            fut = loop.create_future()
-            part.add_waiter(fut)
-            try:
-                await asyncio.wait_for(fut, remaining)
-            except asyncio.TimeoutError:
-                part.remove_waiter(fut)
+        deadline = asyncio.get_running_loop().time() + self.broker.config.get("offsets.commit.timeout.ms") / 1000
+        code = await part.wait_for_high_watermark(res.last_offset + 1, part.leader_epoch, deadline)
+        if code:
+            raise error_for(code)(f"offsets write to {TOPIC}-{partition} not replicated: {E(code).name}")
 
     def read(self, partition: int):
         part = self.broker.replicas.get(TOPIC, partition)
@@ -131,13 +123,6 @@ class ConsumerOffsetsLog:
         return self._open_txns.pop(partition, {})
 
 
-class _Node:
-    __slots__ = ("node_id", "host", "port")
-
-    def __init__(self, node_id, host, port):
-        self.node_id, self.host, self.port = node_id, host, port
-
-
 async def attach_group_coordinator(broker) -> None:
     """Create the coordinator, wire it to ``__consumer_offsets`` and to leadership changes."""
     from broker.group.coordinator import GroupCoordinator
@@ -147,15 +132,7 @@ async def attach_group_coordinator(broker) -> None:
         info = broker.controller.topic(TOPIC)
         if info is None or partition not in info.partitions:
             return None
-        leader = info.partitions[partition].leader
-        for b in broker.controller.brokers():
-            if b.id == leader:
-                for name, host, port, _ in b.endpoints:
-                    if name == broker.config.inter_broker_listener_name() or len(b.endpoints) == 1:
-                        return _Node(b.id, host, port)
-                name, host, port, _ = b.endpoints[0]
-                return _Node(b.id, host, port)
-        return None
+        return broker_node(broker, info.partitions[partition].leader)
 
     coord = GroupCoordinator(broker.config, glog, node_lookup)
     broker.groups = coord

@@ -24,6 +24,10 @@ from storage.config import LogConfig
 
 log = logging.getLogger("odradek.replica")
 
+_NOT_LEADER_OR_FOLLOWER = 6
+_REQUEST_TIMED_OUT = 7
+_NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+
 
 def log_config_for(broker_cfg, overrides) -> LogConfig:
     """A storage LogConfig from the broker defaults plus a topic's overrides."""
@@ -97,6 +101,28 @@ class Partition:
     def after_append(self) -> None:
         self.maybe_advance_high_watermark()
         self.wake()
+
+    async def wait_for_high_watermark(self, needed: int, epoch: int, deadline: float) -> int:
+        """acks=all: wait (until the loop time ``deadline``) for the high watermark to reach
+        ``needed``.  Returns 0, or the Kafka error that ended the wait: leadership moved
+        (NOT_LEADER_OR_FOLLOWER), the ISR fell below min.insync.replicas
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or time ran out (REQUEST_TIMED_OUT)."""
+        loop = asyncio.get_running_loop()
+        while self.high_watermark < needed:
+            if not self.is_leader or self.leader_epoch != epoch:
+                return _NOT_LEADER_OR_FOLLOWER
+            if len(self.isr) < self.log.config.min_insync_replicas:
+                return _NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return _REQUEST_TIMED_OUT
+            fut = loop.create_future()
+            self.add_waiter(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                self.remove_waiter(fut)
+        return 0
 
 
 class ReplicaManager:

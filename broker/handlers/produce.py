@@ -164,23 +164,8 @@ async def produce(ctx, req):
 
 async def _await_isr(waits, timeout_ms):
     """acks=all: wait until each partition's high watermark covers its append."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    deadline = asyncio.get_running_loop().time() + max(timeout_ms, 0) / 1000
     for part, needed, resp, epoch in waits:
-        while part.high_watermark < needed:
-            if not part.is_leader or part.leader_epoch != epoch:
-                resp.error_code = E.NOT_LEADER_OR_FOLLOWER     # leadership moved while waiting
-                break
-            if len(part.isr) < part.log.config.min_insync_replicas:
-                resp.error_code = E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                resp.error_code = E.REQUEST_TIMED_OUT
-                break
-            fut = loop.create_future()
-            part.add_waiter(fut)
-            try:
-                await asyncio.wait_for(fut, remaining)
-            except asyncio.TimeoutError:
-                part.remove_waiter(fut)
+        code = await part.wait_for_high_watermark(needed, epoch, deadline)
+        if code:
+            resp.error_code = code

@@ -19,7 +19,8 @@ import asyncio
 import logging
 import struct
 
-from broker.txn.state_log import broker_node, leader_of, wait_replicated
+from broker.endpoints import broker_node
+from broker.txn.state_log import leader_of, wait_replicated
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, KafkaError
 from storage import errors as se

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 
+from broker.endpoints import broker_node
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 from controller.api import CreatableTopic
 from protocol import records as rec
@@ -113,42 +114,10 @@ class TransactionStateLog:
 
 async def wait_replicated(part, needed: int, epoch: int, timeout_ms: int) -> None:
     """acks=all: wait until ``part``'s high watermark reaches ``needed``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_ms / 1000
-    while part.high_watermark < needed:
-        if not part.is_leader or part.leader_epoch != epoch:
-            raise error_for(E.NOT_LEADER_OR_FOLLOWER)(f"leadership of {part.topic}-{part.partition} moved")
-        if len(part.isr) < part.log.config.min_insync_replicas:
-            raise error_for(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)("ISR shrank below min.insync.replicas")
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise error_for(E.REQUEST_TIMED_OUT)("write not replicated in time")
-        fut = loop.create_future()
-        part.add_waiter(fut)
-        try:
-            await asyncio.wait_for(fut, remaining)
-        except asyncio.TimeoutError:
-            part.remove_waiter(fut)
-
-
-class _Node:
-    __slots__ = ("node_id", "host", "port")
-
-    def __init__(self, node_id, host, port):
-        self.node_id, self.host, self.port = node_id, host, port
-
-
-def broker_node(broker, broker_id: int, listener: str | None = None):
-    """(node_id, host, port) of a live broker on ``listener`` (default: the inter-broker one)."""
-    name = listener or broker.config.inter_broker_listener_name()
-    for b in broker.controller.brokers():
-        if b.id == broker_id:
-            for ep in b.endpoints:
-                if ep[0] == name or len(b.endpoints) == 1:
-                    return _Node(b.id, ep[1], ep[2])
-            ep = b.endpoints[0]
-            return _Node(b.id, ep[1], ep[2])
-    return None
+    deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+    code = await part.wait_for_high_watermark(needed, epoch, deadline)
+    if code:
+        raise error_for(code)(f"write to {part.topic}-{part.partition} not replicated: {E(code).name}")
 
 
 def leader_of(broker, topic: str, partition: int) -> int:
