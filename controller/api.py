@@ -277,6 +277,21 @@ class Controller(abc.ABC):
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
+def resolve_topic_to_delete(item, by_id: dict, existing) -> tuple[str | None, "TopicResult | None"]:
+    """DeleteTopics names a topic by name or (v6+) by id: (name, None) when it exists, else
+    (None, the result to answer with).  ``by_id`` maps ids to names; ``existing`` holds names."""
+    if isinstance(item, uuid.UUID):
+        name = by_id.get(item)
+        if name is None or name not in existing:
+            return None, TopicResult(None, UNKNOWN_TOPIC_ID, "This server does not host this topic ID.",
+                                     topic_id=item)
+        return name, None
+    if item not in existing:
+        return None, TopicResult(item, UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.")
+    return item, None
+
+
 def validate_topic_name(name: str | None) -> str | None:
     """None if ``name`` is a legal topic name, else Kafka's message (INVALID_TOPIC_EXCEPTION)."""
     if not name:

@@ -32,9 +32,10 @@ from controller.api import (
     DEFAULT_BROKER_ENTITY, INELIGIBLE_REPLICA, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
     INVALID_REPLICATION_FACTOR, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_UPDATE_VERSION, NONE,
     NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
-    TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION,
     AlterPartitionResult, ApiResult, BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic,
     Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, assign_replicas, base64_to_uuid,
+    resolve_topic_to_delete,
     has_collision_chars, is_internal_topic, new_cluster_id, random_kafka_uuid, unify_collision_chars,
     uuid_to_base64, validate_assignment, validate_topic_name,
 )
@@ -332,18 +333,10 @@ class SingleNodeController(Controller):
             deleted: list[tuple[str, uuid.UUID]] = []
             enabled = self._cfg.get("delete.topic.enable")
             for x in items:
-                if isinstance(x, uuid.UUID):
-                    name = self._by_id.get(x)
-                    if name is None or name not in new_topics:
-                        results.append(TopicResult(None, UNKNOWN_TOPIC_ID, "This server does not host this topic ID.",
-                                                   topic_id=x))
-                        continue
-                else:
-                    name = x
-                    if name not in new_topics:
-                        results.append(TopicResult(name, UNKNOWN_TOPIC_OR_PARTITION,
-                                                   "This server does not host this topic-partition."))
-                        continue
+                name, missing = resolve_topic_to_delete(x, self._by_id, new_topics)
+                if missing is not None:
+                    results.append(missing)
+                    continue
                 info = new_topics[name]
                 if not enabled:
                     results.append(TopicResult(name, TOPIC_DELETION_DISABLED, "Topic deletion is disabled.",

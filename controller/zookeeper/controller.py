@@ -37,9 +37,10 @@ from controller.api import (
     DEFAULT_BROKER_ENTITY, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
     INVALID_REPLICATION_FACTOR, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, NONE, NOT_CONTROLLER,
     PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS, TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED,
-    UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult, BrokerInfo,
+    UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult, BrokerInfo,
     BrokersChanged, ConfigsChanged, Controller, CreatableTopic, Event, PartitionState, TopicInfo,
     TopicResult, TopicsChanged, assign_replicas, has_collision_chars, is_internal_topic, new_cluster_id,
+    resolve_topic_to_delete,
     random_kafka_uuid, unify_collision_chars, validate_assignment, validate_topic_name,
 )
 from controller.zookeeper import znodes as Z
@@ -646,18 +647,10 @@ class ZkController(Controller):
         results = []
         doomed = []
         for x in names_or_ids:
-            if isinstance(x, uuid.UUID):
-                name = self._by_id.get(x)
-                if name is None or name not in existing:
-                    results.append(TopicResult(None, UNKNOWN_TOPIC_ID, "This server does not host this topic ID.",
-                                               topic_id=x))
-                    continue
-            else:
-                name = x
-                if name not in existing:
-                    results.append(TopicResult(name, UNKNOWN_TOPIC_OR_PARTITION,
-                                               "This server does not host this topic-partition."))
-                    continue
+            name, missing = resolve_topic_to_delete(x, self._by_id, existing)
+            if missing is not None:
+                results.append(missing)
+                continue
             info = self._topics.get(name)
             tid = info.topic_id if info else None
             if not enabled:
