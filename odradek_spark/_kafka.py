@@ -583,52 +583,18 @@ class _RangeReader:
         pos, end = self.pos, self.end
         aborted = None
         if self.opts.isolation_level == 1 and p.aborted_transactions:
-            aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
-        active_aborted: set[int] = set()
-        next_pos = pos
+            aborted = [(a.first_offset, a.producer_id) for a in p.aborted_transactions]
+        recs, next_pos = rec.consumer_records(buf, pos, aborted, end)
         keys, values, offsets = chunk.keys, chunk.values, chunk.offsets
         stamps, types, headers = chunk.timestamps, chunk.ts_types, chunk.headers
-
-        def add(offset, ts, ts_type, key, value, hs):
-            keys.append(None if key is None else bytes(key))
-            values.append(None if value is None else bytes(value))
-            offsets.append(offset)
-            stamps.append(ts)
-            types.append(ts_type)
+        for r in recs:
+            keys.append(None if r.key is None else bytes(r.key))
+            values.append(None if r.value is None else bytes(r.value))
+            offsets.append(r.offset)
+            stamps.append(r.timestamp)
+            types.append(r.timestamp_type)
             if headers_on:
-                headers.append([(k, None if v is None else bytes(v)) for k, v in hs])
-
-        for h in rec.iter_batches(buf):
-            if h.base_offset >= end:
-                next_pos = max(next_pos, end)
-                break
-            if h.magic != 2:
-                for m in rec.iter_legacy(buf, h.pos, h.pos + h.size):
-                    if pos <= m.offset < end:
-                        add(m.offset, m.timestamp, getattr(m, "timestamp_type", 0), m.key,
-                            m.value, [])
-                    next_pos = max(next_pos, m.offset + 1)
-                continue
-            if h.next_offset <= pos:
-                continue
-            if aborted is not None:
-                while aborted and aborted[0][0] <= h.last_offset:
-                    active_aborted.add(aborted.pop(0)[1])
-            if h.is_control:
-                if h.is_transactional and h.producer_id in active_aborted:
-                    cr = rec.read_control_record(buf, h)
-                    if cr is not None and cr.type == rec.ControlRecordType.ABORT:
-                        active_aborted.discard(h.producer_id)
-                next_pos = max(next_pos, h.next_offset)
-                continue
-            if h.is_transactional and h.producer_id in active_aborted:
-                next_pos = max(next_pos, h.next_offset)
-                continue
-            ts_type = h.timestamp_type
-            for r in rec.iter_records(buf, h):
-                if pos <= r.offset < end:
-                    add(r.offset, r.timestamp, ts_type, r.key, r.value, r.headers)
-            next_pos = max(next_pos, h.next_offset)
+                headers.append([(k, None if v is None else bytes(v)) for k, v in r.headers])
         self.pos = min(max(next_pos, pos), end)
         if self.pos >= end:
             self.done = True

@@ -988,3 +988,64 @@ def v2_to_legacy(buf, magic: int, *, first_offset: int | None = None,
         out += build_legacy(recs, magic, codec, keep_offsets=True,
                             timestamp_type=h.timestamp_type, log_append_time=h.max_timestamp)
     return bytes(out)
+
+
+# --- what a consumer sees ----------------------------------------------------------------------
+
+class ConsumedRecord(NamedTuple):
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: object          # bytes-like or None
+    value: object
+    headers: list
+    leader_epoch: int
+
+
+def consumer_records(buf, fetch_offset: int, aborted=None, end: int | None = None):
+    """The records a consumer hands to its application from a Fetch response's ``records``.
+
+    Skips what lies before ``fetch_offset`` (a fetch starts at a batch boundary) and, when
+    ``end`` is given, from ``end`` on.  Control batches are never returned.  ``aborted`` is
+    None for read_uncommitted, else the response's aborted transactions as
+    ``(first_offset, producer_id)`` pairs: a transactional batch of a producer whose aborted
+    transaction has started is dropped until that producer's ABORT marker.  Legacy (magic 0/1)
+    entries are read too.  Returns ``(records, next_offset)``, the offset to fetch next.
+    """
+    out = []
+    nxt = fetch_offset
+    if len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] < 2:
+        # A legacy message set (a partition's records are all of one format); its entries can
+        # be shorter than a v2 header, so they are walked by iter_legacy, not iter_batches.
+        for m in iter_legacy(buf):
+            if m.offset >= fetch_offset and (end is None or m.offset < end):
+                out.append(ConsumedRecord(m.offset, m.timestamp, getattr(m, "timestamp_type", 0),
+                                          m.key, m.value, [], -1))
+                nxt = max(nxt, m.offset + 1)
+        return out, nxt if end is None else min(nxt, end)
+    pending = sorted(aborted) if aborted is not None else None
+    active: set[int] = set()
+    for h in iter_batches(buf):
+        if end is not None and h.base_offset >= end:
+            nxt = max(nxt, end)
+            break
+        if h.next_offset <= fetch_offset:
+            continue
+        if pending:
+            while pending and pending[0][0] <= h.last_offset:
+                active.add(pending.pop(0)[1])
+        if h.is_control:
+            if h.is_transactional and h.producer_id in active:
+                cr = read_control_record(buf, h)
+                if cr is not None and cr.type == ControlRecordType.ABORT:
+                    active.discard(h.producer_id)
+        elif not (h.is_transactional and h.producer_id in active):
+            ts_type, epoch = h.timestamp_type, h.partition_leader_epoch
+            for r in iter_records(buf, h):
+                if r.offset >= fetch_offset and (end is None or r.offset < end):
+                    out.append(ConsumedRecord(r.offset, r.timestamp, ts_type, r.key, r.value,
+                                              r.headers, epoch))
+        nxt = max(nxt, h.next_offset)
+    if end is not None:
+        nxt = min(nxt, end)
+    return out, nxt

@@ -702,47 +702,13 @@ class Consumer:
         return out
 
     def _decode(self, tp, p):
-        buf = memoryview(p.records)
-        pos = self.positions[tp]
         aborted = None
         if self.isolation_level == 1 and p.aborted_transactions:
-            aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
-        active_aborted = set()
-        out = []
-        next_pos = pos
-        for h in rec.iter_batches(buf):
-            if h.magic != 2:
-                for m in rec.iter_legacy(buf, h.pos, h.pos + h.size):
-                    if m.offset >= pos:
-                        out.append(ConsumerRecord(tp[0], tp[1], m.offset, m.timestamp,
-                                                  getattr(m, "timestamp_type", 0), m.key, m.value, []))
-                        next_pos = m.offset + 1
-                continue
-            if h.next_offset <= pos:
-                continue
-            if aborted is not None:
-                while aborted and aborted[0][0] <= h.last_offset:
-                    active_aborted.add(aborted.pop(0)[1])
-            if h.is_control:
-                if h.is_transactional and h.producer_id in active_aborted:
-                    cr = rec.read_control_record(buf, h)
-                    if cr is not None and cr.type == rec.ControlRecordType.ABORT:
-                        active_aborted.discard(h.producer_id)
-                next_pos = max(next_pos, h.next_offset)
-                continue
-            if h.is_transactional and h.producer_id in active_aborted:
-                next_pos = max(next_pos, h.next_offset)
-                continue
-            ts_type = h.timestamp_type
-            for r in rec.iter_records(buf, h):
-                if r.offset < pos:
-                    continue
-                ts = h.max_timestamp if ts_type == 1 else r.timestamp
-                out.append(ConsumerRecord(tp[0], tp[1], r.offset, ts, ts_type,
-                                          None if r.key is None else bytes(r.key),
-                                          None if r.value is None else bytes(r.value),
-                                          [(k, None if v is None else bytes(v)) for k, v in r.headers],
-                                          h.partition_leader_epoch))
-            next_pos = max(next_pos, h.next_offset)
-        self.positions[tp] = next_pos
-        return out
+            aborted = [(a.first_offset, a.producer_id) for a in p.aborted_transactions]
+        recs, self.positions[tp] = rec.consumer_records(memoryview(p.records), self.positions[tp], aborted)
+        return [ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.timestamp_type,
+                               None if r.key is None else bytes(r.key),
+                               None if r.value is None else bytes(r.value),
+                               [(k, None if v is None else bytes(v)) for k, v in r.headers],
+                               r.leader_epoch)
+                for r in recs]
