@@ -292,6 +292,29 @@ def resolve_topic_to_delete(item, by_id: dict, existing) -> tuple[str | None, "T
     return item, None
 
 
+def check_added_partition_assignments(topic: str, cur: int, new_total: int, rf: int,
+                                      assignments, live) -> tuple["TopicResult | None", dict | None]:
+    """CreatePartitions with explicit assignments: (error result, None) or (None, {partition:
+    replicas}) for the partitions from ``cur`` to ``new_total`` - 1.  ``rf`` is the topic's
+    replication factor, ``live`` the live broker ids."""
+    add = new_total - cur
+    if len(assignments) != add:
+        return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
+                           f"Increasing the number of partitions by {add} but {len(assignments)} "
+                           "assignments provided."), None
+    new_assign = {cur + i: list(r) for i, r in enumerate(assignments)}
+    bad = [p for p, r in new_assign.items() if len(r) != rf]
+    if bad:
+        return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
+                           f"Inconsistent replication factor between partitions, partition 0 has {rf} "
+                           f"while partitions {bad} have replication factors "
+                           f"{[len(new_assign[p]) for p in bad]}, respectively."), None
+    err = validate_assignment(new_assign, set(live), first_partition=cur)
+    if err:
+        return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT, err), None
+    return None, new_assign
+
+
 def validate_topic_name(name: str | None) -> str | None:
     """None if ``name`` is a legal topic name, else Kafka's message (INVALID_TOPIC_EXCEPTION)."""
     if not name:

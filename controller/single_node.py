@@ -35,7 +35,7 @@ from controller.api import (
     TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION,
     AlterPartitionResult, ApiResult, BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic,
     Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, assign_replicas, base64_to_uuid,
-    resolve_topic_to_delete,
+    check_added_partition_assignments, resolve_topic_to_delete,
     has_collision_chars, is_internal_topic, new_cluster_id, random_kafka_uuid, unify_collision_chars,
     uuid_to_base64, validate_assignment, validate_topic_name,
 )
@@ -375,20 +375,10 @@ class SingleNodeController(Controller):
             live = self._live()
             add = new_total - cur
             if assignments is not None:
-                if len(assignments) != add:
-                    return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
-                                       f"Increasing the number of partitions by {add} but {len(assignments)} "
-                                       "assignments provided.")
-                new_assign = {cur + i: list(r) for i, r in enumerate(assignments)}
-                bad = [p for p, r in new_assign.items() if len(r) != rf]
-                if bad:
-                    return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
-                                       f"Inconsistent replication factor between partitions, partition 0 has {rf} "
-                                       f"while partitions {bad} have replication factors "
-                                       f"{[len(new_assign[p]) for p in bad]}, respectively.")
-                err = validate_assignment(new_assign, live, first_partition=cur)
-                if err:
-                    return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT, err)
+                bad, new_assign = check_added_partition_assignments(topic, cur, new_total, rf,
+                                                                    assignments, live)
+                if bad is not None:
+                    return bad
             else:
                 if rf > len(live):
                     return TopicResult(topic, INVALID_REPLICATION_FACTOR,

@@ -40,7 +40,7 @@ from controller.api import (
     UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult, BrokerInfo,
     BrokersChanged, ConfigsChanged, Controller, CreatableTopic, Event, PartitionState, TopicInfo,
     TopicResult, TopicsChanged, assign_replicas, has_collision_chars, is_internal_topic, new_cluster_id,
-    resolve_topic_to_delete,
+    check_added_partition_assignments, resolve_topic_to_delete,
     random_kafka_uuid, unify_collision_chars, validate_assignment, validate_topic_name,
 )
 from controller.zookeeper import znodes as Z
@@ -689,20 +689,9 @@ class ZkController(Controller):
         live = await self._zk_live_brokers()
         add = new_total - cur
         if assignments is not None:
-            if len(assignments) != add:
-                return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
-                                   f"Increasing the number of partitions by {add} but {len(assignments)} "
-                                   "assignments provided.")
-            new_assign = {cur + i: list(r) for i, r in enumerate(assignments)}
-            bad = [p for p, r in new_assign.items() if len(r) != rf]
-            if bad:
-                return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
-                                   f"Inconsistent replication factor between partitions, partition 0 has {rf} "
-                                   f"while partitions {bad} have replication factors "
-                                   f"{[len(new_assign[p]) for p in bad]}, respectively.")
-            err = validate_assignment(new_assign, set(live), first_partition=cur)
-            if err:
-                return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT, err)
+            bad, new_assign = check_added_partition_assignments(topic, cur, new_total, rf, assignments, live)
+            if bad is not None:
+                return bad
         else:
             if rf > len(live):
                 return TopicResult(topic, INVALID_REPLICATION_FACTOR,
