@@ -20,13 +20,10 @@ import asyncio
 import logging
 
 from broker.config import ConfigError, effective_topic_config
+from protocol.errors import ErrorCode as E
 from storage.config import LogConfig
 
 log = logging.getLogger("odradek.replica")
-
-_NOT_LEADER_OR_FOLLOWER = 6
-_REQUEST_TIMED_OUT = 7
-_NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
 def log_config_for(broker_cfg, overrides) -> LogConfig:
@@ -102,6 +99,13 @@ class Partition:
         self.maybe_advance_high_watermark()
         self.wake()
 
+    def check_leader_epoch(self, current: int) -> int:
+        """A client's current leader epoch against ours (-1 skips the check, as in Kafka): 0, or
+        FENCED_LEADER_EPOCH when the client's is older, UNKNOWN_LEADER_EPOCH when newer."""
+        if current == -1 or current == self.leader_epoch:
+            return 0
+        return E.FENCED_LEADER_EPOCH if current < self.leader_epoch else E.UNKNOWN_LEADER_EPOCH
+
     async def wait_for_high_watermark(self, needed: int, epoch: int, deadline: float) -> int:
         """acks=all: wait (until the loop time ``deadline``) for the high watermark to reach
         ``needed``.  Returns 0, or the Kafka error that ended the wait: leadership moved
@@ -110,12 +114,12 @@ class Partition:
         loop = asyncio.get_running_loop()
         while self.high_watermark < needed:
             if not self.is_leader or self.leader_epoch != epoch:
-                return _NOT_LEADER_OR_FOLLOWER
+                return E.NOT_LEADER_OR_FOLLOWER
             if len(self.isr) < self.log.config.min_insync_replicas:
-                return _NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             remaining = deadline - loop.time()
             if remaining <= 0:
-                return _REQUEST_TIMED_OUT
+                return E.REQUEST_TIMED_OUT
             fut = loop.create_future()
             self.add_waiter(fut)
             try:

@@ -68,12 +68,9 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
             if not part.is_leader:
                 pd.error_code = E.NOT_LEADER_OR_FOLLOWER
                 continue
-            if v >= 9 and fp.current_leader_epoch >= 0:
-                if fp.current_leader_epoch < part.leader_epoch:
-                    pd.error_code = E.FENCED_LEADER_EPOCH
-                    continue
-                if fp.current_leader_epoch > part.leader_epoch:
-                    pd.error_code = E.UNKNOWN_LEADER_EPOCH
+            if v >= 9:
+                pd.error_code = part.check_leader_epoch(fp.current_leader_epoch)
+                if pd.error_code:
                     continue
             lg = part.log
             hw = part.high_watermark

@@ -32,14 +32,9 @@ def _answer(broker, topic, p) -> R.EpochEndOffset:
     if part is None:
         out.error_code = E.NOT_LEADER_OR_FOLLOWER
         return out
-    current = p.current_leader_epoch
-    if current != NO_EPOCH:
-        if current < part.leader_epoch:
-            out.error_code = E.FENCED_LEADER_EPOCH
-            return out
-        if current > part.leader_epoch:
-            out.error_code = E.UNKNOWN_LEADER_EPOCH
-            return out
+    out.error_code = part.check_leader_epoch(p.current_leader_epoch)
+    if out.error_code:
+        return out
     if not part.is_leader:
         out.error_code = E.NOT_LEADER_OR_FOLLOWER
         return out

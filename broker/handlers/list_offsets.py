@@ -37,12 +37,9 @@ async def list_offsets(ctx, req):
             if part is None or not part.is_leader:
                 r.error_code = E.NOT_LEADER_OR_FOLLOWER
                 continue
-            if v >= 4 and p.current_leader_epoch >= 0:
-                if p.current_leader_epoch < part.leader_epoch:
-                    r.error_code = E.FENCED_LEADER_EPOCH
-                    continue
-                if p.current_leader_epoch > part.leader_epoch:
-                    r.error_code = E.UNKNOWN_LEADER_EPOCH
+            if v >= 4:
+                r.error_code = part.check_leader_epoch(p.current_leader_epoch)
+                if r.error_code:
                     continue
             lg = part.log
             ts = p.timestamp
