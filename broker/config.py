@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from broker.configdefs import (
-    BROKER_KEYS, BROKER_KEYS_BY_NAME, CLUSTER_WIDE, PER_BROKER, READ_ONLY, TOPIC_KEYS,
+    BROKER_KEYS, BROKER_KEYS_BY_NAME, PER_BROKER, READ_ONLY, TOPIC_KEYS,
     TOPIC_SYNONYMS, ConfigKey, broker_synonyms,
 )
 

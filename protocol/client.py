@@ -31,7 +31,7 @@ import uuid as _uuid
 from typing import Any, Iterable
 
 from protocol.api import decode_response, encode_request, make_request_header
-from protocol.messages import (REQUESTS, ApiVersionsRequest, ApiVersionsResponse,
+from protocol.messages import (REQUESTS, ApiVersionsRequest,
                                FindCoordinatorRequest, MetadataRequest, ProduceRequest)
 from protocol.primitives import DecodeError
 

@@ -78,7 +78,6 @@ from .checkpoint import CheckpointError, fsync_dir, read_offsets_checkpoint, \
     write_offsets_checkpoint
 from .scan import FileScanner, walk_headers
 from .segment import LogSegment, segment_name
-from .txn_index import AbortedTxn
 
 log = logging.getLogger("odradek.cleaner")
 

@@ -53,7 +53,7 @@ from .cleaner import complete_swaps
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager, SeqResult
 from .scan import FileScanner, control_marker
-from .segment import DELETED_SUFFIX, FileRegion, LogSegment
+from .segment import DELETED_SUFFIX, LogSegment
 from .txn_index import AbortedTxn, aborted_entries
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"

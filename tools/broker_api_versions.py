@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from protocol.client import KafkaClientConnection, KafkaConnectionError
+from protocol.client import KafkaConnectionError
 from protocol.messages import REQUESTS
 from tools.common import OptionParser, cluster_from, parse_or_exit, require, run
 

@@ -7,7 +7,6 @@ rebalance.time.ms is therefore 0.
 """
 from __future__ import annotations
 
-import asyncio
 import random
 import sys
 import time

@@ -166,7 +166,6 @@ def string_parser(key, value):
 # -- dumping --------------------------------------------------------------------------------------
 
 def batch_line(h, position, out):  # noqa: ARG001
-    size = h.size
     if h.magic >= 2:
         horizon = (f"OptionalLong[{h.base_timestamp}]" if h.attributes & rec.DELETE_HORIZON_MASK
                    else "OptionalLong.empty")

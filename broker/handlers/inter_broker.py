@@ -16,7 +16,6 @@ there is never a reassignment in progress.
 """
 from __future__ import annotations
 
-import asyncio
 
 from broker.dispatch import handler
 from protocol.errors import ErrorCode as E

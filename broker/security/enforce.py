@@ -351,7 +351,6 @@ _offset_delete_topics = _per_topic_rule(
 
 # ----------------------------------------------------------------------------------- admin
 async def _create_topics(ctx, req, call):
-    R = RESPONSES[19]
     if _cluster(ctx, A.CREATE):
         return await call(ctx, req)
     return await _create_topics_each(ctx, req, call)

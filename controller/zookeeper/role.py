@@ -23,7 +23,7 @@ import asyncio
 import logging
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from controller.api import (
     FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST,
