@@ -80,41 +80,28 @@ class ConsumerOffsetsLog:
         part = self.broker.replicas.get(TOPIC, partition)
         if part is None:
             return
-        lg = part.log
-        offset = lg.log_start_offset
-        end = lg.log_end_offset
+        start = part.log.log_start_offset
         held: dict[int, list] = {}          # producer id -> its open transactional records
         last_plain: dict = {}               # key -> offset of its latest plain record
         self._open_txns.pop(partition, None)
-        while offset < end:
-            data = lg.read_bytes(offset, READ_CHUNK, max_offset=end)
-            if not data:
-                break
-            last = offset
-            for h in rec.iter_batches(data):
-                last = h.next_offset
-                if h.next_offset <= offset:
-                    continue
-                if h.is_control:
-                    if h.is_transactional:
-                        marker = rec.read_control_record(data, h)
-                        records = held.pop(h.producer_id, [])
-                        if marker is not None and marker.type == rec.ControlRecordType.COMMIT:
-                            for o, k, v in records:
-                                if last_plain.get(k, -1) < o:
-                                    yield o, k, v
-                    continue
+        for data, h in part.log.stored_batches(start, chunk=READ_CHUNK):
+            if h.is_control:
                 if h.is_transactional:
-                    held.setdefault(h.producer_id, []).extend(
-                        (r.offset, r.key, r.value) for r in rec.iter_records(data, h))
-                    continue
-                for r in rec.iter_records(data, h):
-                    if r.offset >= offset:
-                        last_plain[r.key] = r.offset
-                        yield r.offset, r.key, r.value
-            if last <= offset:
-                break
-            offset = last
+                    marker = rec.read_control_record(data, h)
+                    records = held.pop(h.producer_id, [])
+                    if marker is not None and marker.type == rec.ControlRecordType.COMMIT:
+                        for o, k, v in records:
+                            if last_plain.get(k, -1) < o:
+                                yield o, k, v
+                continue
+            if h.is_transactional:
+                held.setdefault(h.producer_id, []).extend(
+                    (r.offset, r.key, r.value) for r in rec.iter_records(data, h))
+                continue
+            for r in rec.iter_records(data, h):
+                if r.offset >= start:
+                    last_plain[r.key] = r.offset
+                    yield r.offset, r.key, r.value
         if held:
             self._open_txns[partition] = held
 

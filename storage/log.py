@@ -42,7 +42,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from protocol.records import (CorruptRecordError, InvalidRecordError, TruncatedBatch,
-                              read_header, scan_batches, set_base_offset,
+                              iter_batches, read_header, scan_batches, set_base_offset,
                               set_log_append_time, set_partition_leader_epoch, validate_batch)
 
 from .config import LogConfig
@@ -508,6 +508,26 @@ class Log:
     def read_bytes(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
                    min_one_message: bool = True) -> bytes:
         return self.read(fetch_offset, max_bytes, max_offset, min_one_message).read()
+
+    def stored_batches(self, start: int | None = None, end: int | None = None, chunk: int = 1 << 20):
+        """Read the log back batch by batch: ``(buf, header)`` for every batch ending after
+        ``start`` (default: the log start offset) and starting before ``end`` (default: the log
+        end offset), in ``chunk``-sized reads.  For coordinators loading their internal topics;
+        a record of the first batch may lie below ``start``."""
+        offset = self.log_start_offset if start is None else start
+        end = self.log_end_offset if end is None else end
+        while offset < end:
+            data = self.read_bytes(offset, chunk, max_offset=end)
+            if not data:
+                return
+            last = offset
+            for h in iter_batches(data):
+                last = h.next_offset
+                if h.next_offset > offset:
+                    yield data, h
+            if last <= offset:
+                return
+            offset = last
 
     def offset_for_timestamp(self, timestamp: int):
         """ListOffsets: (timestamp, offset) or None (no record at or after ``timestamp``).

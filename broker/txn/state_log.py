@@ -92,24 +92,13 @@ class TransactionStateLog:
         part = self.broker.replicas.get(TXN_TOPIC, partition)
         if part is None:
             return
-        lg = part.log
-        offset = lg.log_start_offset
-        end = lg.log_end_offset
-        while offset < end:
-            data = lg.read_bytes(offset, READ_CHUNK, max_offset=end)
-            if not data:
-                break
-            last = offset
-            for h in rec.iter_batches(data):
-                last = h.next_offset
-                if h.is_control:
-                    continue
-                for r in rec.iter_records(data, h):
-                    if r.offset >= offset:
-                        yield r.offset, r.key, r.value
-            if last <= offset:
-                break
-            offset = last
+        start = part.log.log_start_offset
+        for data, h in part.log.stored_batches(start, chunk=READ_CHUNK):
+            if h.is_control:
+                continue
+            for r in rec.iter_records(data, h):
+                if r.offset >= start:
+                    yield r.offset, r.key, r.value
 
 
 async def wait_replicated(part, needed: int, epoch: int, timeout_ms: int) -> None:

@@ -351,3 +351,14 @@ def test_append_copies_read_only_input(tmp_path, clock):
     log.append(memoryview(data), leader_epoch=0)
     log.append(data, leader_epoch=0)
     assert offsets_in(log.read_bytes(0, 10 ** 6)) == [(0, 0), (1, 1)]
+
+
+def test_stored_batches_reads_back_every_batch_from_the_log_start(tmp_path):
+    lg = Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=2048))
+    for i in range(40):
+        lg.append(make_batch([b"v" * 50]), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    lg.delete_records(5)
+    got = [h.base_offset for _, h in lg.stored_batches(chunk=512)]
+    assert got == list(range(5, 40)) and len(lg.segments) > 2
+    assert [h.base_offset for _, h in lg.stored_batches(10, 12)] == [10, 11]
