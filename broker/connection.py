@@ -95,7 +95,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         self.in_flight = False
         self.sockfd = None      # set when responses may use sendfile
-        self._wfd = None        # dup of the socket fd, to wait for writability
+        self._wsock = None      # socket on a dup of the fd: direct sends and writability waits
         self.security = None    # SecuritySession: principal and SASL state (broker/security)
 
     @property
@@ -110,10 +110,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.peer = peer[:2]
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+            cfg = self.broker.config
+            opts = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
+                    (socket.SOL_SOCKET, socket.SO_SNDBUF, cfg.get("socket.send.buffer.bytes")),
+                    (socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.get("socket.receive.buffer.bytes"))]
+            for level, opt, value in opts:
+                if value != -1:     # -1: the OS default (and its auto-tuning), as in Kafka
+                    try:
+                        sock.setsockopt(level, opt, value)
+                    except OSError:
+                        pass
             if transport.get_extra_info("sslcontext") is None and hasattr(os, "sendfile"):
                 self.sockfd = sock.fileno()
         transport.set_write_buffer_limits(high=0, low=0)
@@ -146,13 +152,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc):
         self.closed = True
-        if self._wfd is not None:
+        if self._wsock is not None:
             try:
-                asyncio.get_running_loop().remove_writer(self._wfd)
+                asyncio.get_running_loop().remove_writer(self._wsock.fileno())
             except Exception:
                 pass
-            os.close(self._wfd)
-            self._wfd = None
+            self._wsock.close()
+            self._wsock = None
         self._can_write.set()
         self.broker.connections.discard(self)
         if self.worker is not None and not self.worker.done() and not self.in_flight:
@@ -274,33 +280,68 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _write_with_regions(self, out, regions):
         """Bytes, then each file region, in order.
 
-        A region goes out with ``os.sendfile`` straight from the page cache once the transport's
-        buffer has drained (uvloop has no ``loop.sendfile``; the socket is ours while the buffer
-        is empty because this task is the connection's only writer).  Where sendfile cannot be
-        used (TLS, no socket) the region is read with one ``pread`` and written.
+        Without TLS the whole response goes straight to the socket once the transport's buffer
+        has drained (uvloop has no ``loop.sendfile``; the socket is ours while the buffer is
+        empty because this task is the connection's only writer): the bytes before a region with
+        ``send(MSG_MORE)``, so the kernel holds them back and they leave in the region's first
+        segment, each region with ``os.sendfile`` from the page cache, the bytes after the last
+        region with a plain ``send`` that pushes.  One small packet less per response, and one
+        wake-up less for the client.  With TLS (no socket) a region is read with one ``pread``
+        and written through the transport.
         """
         mv = memoryview(out)
-        prev = 0
-        write = self.transport.write
-        for pos, region in regions:
-            if pos > prev:
-                write(mv[prev:pos])
-            prev = pos
-            for r in getattr(region, "regions", (region,)):
-                if self.sockfd is None or not hasattr(r, "fd"):
+        if self.sockfd is None:
+            write = self.transport.write
+            prev = 0
+            for pos, region in regions:
+                if pos > prev:
+                    write(mv[prev:pos])
+                prev = pos
+                for r in getattr(region, "regions", (region,)):
                     write(r.read())
-                elif not await self._sendfile(r):
-                    return
-        if prev < len(out):
-            write(mv[prev:])
-
-    async def _sendfile(self, region) -> bool:
+            if prev < len(out):
+                write(mv[prev:])
+            return
         transport = self.transport
         while transport.get_write_buffer_size() > 0:
             # high=low=0: pause_writing has run, resume_writing runs when the buffer is empty
             if self.closed:
-                return False
+                return
             await self._can_write.wait()
+        prev = 0
+        for pos, region in regions:
+            if pos > prev and not await self._send(mv[prev:pos], True):
+                return
+            prev = pos
+            for r in getattr(region, "regions", (region,)):
+                ok = await (self._sendfile(r) if hasattr(r, "fd") else self._send(r.read(), True))
+                if not ok:
+                    return
+        if prev < len(out):
+            await self._send(mv[prev:], False)
+
+    async def _send(self, data, more: bool) -> bool:
+        """Write ``data`` to the socket directly (the transport's buffer is empty)."""
+        if self._wsock is None:
+            self._wsock = socket.socket(fileno=os.dup(self.sockfd))
+        flags = socket.MSG_MORE if more else 0
+        mv = memoryview(data)
+        while mv:
+            if self.closed:
+                return False
+            try:
+                n = self._wsock.send(mv, flags)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            except OSError as e:
+                log.info("closing connection from %s:%s: send failed: %s", *self.peer, e)
+                self.close()
+                return False
+            mv = mv[n:]
+        return True
+
+    async def _sendfile(self, region) -> bool:
         offset, remaining = region.position, region.length
         while remaining > 0:
             if self.closed:
@@ -325,11 +366,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _writable(self):
         """Wait until the socket can take more bytes (a dup'd fd, since the transport owns it)."""
         loop = asyncio.get_running_loop()
-        if self._wfd is None:
-            self._wfd = os.dup(self.sockfd)
+        if self._wsock is None:
+            self._wsock = socket.socket(fileno=os.dup(self.sockfd))
+        wfd = self._wsock.fileno()
         fut = loop.create_future()
-        loop.add_writer(self._wfd, lambda: fut.done() or fut.set_result(None))
+        loop.add_writer(wfd, lambda: fut.done() or fut.set_result(None))
         try:
             await fut
         finally:
-            loop.remove_writer(self._wfd)
+            loop.remove_writer(wfd)

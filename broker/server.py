@@ -78,14 +78,7 @@ class Broker:
         self.replicas.sync(ctrl.topics())
         ctrl.subscribe(self._on_metadata_event)
         await self._start_coordinators()
-        for ep in cfg.listeners():
-            host = ep.host or None
-            server = await loop.create_server(
-                lambda name=ep.listener_name: KafkaConnection(self, name),
-                host, ep.port, reuse_address=True, ssl=self.security.ssl_context(ep.listener_name),
-                backlog=cfg.get("socket.listen.backlog.size"))
-            self.servers.append(server)
-            log.info("listening on %s://%s:%d", ep.listener_name, ep.host or "0.0.0.0", ep.port)
+        await self._start_listeners()
         self._schedule_background()
         log.info("[KafkaServer id=%d] started (cluster id %s)", self.broker_id, ctrl.cluster_id)
 
