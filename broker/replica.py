@@ -169,7 +169,7 @@ class ReplicaManager:
                 if part.is_leader:
                     # As Kafka's makeLeader: the new epoch starts at the log end offset, so
                     # OffsetForLeaderEpoch answers for it even before the first append.
-                    part.log.epoch_cache.assign(state.leader_epoch, part.log.log_end_offset)
+                    part.log.assign_leader_epoch(state.leader_epoch)
         deleted = False
         for key in [k for k in self.partitions if k not in wanted]:
             part = self.partitions.pop(key)

@@ -181,7 +181,7 @@ class ReplicationManager:
         part.isr = list(ps.isr)
         part.partition_epoch = ps.partition_epoch
         part.pending_isr = None
-        lg.epoch_cache.assign(ps.leader_epoch, lg.log_end_offset)
+        lg.assign_leader_epoch(ps.leader_epoch)
         part.leader_epoch_start_offset = lg.log_end_offset
         now = now_ms()
         old = part.remote if was_leader else {}

@@ -70,18 +70,21 @@ class _Index:
         self._file_entries = len(self)
         self._loaded = True
 
-    def create(self, active: bool = True) -> None:
-        """Start a brand-new empty index file."""
+    def create(self, active: bool = True, write: bool = True) -> None:
+        """Start a brand-new empty index (and its file, unless ``write`` is false: the owner
+        then creates the file with the first ``persist``)."""
         self._clear()
         self._loaded = True
         self._file_entries = 0
+        self._active = active
+        if not write:
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             if active:
                 os.ftruncate(fd, self.max_entries * self.ENTRY_SIZE)
         finally:
             os.close(fd)
-        self._active = active
 
     def set_active(self, active: bool) -> None:
         """Preallocate (active) or trim (inactive) the file, persisting pending entries."""

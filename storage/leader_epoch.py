@@ -19,10 +19,13 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, path: str, fsync: bool = False):
+    def __init__(self, path: str, fsync: bool = False, fresh: bool = False):
         self.path = path
         self.fsync = fsync
         self.entries: list[tuple[int, int]] = []
+        self.dirty = False      # entries not yet in the file (assigned with write=False)
+        if fresh:           # a new log directory: no file to read
+            return
         try:
             rows = read_checkpoint(path, 2)
         except CheckpointError:
@@ -32,6 +35,7 @@ class LeaderEpochCache:
 
     def _write(self) -> None:
         write_checkpoint(self.path, self.entries, self.fsync)
+        self.dirty = False
 
     @property
     def latest_epoch(self) -> int:
@@ -41,20 +45,26 @@ class LeaderEpochCache:
         i = bisect_right([o for _, o in self.entries], offset) - 1
         return self.entries[i][0] if i >= 0 else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed."""
-        if epoch < 0:
-            return False
-        if self.entries:
-            last_e, last_o = self.entries[-1]
-            if epoch <= last_e:
-                return False
-            if start_offset < last_o:
-                # a higher epoch cannot start before a lower one: drop conflicting entries
-                self.entries = [(e, o) for e, o in self.entries if o < start_offset]
-        self.entries.append((epoch, start_offset))
-        self._write()
-        return True
+    def assign(self, epoch: int, start_offset: int, write: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
+        ``write=False`` keeps a change in memory until the next assign that writes."""
+        changed = False
+        if epoch >= 0:
+            if self.entries:
+                last_e, last_o = self.entries[-1]
+                if epoch > last_e and start_offset < last_o:
+                    # a higher epoch cannot start before a lower one: drop conflicting entries
+                    self.entries = [(e, o) for e, o in self.entries if o < start_offset]
+                changed = epoch > last_e
+            else:
+                changed = True
+            if changed:
+                self.entries.append((epoch, start_offset))
+        if (changed or self.dirty) and write:
+            self._write()
+        elif changed:
+            self.dirty = True
+        return changed
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after ``end_offset`` (log truncated to it)."""

@@ -56,6 +56,8 @@ from .scan import FileScanner, control_marker
 from .segment import DELETED_SUFFIX, LogSegment
 from .txn_index import AbortedTxn, aborted_entries
 
+_RNG = random.Random()      # segment roll jitter
+
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -2, -1, -3, -4
@@ -138,8 +140,12 @@ class Log:
         self.topic, self.partition = parse_dir_name(os.path.basename(os.path.normpath(dir)))
         self.config = config or LogConfig()
         self.time_ms = time_ms
-        self._rng = rng or random.Random()
-        os.makedirs(dir, exist_ok=True)
+        self._rng = rng or _RNG
+        try:
+            os.makedirs(dir)
+            fresh = True        # nothing to scan, recover or read back
+        except FileExistsError:
+            fresh = False
         self.segments: list[LogSegment] = []
         self.bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -148,12 +154,15 @@ class Log:
         self._roll_flush_pending = False
         self.closed = False
         self.lowest_truncation: int | None = None   # for the cleaner checkpoint (cleaner.py)
-        self.epoch_cache = LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
+        self.epoch_cache = LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT), fresh=fresh)
         self.producer_state = ProducerStateManager(dir)
-        self.topic_id = self._read_partition_metadata()
+        self.topic_id = None if fresh else self._read_partition_metadata()
         if topic_id is not None:
-            self.set_topic_id(topic_id)
-        self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+            self.set_topic_id(topic_id, fresh)
+        if fresh:
+            self._create(log_start_offset or 0)
+        else:
+            self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
 
     # -- loading ----------------------------------------------------------------------------
     def _new_segment(self, base: int, create: bool, active: bool) -> LogSegment:
@@ -162,6 +171,16 @@ class Log:
         return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                           index_bytes=self.config.segment_index_bytes, now_ms=self.time_ms(),
                           rolling_jitter_ms=jitter, create=create, active=active)
+
+    def _create(self, start: int) -> None:
+        """A brand-new log: one empty active segment at ``start``, no producers."""
+        seg = self._new_segment(start, True, True)
+        self.segments.append(seg)
+        self.bases.append(start)
+        seg.on_becoming_active()
+        self.log_end_offset = self.log_start_offset = self.high_watermark = start
+        self.recovery_point = start
+        self.producer_state.reset(start)
 
     def _load(self, recovery_point, log_start_offset, high_watermark, clean) -> None:
         complete_swaps(self.dir)      # .cleaned deleted, valid .swap renamed into place
@@ -266,6 +285,14 @@ class Log:
             for _, h, buf in FileScanner(seg.fd, h0.pos, seg.size):
                 yield h, buf
 
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """This replica leads from ``epoch`` on: the epoch starts at the log end offset (as
+        Kafka's makeLeader), so OffsetForLeaderEpoch answers for it before the first append.
+        A log without records keeps the entry in memory; the first append writes the
+        checkpoint (a new partition's directory holds no epoch file until it has data)."""
+        self.epoch_cache.assign(epoch, self.log_end_offset,
+                                write=self.log_end_offset > self.log_start_offset)
+
     # -- partition.metadata -----------------------------------------------------------------
     def _read_partition_metadata(self) -> str | None:
         try:
@@ -278,11 +305,11 @@ class Log:
             raise StorageError(f"{self.dir}/{PARTITION_METADATA}: unknown version")
         return fields.get("topic_id", "").strip() or None
 
-    def set_topic_id(self, topic_id: str) -> None:
+    def set_topic_id(self, topic_id: str, fresh: bool = False) -> None:
         """Write partition.metadata once; a different id raises (INCONSISTENT_TOPIC_ID)."""
         if self.topic_id is not None and self.topic_id != topic_id:
             raise ValueError(f"topic id {topic_id} does not match {self.topic_id}")
-        if self.topic_id == topic_id and os.path.exists(
+        if not fresh and self.topic_id == topic_id and os.path.exists(
                 os.path.join(self.dir, PARTITION_METADATA)):
             return
         from .checkpoint import write_atomic

@@ -86,10 +86,14 @@ class LogSegment:
         self._rolling_ts = None if self.size else -1   # max timestamp of the first batch
         self._next_offset = base_offset if self.size == 0 else None
         self._indexes_ready = False
+        # Index files are created with the segment's first data (an empty segment has none —
+        # a new partition costs two inodes less, which matters for topics such as the 50
+        # partitions of __consumer_offsets).  Kafka, too, materialises index files lazily.
+        self._index_files = not create
         self.active = active
         if create:
-            self.offset_index.create(active)
-            self.time_index.create(active)
+            self.offset_index.create(active, write=False)
+            self.time_index.create(active, write=False)
             self._indexes_ready = True
         else:
             self.offset_index._active = active
@@ -105,8 +109,10 @@ class LogSegment:
         self._indexes_ready = True
         try:
             if not (os.path.exists(self.offset_index.path)
-                    and os.path.exists(self.time_index.path)) and self.size:
-                raise CorruptIndexError("index file missing")
+                    and os.path.exists(self.time_index.path)):
+                if self.size:
+                    raise CorruptIndexError("index file missing")
+                self._index_files = False       # empty segment: created with its first data
             self.offset_index.load()
             self.time_index.load()
             _, last_pos = self.offset_index.last_entry()
@@ -274,14 +280,14 @@ class LogSegment:
         self._load_max_ts()
         self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
         self.active = False
-        self.offset_index.set_active(False)
-        self.time_index.set_active(False)
+        self.offset_index._active = self.time_index._active = False
+        self._persist()
 
     def on_becoming_active(self) -> None:
         self._ensure_indexes()
         self.active = True
-        self.offset_index.set_active(True)
-        self.time_index.set_active(True)
+        self.offset_index._active = self.time_index._active = True
+        self._persist()
 
     # -- recovery & truncation --------------------------------------------------------------
     def recover(self) -> int:
@@ -291,8 +297,12 @@ class LogSegment:
         """
         self._indexes_ready = True
         oi, ti = self.offset_index, self.time_index
-        oi.reset()
-        ti.reset()
+        if self._index_files:
+            oi.reset()
+            ti.reset()
+        else:       # no files yet: the persist below creates them if the segment holds data
+            oi.create(oi._active, write=False)
+            ti.create(ti._active, write=False)
         max_ts, off_max = -1, self.base_offset
         since = 0
         valid = 0
@@ -321,8 +331,7 @@ class LogSegment:
         if truncated:
             self._ftruncate(valid)
         ti.maybe_append(max_ts, off_max, skip_full_check=True)
-        oi.persist()
-        ti.persist()
+        self._persist()
         self._max_ts, self._offset_of_max_ts = max_ts, off_max
         self._bytes_since_last_index = since
         self._next_offset = nxt
@@ -344,8 +353,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
-        self.offset_index.persist()
-        self.time_index.persist()
+        self._persist()
         removed = self.size - h.pos
         self._ftruncate(h.pos)
         self._max_ts, self._offset_of_max_ts = self.time_index.last_entry()
@@ -359,17 +367,24 @@ class LogSegment:
         return removed
 
     # -- durability & lifecycle -------------------------------------------------------------
+    def _persist(self, fsync: bool = False) -> None:
+        """Write both indexes; an empty segment whose index files do not exist yet keeps it so."""
+        if not self._index_files:
+            if self.size == 0:
+                return
+            self._index_files = True
+        self.offset_index.persist(fsync)
+        self.time_index.persist(fsync)
+
     def persist_indexes(self) -> None:
         if self._indexes_ready:
-            self.offset_index.persist()
-            self.time_index.persist()
+            self._persist()
 
     def flush(self) -> None:
         try:
             os.fsync(self.fd)
             if self._indexes_ready:
-                self.offset_index.persist(fsync=True)
-                self.time_index.persist(fsync=True)
+                self._persist(fsync=True)
             self.txn_index.flush()
         except OSError as e:
             raise StorageError(f"flush of {self.log_path} failed: {e}") from e
@@ -383,8 +398,7 @@ class LogSegment:
                 self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
                                              skip_full_check=True)
                 self.offset_index._active = self.time_index._active = False
-                self.offset_index.persist()
-                self.time_index.persist()
+                self._persist()
         finally:
             os.close(self.fd)
             self.fd = -1
