@@ -156,25 +156,28 @@ class Log:
         self.lowest_truncation: int | None = None   # for the cleaner checkpoint (cleaner.py)
         self.epoch_cache = LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT), fresh=fresh)
         self.producer_state = ProducerStateManager(dir)
+        self._metadata_pending = False
         self.topic_id = None if fresh else self._read_partition_metadata()
         if topic_id is not None:
-            self.set_topic_id(topic_id, fresh)
+            self.set_topic_id(topic_id, defer=fresh)
         if fresh:
             self._create(log_start_offset or 0)
         else:
             self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
 
     # -- loading ----------------------------------------------------------------------------
-    def _new_segment(self, base: int, create: bool, active: bool) -> LogSegment:
+    def _new_segment(self, base: int, create: bool, active: bool, lazy: bool = False) -> LogSegment:
         jitter = self._rng.randrange(self.config.segment_jitter_ms) \
             if self.config.segment_jitter_ms > 0 else 0
         return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                           index_bytes=self.config.segment_index_bytes, now_ms=self.time_ms(),
-                          rolling_jitter_ms=jitter, create=create, active=active)
+                          rolling_jitter_ms=jitter, create=create, active=active, lazy=lazy)
 
     def _create(self, start: int) -> None:
-        """A brand-new log: one empty active segment at ``start``, no producers."""
-        seg = self._new_segment(start, True, True)
+        """A brand-new log: one empty active segment at ``start``, no producers.  Its files
+        (the .log, partition.metadata) are created by the first append: until then the
+        directory is empty, a new partition costing one inode (see docs/storage.md)."""
+        seg = self._new_segment(start, True, True, lazy=True)
         self.segments.append(seg)
         self.bases.append(start)
         seg.on_becoming_active()
@@ -305,17 +308,24 @@ class Log:
             raise StorageError(f"{self.dir}/{PARTITION_METADATA}: unknown version")
         return fields.get("topic_id", "").strip() or None
 
-    def set_topic_id(self, topic_id: str, fresh: bool = False) -> None:
-        """Write partition.metadata once; a different id raises (INCONSISTENT_TOPIC_ID)."""
+    def set_topic_id(self, topic_id: str, defer: bool = False) -> None:
+        """Write partition.metadata once; a different id raises (INCONSISTENT_TOPIC_ID).
+        ``defer``: a new log writes it with its first append."""
         if self.topic_id is not None and self.topic_id != topic_id:
             raise ValueError(f"topic id {topic_id} does not match {self.topic_id}")
-        if not fresh and self.topic_id == topic_id and os.path.exists(
-                os.path.join(self.dir, PARTITION_METADATA)):
+        if self.topic_id == topic_id and (self._metadata_pending or os.path.exists(
+                os.path.join(self.dir, PARTITION_METADATA))):
             return
+        self.topic_id = topic_id
+        self._metadata_pending = True
+        if not defer:
+            self._write_partition_metadata()
+
+    def _write_partition_metadata(self) -> None:
         from .checkpoint import write_atomic
         write_atomic(os.path.join(self.dir, PARTITION_METADATA),
-                     f"version: 0\ntopic_id: {topic_id}\n".encode(), fsync=False)
-        self.topic_id = topic_id
+                     f"version: 0\ntopic_id: {self.topic_id}\n".encode(), fsync=False)
+        self._metadata_pending = False
 
     # -- basic properties -------------------------------------------------------------------
     @property
@@ -454,6 +464,8 @@ class Log:
                 max_ts, off_max = h.max_timestamp, h.last_offset
         seg = self._maybe_roll(size, max_ts, first, last, now)
         seg.append(buf, headers)
+        if self._metadata_pending:
+            self._write_partition_metadata()
         if leader_epoch is not None:
             self.epoch_cache.assign(leader_epoch, first)
         else:
@@ -519,7 +531,8 @@ class Log:
         i = self._segment_index(fetch_offset)
         while i < len(self.segments):
             seg = self.segments[i]
-            if i + 1 < len(self.segments) and max_offset >= self.bases[i + 1]:
+            if (i + 1 < len(self.segments) and max_offset >= self.bases[i + 1]) \
+                    or max_offset >= leo:       # all of it (no header walk to find the end)
                 max_pos = seg.size
             else:
                 h = seg.translate_offset(max_offset)
@@ -771,6 +784,8 @@ class Log:
         for seg in self.segments[self._segment_index(self.recovery_point):]:
             if seg.base_offset >= offset and seg is not self.segments[0]:
                 break
+            if seg.fd < 0:
+                continue        # a new segment without its file yet
             seg.persist_indexes()
             fds.append(os.dup(seg.fd))
             paths += [seg.offset_index.path, seg.time_index.path, seg.txn_index.path]

@@ -63,7 +63,8 @@ class LogSegment:
 
     def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  index_bytes: int = 10485760, now_ms: int = 0, rolling_jitter_ms: int = 0,
-                 create: bool = False, active: bool = False, suffix: str = ""):
+                 create: bool = False, active: bool = False, suffix: str = "",
+                 lazy: bool = False):
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -73,12 +74,18 @@ class LogSegment:
         self.offset_index = OffsetIndex(stem + ".index" + suffix, base_offset, index_bytes)
         self.time_index = TimeIndex(stem + ".timeindex" + suffix, base_offset, index_bytes)
         self.txn_index = TransactionIndex(stem + ".txnindex" + suffix)
-        flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
-        try:
-            self.fd = os.open(self.log_path, flags, 0o644)
-        except OSError as e:
-            raise StorageError(f"cannot open {self.log_path}: {e}") from e
-        self.size = os.fstat(self.fd).st_size
+        # lazy (a new segment only): the .log file is created by the first append
+        self._file_pending = create and lazy
+        if self._file_pending:
+            self.fd = -1
+            self.size = 0
+        else:
+            flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
+            try:
+                self.fd = os.open(self.log_path, flags, 0o644)
+            except OSError as e:
+                raise StorageError(f"cannot open {self.log_path}: {e}") from e
+            self.size = os.fstat(self.fd).st_size
         self.created_ms = now_ms
         self._bytes_since_last_index = 0
         self._max_ts = None             # lazily from the time index
@@ -180,6 +187,12 @@ class LogSegment:
         if not self.can_hold(headers[-1].last_offset):
             raise ValueError(f"offset {headers[-1].last_offset} does not fit in segment "
                              f"{self.base_offset}")
+        if self._file_pending:
+            try:
+                self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            except OSError as e:
+                raise StorageError(f"cannot create {self.log_path}: {e}") from e
+            self._file_pending = False
         physical = self.size
         view = memoryview(buf)[start:end]
         written = 0
@@ -381,6 +394,8 @@ class LogSegment:
             self._persist()
 
     def flush(self) -> None:
+        if self._file_pending:
+            return          # nothing on disk yet
         try:
             os.fsync(self.fd)
             if self._indexes_ready:

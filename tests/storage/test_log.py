@@ -362,3 +362,42 @@ def test_stored_batches_reads_back_every_batch_from_the_log_start(tmp_path):
     got = [h.base_offset for _, h in lg.stored_batches(chunk=512)]
     assert got == list(range(5, 40)) and len(lg.segments) > 2
     assert [h.base_offset for _, h in lg.stored_batches(10, 12)] == [10, 11]
+
+
+def test_new_partition_files_appear_with_its_first_data(tmp_path, clock):
+    """A brand-new log is an empty directory; the first append creates the .log,
+    partition.metadata and leader-epoch-checkpoint, a close the index files."""
+    d = tmp_path / "fresh-0"
+    tid = "AAAAAAAAAAAAAAAAAAAAAA"
+    log = Log(str(d), cfg(), time_ms=clock, topic_id=tid)
+    log.assign_leader_epoch(3)
+    assert os.listdir(d) == []
+    assert log.epoch_cache.end_offset_for(3, log.log_end_offset) == (3, 0)
+    assert log.read_bytes(0, 1000) == b""
+    log.flush()                                     # nothing to flush, nothing created
+    assert os.listdir(d) == []
+    log.append(make_batch([b"a", b"b"]), leader_epoch=3)
+    assert sorted(os.listdir(d)) == ["00000000000000000000.log", "leader-epoch-checkpoint",
+                                     "partition.metadata"]
+    log.close()
+    assert {"00000000000000000000.index", "00000000000000000000.timeindex"} <= set(os.listdir(d))
+    again = Log(str(d), cfg(), time_ms=clock, topic_id=tid)
+    assert again.topic_id == tid and again.log_end_offset == 2
+    assert again.epoch_cache.entries == [(3, 0)]
+    assert offsets_in(again.read_bytes(0, 1000)) == [(0, 1)]
+    again.close()
+
+
+def test_new_partition_closed_before_any_data_reopens_empty(tmp_path, clock):
+    d = tmp_path / "idle-0"
+    tid = "BBBBBBBBBBBBBBBBBBBBBB"
+    log = Log(str(d), cfg(), time_ms=clock, topic_id=tid)
+    log.assign_leader_epoch(0)
+    log.close()
+    again = Log(str(d), cfg(), time_ms=clock, topic_id=tid)
+    assert (again.log_start_offset, again.log_end_offset) == (0, 0)
+    assert again.topic_id == tid
+    assert os.path.exists(d / "partition.metadata")     # written when the id was set on reopen
+    again.append(make_batch([b"x"]), leader_epoch=0)
+    assert offsets_in(again.read_bytes(0, 1000)) == [(0, 0)]
+    again.close()
