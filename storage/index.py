@@ -215,12 +215,6 @@ class OffsetIndex(_Index):
             return self.base_offset, 0
         return self.base_offset + self._offsets[i], self._positions[i]
 
-    def position_floor(self, position: int) -> int:
-        """The largest indexed batch position ≤ ``position``, or 0."""
-        self._ensure_loaded()
-        i = bisect_right(self._positions, position) - 1
-        return self._positions[i] if i >= 0 else 0
-
     def last_entry(self) -> tuple[int, int]:
         self._ensure_loaded()
         if not self._offsets:

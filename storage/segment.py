@@ -232,14 +232,12 @@ class LogSegment:
         return None
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = False, whole_batches: bool = False):
+             min_one_message: bool = False):
         """``(FileRegion, first BatchHeader)`` from the batch holding ``start_offset``, or None.
 
         The region is at most ``max_size`` bytes (at least the first batch when
         ``min_one_message``) and never extends past ``max_position``.  Like Kafka, the last
-        batch in the region may be cut short (clients drop a partial trailing batch) — unless
-        ``whole_batches``: then the region ends at the last batch boundary that fits, and is
-        empty when not even the first batch does.
+        batch in the region may be cut short; clients drop a partial trailing batch.
         """
         h = self.translate_offset(start_offset)
         if h is None:
@@ -248,20 +246,7 @@ class LogSegment:
             max_position = self.size
         limit = max(max_size, h.size) if min_one_message else max_size
         length = max(0, min(max_position - h.pos, limit))
-        if whole_batches and length < max_position - h.pos:
-            length = self._batch_boundary(h, h.pos + length) - h.pos
         return FileRegion(self.fd, h.pos, length), h
-
-    def _batch_boundary(self, first: BatchHeader, cut: int) -> int:
-        """The end of the last whole batch at or before file position ``cut``, walking from the
-        nearest indexed batch (at most ``index.interval.bytes`` of headers) or ``first``."""
-        if first.pos + first.size > cut:
-            return first.pos
-        pos = max(first.pos, self.offset_index.position_floor(cut))
-        end = pos
-        for b in walk_headers(self.fd, pos, cut):
-            end = b.pos + b.size
-        return end
 
     def read_bytes(self, start_offset: int, max_size: int, max_position: int | None = None,
                    min_one_message: bool = False) -> bytes:

@@ -14,11 +14,6 @@ Replica fetches (replica id set, cluster mode) are subject to the leader replica
 outside the ISR are answered without records (offsets and watermarks still filled in); the bytes
 sent for throttled partitions are counted once the answer is final.
 
-Consumers get whole batches only: where ``partition_max_bytes`` or ``max_bytes`` would cut a
-batch, the answer ends at the batch boundary before it (Kafka sends the cut-off bytes, which
-every client drops and fetches again: with kafka-python's ~0.5 MB batches that was a quarter
-of the bytes sent).  Followers get Kafka's byte-exact cut.
-
 Records are answered as file regions (``storage.segment.FileRegion``), not bytes: the
 connection writes the response header and then the region.  A fetch that finds fewer than
 ``min_bytes`` parks until an append to one of its partitions wakes it, or ``max_wait_ms`` passes.
@@ -89,7 +84,7 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
             max_bytes = min(fp.partition_max_bytes, remaining) if v >= 3 else fp.partition_max_bytes
             try:
                 data = lg.read(fp.fetch_offset, max(max_bytes, 0), max_offset=limit,
-                               min_one_message=(total == 0 or v < 3), whole_batches=not follower)
+                               min_one_message=(total == 0 or v < 3))
             except OffsetOutOfRangeError:
                 pd.error_code = E.OFFSET_OUT_OF_RANGE
                 continue

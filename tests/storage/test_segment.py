@@ -112,26 +112,3 @@ def test_index_corruption_triggers_rebuild(tmp_path):
         f.write(b"\x7f\xff\xff\xff\x7f\xff\xff\xff")   # points past the log
     seg = LogSegment(str(tmp_path), 0, index_interval_bytes=20)
     assert seg.read(7, 100)[1].base_offset == 7
-
-
-def test_read_whole_batches_ends_at_a_batch_boundary(tmp_path):
-    # ten 108-byte batches; an index entry every ~300 bytes, so the boundary search both uses
-    # the index and walks headers after it
-    seg = LogSegment(str(tmp_path), 0, index_interval_bytes=300, create=True, active=True)
-    for off in range(10):
-        append(seg, batch_at(off, size=40))
-    assert seg.size == 1080
-    cut = seg.read(0, 500)[0]                               # Kafka's byte-exact cut
-    assert (cut.position, cut.length) == (0, 500)
-    whole = seg.read(0, 500, whole_batches=True)[0]
-    assert (whole.position, whole.length) == (0, 432)       # 4 whole batches
-    whole = seg.read(3, 500, whole_batches=True)[0]         # starting mid-segment
-    assert (whole.position, whole.length) == (324, 432)
-    exact = seg.read(0, 540, whole_batches=True)[0]         # a cut exactly on a boundary
-    assert exact.length == 540
-    assert seg.read(0, 5000, whole_batches=True)[0].length == 1080   # nothing cut
-    # the first batch alone is larger than the limit: empty, unless one message is required
-    assert seg.read(2, 50, whole_batches=True)[0].length == 0
-    assert seg.read(2, 50, min_one_message=True, whole_batches=True)[0].length == 108
-    parsed = [read_header(bytes(r)) for r in [whole.read()[i:i + 108] for i in range(0, 432, 108)]]
-    assert [h.base_offset for h in parsed] == [3, 4, 5, 6]
