@@ -425,3 +425,62 @@ def test_clean_restart_keeps_topics_configs_offsets_and_producers(tmp_path):
         assert len(values) == 600
     finally:
         b.kill()
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "kill9"])
+def test_new_partition_files_appear_with_data_and_survive_restart(tmp_path, clean):
+    """A created topic's partition directories stay empty until data arrives (docs/storage.md);
+    written and never-written partitions both come back after a restart, readable and
+    writable, with the topic id kept."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    b = BrokerProcess(tmp_path / "lazy", name="broker", props={"num.partitions": 2})
+    b.start()
+    try:
+        with RawConnection(b.host, b.port) as c:
+            assert len({t.name: t for t in c.metadata(["lazy-t"]).topics}["lazy-t"].partitions) == 2
+        dirs = [os.path.join(str(b.log_dir), f"lazy-t-{p}") for p in range(2)]
+        deadline = time.monotonic() + 10     # the logs open when the metadata event lands
+        while not all(os.path.isdir(d) for d in dirs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [os.listdir(d) for d in dirs] == [[], []]
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap, linger_ms=1)
+        for i in range(50):
+            producer.send("lazy-t", value=b"v%d" % i, partition=0)
+        producer.flush(30)
+        producer.close(5)
+        assert {"00000000000000000000.log", "partition.metadata",
+                "leader-epoch-checkpoint"} <= set(os.listdir(dirs[0]))
+        assert os.listdir(dirs[1]) == []
+        with open(os.path.join(dirs[0], "partition.metadata")) as f:
+            topic_id = f.read().split()[-1]
+        assert len(topic_id) == 22 and topic_id != "A" * 22
+        if clean:
+            assert b.stop() == 0
+        else:
+            b.kill()
+        b.start()
+        with RawConnection(b.host, b.port) as c:
+            md = {t.name: t for t in c.metadata(["lazy-t"]).topics}["lazy-t"]
+            assert len(md.partitions) == 2
+            assert [c.list_offsets("lazy-t", p, -1).offset for p in range(2)] == [50, 0]
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap, linger_ms=1)
+        for i in range(10):
+            producer.send("lazy-t", value=b"w%d" % i, partition=1)
+        producer.flush(30)
+        producer.close(5)
+        consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False)
+        consumer.assign([TopicPartition("lazy-t", 0), TopicPartition("lazy-t", 1)])
+        consumer.seek_to_beginning()
+        got = {0: [], 1: []}
+        deadline = time.monotonic() + 20
+        while len(got[0]) + len(got[1]) < 60 and time.monotonic() < deadline:
+            for tp, recs in consumer.poll(500).items():
+                got[tp.partition] += [r.value for r in recs]
+        consumer.close()
+        assert got[0] == [b"v%d" % i for i in range(50)]
+        assert got[1] == [b"w%d" % i for i in range(10)]
+        for d in dirs:      # the same id in both, the never-written one included
+            with open(os.path.join(d, "partition.metadata")) as f:
+                assert f.read().split()[-1] == topic_id
+    finally:
+        b.stop()
