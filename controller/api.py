@@ -32,6 +32,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Union
 
+from broker.config import BrokerConfig, ConfigError, effective_topic_config, validate_dynamic_broker_configs
+
 log = logging.getLogger(__name__)
 
 # Kafka error codes used by the controller.
@@ -313,6 +315,110 @@ def check_added_partition_assignments(topic: str, cur: int, new_total: int, rf: 
     if err:
         return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT, err), None
     return None, new_assign
+
+
+def check_create_topic(spec: "CreatableTopic", existing, live, cfg: BrokerConfig, place, configs: dict,
+                       repeated: bool = False) -> tuple["TopicResult", dict | None]:
+    """CreateTopics rules for one topic: (error result, None) or (result, {partition: replicas}).
+    ``existing`` holds the topic names, ``live`` the live broker ids (a set, or a dict keyed by id),
+    ``place(n, rf, start)`` places partitions automatically (ValueError if it cannot), ``configs``
+    are the overrides to validate and ``repeated`` says the request names the topic more than once."""
+    name = spec.name
+    if repeated:
+        return TopicResult(name, INVALID_REQUEST, "Create topics request contains multiple entries for the "
+                                                  f"following topics: {name}"), None
+    err = validate_topic_name(name)
+    if err:
+        return TopicResult(name, INVALID_TOPIC_EXCEPTION, err), None
+    if name in existing:
+        return TopicResult(name, TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."), None
+    if has_collision_chars(name):
+        u = unify_collision_chars(name)
+        clash = sorted(t for t in existing if has_collision_chars(t) and unify_collision_chars(t) == u)
+        if clash:
+            return TopicResult(name, INVALID_TOPIC_EXCEPTION,
+                               f"Topic '{name}' collides with existing topics: {', '.join(clash)}"), None
+    if spec.assignments is not None:
+        if spec.num_partitions != -1 or spec.replication_factor != -1:
+            return TopicResult(name, INVALID_REQUEST,
+                               "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                               "Both cannot be used at the same time."), None
+        assignment = {int(p): list(r) for p, r in spec.assignments.items()}
+        err = validate_assignment(assignment, set(live))
+        if err:
+            return TopicResult(name, INVALID_REPLICA_ASSIGNMENT, err), None
+    else:
+        n = spec.num_partitions if spec.num_partitions != -1 else cfg.get("num.partitions")
+        rf = spec.replication_factor if spec.replication_factor != -1 else cfg.get("default.replication.factor")
+        if n <= 0:
+            return TopicResult(name, INVALID_PARTITIONS, "Number of partitions must be larger than 0."), None
+        if rf <= 0:
+            return TopicResult(name, INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."), None
+        if rf > len(live):
+            return TopicResult(name, INVALID_REPLICATION_FACTOR,
+                               f"Replication factor: {rf} larger than available brokers: {len(live)}."), None
+        try:
+            assignment = place(n, rf, 0)
+        except ValueError as e:
+            return TopicResult(name, INVALID_REPLICATION_FACTOR, str(e)), None
+    try:
+        effective_topic_config(cfg, configs)
+    except ConfigError as e:
+        return TopicResult(name, INVALID_CONFIG, str(e)), None
+    return TopicResult(name, NONE, None, None, len(assignment), len(assignment[0])), assignment
+
+
+def plan_partition_increase(topic: str, cur: int, new_total: int, rf: int, reassigning: bool,
+                            assignments, live, place) -> tuple["TopicResult | None", dict | None]:
+    """CreatePartitions rules before anything is written: (error result, None) or (None, {partition:
+    replicas}) for the partitions from ``cur`` to ``new_total`` - 1.  ``reassigning`` says a
+    reassignment of the topic is in progress; ``live`` and ``place`` as for ``check_create_topic``."""
+    if reassigning:
+        return TopicResult(topic, REASSIGNMENT_IN_PROGRESS,
+                           f"A partition reassignment is in progress for the topic '{topic}'."), None
+    if new_total < cur:
+        return TopicResult(topic, INVALID_PARTITIONS, f"Topic currently has {cur} partitions, "
+                                                      f"which is higher than the requested {new_total}."), None
+    if new_total == cur:
+        return TopicResult(topic, INVALID_PARTITIONS, f"Topic already has {cur} partitions."), None
+    if assignments is not None:
+        return check_added_partition_assignments(topic, cur, new_total, rf, assignments, live)
+    if rf > len(live):
+        return TopicResult(topic, INVALID_REPLICATION_FACTOR,
+                           f"Replication factor: {rf} larger than available brokers: {len(live)}."), None
+    try:
+        return None, place(new_total - cur, rf, cur)
+    except ValueError as e:
+        return TopicResult(topic, INVALID_REPLICATION_FACTOR, str(e)), None
+
+
+def check_topic_configs(cfg: BrokerConfig, configs: dict) -> "ApiResult | None":
+    """AlterConfigs of a topic: None if ``configs`` (the new overrides) are valid, else the result."""
+    try:
+        effective_topic_config(cfg, configs)
+    except ConfigError as e:
+        return ApiResult(e.error_code, str(e))
+    return None
+
+
+def apply_dynamic_broker_configs(cfg: BrokerConfig, own_id: int, broker_configs: dict[str, dict[str, str]]) -> None:
+    """Give ``cfg`` the dynamic overrides of broker ``own_id`` and the cluster default."""
+    cfg.set_dynamic(per_broker=broker_configs.get(str(own_id), {}),
+                    cluster_default=broker_configs.get(DEFAULT_BROKER_ENTITY, {}))
+
+
+def altered_broker_configs(cfg: BrokerConfig, own_id: int, current: dict[str, dict[str, str]],
+                           broker_id: int | None, configs: dict[str, str]) -> tuple[str, dict[str, dict[str, str]]]:
+    """AlterConfigs of a broker (None: the cluster default): (entity, all dynamic broker configs after
+    the change), checked on a trial copy of ``cfg`` for broker ``own_id``; raises ConfigError."""
+    entity = DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
+    validate_dynamic_broker_configs(configs, per_broker=broker_id is not None)
+    new_bc = {k: dict(v) for k, v in current.items()}
+    new_bc[entity] = dict(configs)
+    if not new_bc[entity]:
+        del new_bc[entity]
+    apply_dynamic_broker_configs(BrokerConfig(cfg.static_configs, validate=False), own_id, new_bc)
+    return entity, new_bc
 
 
 def validate_topic_name(name: str | None) -> str | None:

@@ -25,19 +25,19 @@ import json
 import logging
 import os
 import uuid
+from collections import Counter
 from typing import Any, Callable, Iterable
 
-from broker.config import BrokerConfig, ConfigError, effective_topic_config, validate_dynamic_broker_configs
+from broker.config import BrokerConfig, ConfigError
 from controller.api import (
-    DEFAULT_BROKER_ENTITY, INELIGIBLE_REPLICA, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
-    INVALID_REPLICATION_FACTOR, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_UPDATE_VERSION, NONE,
-    NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
-    TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION,
+    DEFAULT_BROKER_ENTITY, INELIGIBLE_REPLICA, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
+    NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, PRODUCER_ID_BLOCK_SIZE,
+    TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION,
     AlterPartitionResult, ApiResult, BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic,
-    Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, assign_replicas, base64_to_uuid,
-    check_added_partition_assignments, resolve_topic_to_delete,
-    has_collision_chars, is_internal_topic, new_cluster_id, random_kafka_uuid, unify_collision_chars,
-    uuid_to_base64, validate_assignment, validate_topic_name,
+    Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, altered_broker_configs,
+    apply_dynamic_broker_configs, assign_replicas, base64_to_uuid, check_create_topic, check_topic_configs,
+    is_internal_topic, new_cluster_id, plan_partition_increase, random_kafka_uuid, resolve_topic_to_delete,
+    uuid_to_base64,
 )
 
 log = logging.getLogger(__name__)
@@ -223,6 +223,9 @@ class SingleNodeController(Controller):
     def _live(self) -> set[int]:
         return {self._broker_id}
 
+    def _place(self, n: int, rf: int, start: int) -> dict[int, list[int]]:
+        return assign_replicas(sorted(self._live()), n, rf, start_partition=start)
+
     # ------------------------------------------------------------------ topics
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
@@ -243,64 +246,17 @@ class SingleNodeController(Controller):
         leader = isr[0] if isr else -1
         return PartitionState(p, list(replicas), leader, 0, isr if isr else list(replicas), 0)
 
-    def _check_create(self, spec: CreatableTopic, existing: dict[str, TopicInfo]) -> tuple[TopicResult, dict | None]:
-        name = spec.name
-        err = validate_topic_name(name)
-        if err:
-            return TopicResult(name, INVALID_TOPIC_EXCEPTION, err), None
-        if name in existing:
-            return TopicResult(name, TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."), None
-        if has_collision_chars(name):
-            u = unify_collision_chars(name)
-            clash = sorted(t for t in existing if has_collision_chars(t) and unify_collision_chars(t) == u)
-            if clash:
-                return TopicResult(name, INVALID_TOPIC_EXCEPTION,
-                                   f"Topic '{name}' collides with existing topics: {', '.join(clash)}"), None
-        live = self._live()
-        if spec.assignments is not None:
-            if spec.num_partitions != -1 or spec.replication_factor != -1:
-                return TopicResult(name, INVALID_REQUEST,
-                                   "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                                   "Both cannot be used at the same time."), None
-            assignment = {int(p): list(r) for p, r in spec.assignments.items()}
-            err = validate_assignment(assignment, live)
-            if err:
-                return TopicResult(name, INVALID_REPLICA_ASSIGNMENT, err), None
-        else:
-            n = spec.num_partitions if spec.num_partitions != -1 else self._cfg.get("num.partitions")
-            rf = spec.replication_factor if spec.replication_factor != -1 else self._cfg.get("default.replication.factor")
-            if n <= 0:
-                return TopicResult(name, INVALID_PARTITIONS, "Number of partitions must be larger than 0."), None
-            if rf <= 0:
-                return TopicResult(name, INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."), None
-            if rf > len(live):
-                return TopicResult(name, INVALID_REPLICATION_FACTOR,
-                                   f"Replication factor: {rf} larger than available brokers: {len(live)}."), None
-            assignment = assign_replicas(sorted(live), n, rf)
-        try:
-            effective_topic_config(self._cfg, spec.configs or {})
-        except ConfigError as e:
-            return TopicResult(name, INVALID_CONFIG, str(e)), None
-        rf = len(assignment[0])
-        return TopicResult(name, NONE, None, None, len(assignment), rf), assignment
-
     async def create_topics(self, specs: list[CreatableTopic], validate_only: bool = False) -> list[TopicResult]:
         async with self._lock:
             if not self._running:
                 return [self._not_controller(s.name) for s in specs]
-            counts: dict[str, int] = {}
-            for s in specs:
-                counts[s.name] = counts.get(s.name, 0) + 1
+            counts = Counter(s.name for s in specs)
             results: list[TopicResult] = []
             new_topics = dict(self._topics)
             created: list[TopicInfo] = []
             for spec in specs:
-                if counts[spec.name] > 1:
-                    results.append(TopicResult(spec.name, INVALID_REQUEST,
-                                               f"Create topics request contains multiple entries for the "
-                                               f"following topics: {spec.name}"))
-                    continue
-                res, assignment = self._check_create(spec, new_topics)
+                res, assignment = check_create_topic(spec, new_topics, self._live(), self._cfg, self._place,
+                                                     spec.configs or {}, counts[spec.name] > 1)
                 results.append(res)
                 if res.error_code or validate_only:
                     continue
@@ -362,28 +318,13 @@ class SingleNodeController(Controller):
             info = self._topics.get(topic)
             if info is None:
                 return TopicResult(topic, UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
-            if any(s.adding_replicas or s.removing_replicas for s in info.partitions.values()):
-                return TopicResult(topic, REASSIGNMENT_IN_PROGRESS,
-                                   f"A partition reassignment is in progress for the topic '{topic}'.")
+            reassigning = any(s.adding_replicas or s.removing_replicas for s in info.partitions.values())
             cur = len(info.partitions)
-            if new_total < cur:
-                return TopicResult(topic, INVALID_PARTITIONS,
-                                   f"Topic currently has {cur} partitions, which is higher than the requested {new_total}.")
-            if new_total == cur:
-                return TopicResult(topic, INVALID_PARTITIONS, f"Topic already has {cur} partitions.")
             rf = info.replication_factor
-            live = self._live()
-            add = new_total - cur
-            if assignments is not None:
-                bad, new_assign = check_added_partition_assignments(topic, cur, new_total, rf,
-                                                                    assignments, live)
-                if bad is not None:
-                    return bad
-            else:
-                if rf > len(live):
-                    return TopicResult(topic, INVALID_REPLICATION_FACTOR,
-                                       f"Replication factor: {rf} larger than available brokers: {len(live)}.")
-                new_assign = assign_replicas(sorted(live), add, rf, start_partition=cur)
+            bad, new_assign = plan_partition_increase(topic, cur, new_total, rf, reassigning, assignments,
+                                                      self._live(), self._place)
+            if bad is not None:
+                return bad
             res = TopicResult(topic, NONE, None, info.topic_id, new_total, rf)
             if validate_only:
                 return res
@@ -407,10 +348,9 @@ class SingleNodeController(Controller):
             info = self._topics.get(topic)
             if info is None:
                 return ApiResult(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
-            try:
-                effective_topic_config(self._cfg, configs)
-            except ConfigError as e:
-                return ApiResult(e.error_code, str(e))
+            bad = check_topic_configs(self._cfg, configs)
+            if bad is not None:
+                return bad
             if validate_only:
                 return ApiResult()
             new_topics = dict(self._topics)
@@ -425,26 +365,17 @@ class SingleNodeController(Controller):
         key = DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
         return dict(self._broker_configs.get(key, {}))
 
-    def _apply_dynamic_to_config(self, broker_configs: dict[str, dict[str, str]] | None = None,
-                                 cfg: BrokerConfig | None = None) -> None:
-        bc = self._broker_configs if broker_configs is None else broker_configs
-        (cfg or self._cfg).set_dynamic(per_broker=bc.get(str(self._broker_id), {}),
-                                       cluster_default=bc.get(DEFAULT_BROKER_ENTITY, {}))
+    def _apply_dynamic_to_config(self) -> None:
+        apply_dynamic_broker_configs(self._cfg, self._broker_id, self._broker_configs)
 
     async def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str],
                                    validate_only: bool = False) -> ApiResult:
         async with self._lock:
             if not self._running:
                 return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-            entity = DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
             try:
-                validate_dynamic_broker_configs(configs, per_broker=broker_id is not None)
-                new_bc = {k: dict(v) for k, v in self._broker_configs.items()}
-                new_bc[entity] = dict(configs)
-                if not new_bc[entity]:
-                    del new_bc[entity]
-                trial = BrokerConfig(self._cfg.static_configs, validate=False)
-                self._apply_dynamic_to_config(new_bc, trial)
+                entity, new_bc = altered_broker_configs(self._cfg, self._broker_id, self._broker_configs,
+                                                        broker_id, configs)
             except ConfigError as e:
                 return ApiResult(e.error_code, str(e))
             if validate_only:

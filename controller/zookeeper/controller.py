@@ -23,25 +23,25 @@ How this works
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
 import time
 import uuid
+from collections import Counter
 from typing import Callable, Iterable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.config import BrokerConfig, ConfigError, effective_topic_config, validate_dynamic_broker_configs
+from broker.config import BrokerConfig, ConfigError
 from controller.api import (
-    DEFAULT_BROKER_ENTITY, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
-    INVALID_REPLICATION_FACTOR, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, NONE, NOT_CONTROLLER,
-    PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS, TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED,
-    UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult, BrokerInfo,
-    BrokersChanged, ConfigsChanged, Controller, CreatableTopic, Event, PartitionState, TopicInfo,
-    TopicResult, TopicsChanged, assign_replicas, has_collision_chars, is_internal_topic, new_cluster_id,
-    check_added_partition_assignments, resolve_topic_to_delete,
-    random_kafka_uuid, unify_collision_chars, validate_assignment, validate_topic_name,
+    DEFAULT_BROKER_ENTITY, NONE, NOT_CONTROLLER, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
+    TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult,
+    BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic, Event, PartitionState, TopicInfo,
+    TopicResult, TopicsChanged, altered_broker_configs, apply_dynamic_broker_configs, assign_replicas,
+    check_create_topic, check_topic_configs, is_internal_topic, new_cluster_id, plan_partition_increase,
+    random_kafka_uuid, resolve_topic_to_delete,
 )
 from controller.zookeeper import znodes as Z
 from controller.zookeeper.zkbridge import ZkBridge
@@ -557,25 +557,20 @@ class ZkController(Controller):
         existing = await self._zk_topic_names()
         marked = set(await self.bridge.get_children(Z.DELETE_TOPICS))
         live = await self._zk_live_brokers()
-        counts: dict[str, int] = {}
-        for s in specs:
-            counts[s.name] = counts.get(s.name, 0) + 1
+        counts = Counter(s.name for s in specs)
         results: list[TopicResult] = []
         created: list[str] = []
+        place = functools.partial(assign_replicas_rack_aware, live)
         for spec in specs:
-            if counts[spec.name] > 1:
-                results.append(TopicResult(spec.name, INVALID_REQUEST,
-                                           "Create topics request contains multiple entries for the following "
-                                           f"topics: {spec.name}"))
-                continue
-            res, assignment = self._check_create(spec, existing, live)
+            configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
+            res, assignment = check_create_topic(spec, existing, live, self._cfg, place, configs,
+                                                 counts[spec.name] > 1)
             if res.error_code == NONE and spec.name in marked:
                 res = TopicResult(spec.name, TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' is marked for deletion.")
             results.append(res)
             if res.error_code or validate_only:
                 continue
             tid = random_kafka_uuid()
-            configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
             try:
                 cpath = Z.config_path("topics", spec.name)
                 try:
@@ -598,48 +593,6 @@ class ZkController(Controller):
                 (t := self._topics.get(n)) is not None and all(s.leader >= 0 for s in t.partitions.values())
                 for n in created))
         return results
-
-    def _check_create(self, spec: CreatableTopic, existing: set[str], live: dict[int, str | None]):
-        name = spec.name
-        err = validate_topic_name(name)
-        if err:
-            return TopicResult(name, INVALID_TOPIC_EXCEPTION, err), None
-        if name in existing:
-            return TopicResult(name, TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."), None
-        if has_collision_chars(name):
-            u = unify_collision_chars(name)
-            clash = sorted(t for t in existing if has_collision_chars(t) and unify_collision_chars(t) == u)
-            if clash:
-                return TopicResult(name, INVALID_TOPIC_EXCEPTION,
-                                   f"Topic '{name}' collides with existing topics: {', '.join(clash)}"), None
-        if spec.assignments is not None:
-            if spec.num_partitions != -1 or spec.replication_factor != -1:
-                return TopicResult(name, INVALID_REQUEST,
-                                   "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                                   "Both cannot be used at the same time."), None
-            assignment = {int(p): list(r) for p, r in spec.assignments.items()}
-            err = validate_assignment(assignment, set(live))
-            if err:
-                return TopicResult(name, INVALID_REPLICA_ASSIGNMENT, err), None
-        else:
-            n = spec.num_partitions if spec.num_partitions != -1 else self._cfg.get("num.partitions")
-            rf = spec.replication_factor if spec.replication_factor != -1 else self._cfg.get("default.replication.factor")
-            if n <= 0:
-                return TopicResult(name, INVALID_PARTITIONS, "Number of partitions must be larger than 0."), None
-            if rf <= 0:
-                return TopicResult(name, INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."), None
-            if rf > len(live):
-                return TopicResult(name, INVALID_REPLICATION_FACTOR,
-                                   f"Replication factor: {rf} larger than available brokers: {len(live)}."), None
-            try:
-                assignment = assign_replicas_rack_aware(live, n, rf)
-            except ValueError as e:
-                return TopicResult(name, INVALID_REPLICATION_FACTOR, str(e)), None
-        try:
-            effective_topic_config(self._cfg, {k: v for k, v in (spec.configs or {}).items() if v is not None})
-        except ConfigError as e:
-            return TopicResult(name, INVALID_CONFIG, str(e)), None
-        return TopicResult(name, NONE, None, None, len(assignment), len(assignment[0])), assignment
 
     async def delete_topics(self, names_or_ids: Iterable[str | uuid.UUID]) -> list[TopicResult]:
         existing = await self._zk_topic_names()
@@ -676,30 +629,14 @@ class ZkController(Controller):
             return TopicResult(topic, UNKNOWN_TOPIC_OR_PARTITION,
                                f"The topic '{topic}' is queued for deletion.")
         a = Z.decode_topic(topic, data)
-        if a.adding or a.removing:
-            return TopicResult(topic, REASSIGNMENT_IN_PROGRESS,
-                               f"A partition reassignment is in progress for the topic '{topic}'.")
         cur = len(a.partitions)
-        if new_total < cur:
-            return TopicResult(topic, INVALID_PARTITIONS,
-                               f"Topic currently has {cur} partitions, which is higher than the requested {new_total}.")
-        if new_total == cur:
-            return TopicResult(topic, INVALID_PARTITIONS, f"Topic already has {cur} partitions.")
         rf = len(a.partitions[0])
         live = await self._zk_live_brokers()
-        add = new_total - cur
-        if assignments is not None:
-            bad, new_assign = check_added_partition_assignments(topic, cur, new_total, rf, assignments, live)
-            if bad is not None:
-                return bad
-        else:
-            if rf > len(live):
-                return TopicResult(topic, INVALID_REPLICATION_FACTOR,
-                                   f"Replication factor: {rf} larger than available brokers: {len(live)}.")
-            try:
-                new_assign = assign_replicas_rack_aware(live, add, rf, start_partition=cur)
-            except ValueError as e:
-                return TopicResult(topic, INVALID_REPLICATION_FACTOR, str(e))
+        place = functools.partial(assign_replicas_rack_aware, live)
+        bad, new_assign = plan_partition_increase(topic, cur, new_total, rf, bool(a.adding or a.removing),
+                                                  assignments, live, place)
+        if bad is not None:
+            return bad
         res = TopicResult(topic, NONE, None, a.topic_id, new_total, rf)
         if validate_only:
             return res
@@ -727,10 +664,9 @@ class ZkController(Controller):
     async def alter_topic_configs(self, topic: str, configs: dict[str, str], validate_only: bool = False) -> ApiResult:
         if topic not in await self._zk_topic_names():
             return ApiResult(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
-        try:
-            effective_topic_config(self._cfg, configs)
-        except ConfigError as e:
-            return ApiResult(e.error_code, str(e))
+        bad = check_topic_configs(self._cfg, configs)
+        if bad is not None:
+            return bad
         if validate_only:
             return ApiResult()
         await self._write_config("topics", topic, dict(configs))
@@ -746,10 +682,8 @@ class ZkController(Controller):
         key = DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
         return dict(self._broker_configs.get(key, {}))
 
-    def _apply_dynamic_to_config(self, broker_configs=None, cfg: BrokerConfig | None = None) -> None:
-        bc = self._broker_configs if broker_configs is None else broker_configs
-        (cfg or self._cfg).set_dynamic(per_broker=bc.get(str(self._broker_id), {}),
-                                       cluster_default=bc.get(DEFAULT_BROKER_ENTITY, {}))
+    def _apply_dynamic_to_config(self) -> None:
+        apply_dynamic_broker_configs(self._cfg, self._broker_id, self._broker_configs)
 
     async def _load_broker_configs(self) -> None:
         for entity in (DEFAULT_BROKER_ENTITY, str(self._broker_id)):
@@ -773,15 +707,9 @@ class ZkController(Controller):
 
     async def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str],
                                    validate_only: bool = False) -> ApiResult:
-        entity = DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
         try:
-            validate_dynamic_broker_configs(configs, per_broker=broker_id is not None)
-            new_bc = {k: dict(v) for k, v in self._broker_configs.items()}
-            new_bc[entity] = dict(configs)
-            if not new_bc[entity]:
-                del new_bc[entity]
-            trial = BrokerConfig(self._cfg.static_configs, validate=False)
-            self._apply_dynamic_to_config(new_bc, trial)
+            entity, new_bc = altered_broker_configs(self._cfg, self._broker_id, self._broker_configs,
+                                                    broker_id, configs)
         except ConfigError as e:
             return ApiResult(e.error_code, str(e))
         if validate_only:
