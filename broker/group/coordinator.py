@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Protocol, runtime_checkable
 
 from protocol.errors import ErrorCode as E, code_for_exception
 
+from broker.background import BackgroundTasks
 from broker.group import records as R
 from broker.group.group import DEAD, EMPTY, STABLE, STATES, Group, OffsetAndMetadata
 from broker.group.hashing import partition_for
@@ -110,7 +111,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
         self.active = False
-        self._tasks: set[asyncio.Task] = set()
+        self._bg = BackgroundTasks("group coordinator")
         self._expiry_handle = None
 
     # ------------------------------------------------------------------ configuration
@@ -155,7 +156,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
             self._expiry_handle = None
         for p in sorted(self.owned):
             self.on_resign(p)
-        tasks = list(self._tasks)
+        tasks = list(self._bg.tasks)
         if tasks:
             await asyncio.wait(tasks, timeout=5)
         for t in tasks:
@@ -175,20 +176,11 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         self._expiry_handle = self.timers.call_later(interval, fire)
 
     def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-
-        def done(t):
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("group coordinator task failed", exc_info=t.exception())
-        task.add_done_callback(done)
-        return task
+        return self._bg.spawn(coro)
 
     async def idle(self) -> None:
         """Wait until every background write has finished (tests use this)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._bg.idle()
 
     # ------------------------------------------------------------------ ownership and loading
     def _owns(self, partition: int) -> bool:

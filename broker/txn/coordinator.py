@@ -47,6 +47,7 @@ import asyncio
 import logging
 import time
 
+from broker.background import BackgroundTasks
 from broker.group.hashing import partition_for
 from broker.txn import records as TR
 from broker.txn.metadata import (EXPIRABLE, NO_PRODUCER_EPOCH, STATE_BY_NAME, IllegalTransition, S, Transit,
@@ -99,7 +100,7 @@ class TransactionCoordinator:
         self.marker_backoff = marker_backoff
         self.partitions: dict[int, _Partition] = {}
         self.active = False
-        self._tasks: set[asyncio.Task] = set()
+        self._bg = BackgroundTasks("transaction coordinator")
         self._timers: list[asyncio.Task] = []
 
     # ------------------------------------------------------------------ configuration
@@ -134,7 +135,7 @@ class TransactionCoordinator:
         self._timers.clear()
         for p in list(self.partitions):
             self.on_resign(p)
-        tasks = list(self._tasks)
+        tasks = list(self._bg.tasks)
         for t in tasks:
             t.cancel()
         if tasks:
@@ -161,20 +162,11 @@ class TransactionCoordinator:
         self.abort_timed_out()
 
     def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-
-        def done(t):
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("transaction coordinator task failed", exc_info=t.exception())
-        task.add_done_callback(done)
-        return task
+        return self._bg.spawn(coro)
 
     async def idle(self) -> None:
         """Wait until every background task (markers, completions) has finished (tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._bg.idle()
 
     # ------------------------------------------------------------------ ownership and loading
     def check_ownership(self) -> None:
