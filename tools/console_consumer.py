@@ -8,7 +8,7 @@ import sys
 import time
 
 from tools.common import (OptionParser, ToolError, UsageError, cluster_from, load_properties,
-                          parse_kv_list, parse_or_exit, run, topic_matcher)
+                          parse_kv_list, parse_or_exit, require, run, topic_matcher)
 from tools.kclient import EARLIEST, LATEST, Consumer
 
 DESCRIPTION = "This tool reads records from Kafka topics and writes them to standard output."
@@ -117,8 +117,7 @@ def check_args(p, o):
             p.usage_exit("Options from-beginning and offset cannot be specified together.")
     elif o.has("offset"):
         p.usage_exit("The partition is required when offset is specified.")
-    if not o.has("bootstrap-server"):
-        p.usage_exit("Missing required argument \"[bootstrap-server]\"")
+    require(p, o, "bootstrap-server")
     if o.get("isolation-level") not in ("read_committed", "read_uncommitted"):
         p.usage_exit(f"Invalid value {o.get('isolation-level')} for configuration "
                      f"isolation.level: String must be one of: read_committed, read_uncommitted")

@@ -10,7 +10,7 @@ import sys
 
 from protocol import records as rec
 from protocol.compression import CODEC_NAMES
-from tools.common import OptionParser, ToolError, parse_or_exit, run
+from tools.common import OptionParser, ToolError, parse_or_exit, require, run
 
 DESCRIPTION = ("This tool prints the contents of log segment and index files, useful for "
                "debugging a segment that seems corrupt.")
@@ -369,8 +369,7 @@ def main(argv=None) -> int:
     def body(args):
         o = parse_or_exit(p, args, "This tool prints the contents of log segment and index "
                                    "files.")
-        if not o.has("files"):
-            p.usage_exit("Missing required argument \"[files]\"")
+        require(p, o, "files")
         return execute(o)
 
     return run(body, sys.argv[1:] if argv is None else argv)

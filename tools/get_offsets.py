@@ -5,7 +5,7 @@ import re
 import sys
 
 from tools.common import (OptionParser, ToolError, cluster_from, internal_topic, parse_or_exit,
-                          run, topic_matcher)
+                          require, run, topic_matcher)
 from tools.kclient import list_offsets
 
 DESCRIPTION = "An interactive shell for getting topic-partition offsets."
@@ -121,8 +121,7 @@ def main(argv=None) -> int:
 
     def body(args):
         o = parse_or_exit(p, args)
-        if not o.has("bootstrap-server"):
-            p.usage_exit("Missing required argument \"[bootstrap-server]\"")
+        require(p, o, "bootstrap-server")
         return execute(o)
 
     return run(body, sys.argv[1:] if argv is None else argv, error_prefix="Error occurred: ")

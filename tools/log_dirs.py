@@ -76,8 +76,7 @@ def main(argv=None) -> int:
     def body(args):
         o = parse_or_exit(p, args)
         require(p, o, "bootstrap-server")
-        if not o.has("describe"):
-            p.usage_exit("Missing required argument \"[describe]\"")
+        require(p, o, "describe")
         return execute(o)
 
     return run(body, sys.argv[1:] if argv is None else argv, error_prefix="")

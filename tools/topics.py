@@ -62,8 +62,7 @@ def check_args(p: OptionParser, o):
     if len(actions) != 1:
         p.usage_exit("Command must include exactly one action: --list, --describe, --create, "
                      "--alter or --delete")
-    if not o.has("bootstrap-server"):
-        p.usage_exit("Missing required argument \"[bootstrap-server]\"")
+    require(p, o, "bootstrap-server")
     action = actions[0]
     if action not in ("list", "describe"):
         require(p, o, "topic")
