@@ -29,7 +29,7 @@ have_apt_pkgs() {
 }
 
 if [[ "${SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null; then
-    pkgs=(zookeeper kcat)
+    pkgs=(zookeeper kcat iproute2)     # iproute2: ss and ip (socket-option and netns tests)
     command -v java >/dev/null || pkgs+=(default-jre-headless)
     # slf4j-simple gives ZooKeeper a log in test failure reports (optional).
     apt-cache show libslf4j-java >/dev/null 2>&1 && pkgs+=(libslf4j-java)

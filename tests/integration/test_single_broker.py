@@ -571,3 +571,34 @@ def test_list_offsets_answers_like_kafka(kafka):
         assert ask(-3, 7) == (2, base + 9000)            # max timestamp: first of the maxima
         assert c.list_offsets(topic, 0, -1, 0).old_style_offsets[0] == leo
         assert c.list_offsets(topic, 9, -1).error_code == 3     # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_socket_buffer_settings_reach_accepted_sockets(tmp_path):
+    """socket.send.buffer.bytes / socket.receive.buffer.bytes are set on each accepted socket
+    (Linux doubles the value; `ss -m` shows it as tb / rb), and -1 leaves the OS default."""
+    def buffers(b):
+        out = subprocess.run(["ss", "-tmnH", "state", "established", f"( sport = :{b.port} )"],
+                             capture_output=True, text=True, check=True).stdout
+        tb = int(out.split(",tb")[1].split(",")[0])
+        rb = int(out.split("(r0,rb")[1].split(",")[0])
+        return tb, rb
+
+    b = BrokerProcess(tmp_path / "set", name="broker",
+                      props={"socket.send.buffer.bytes": 131072, "socket.receive.buffer.bytes": 32768})
+    b.start()
+    try:
+        with RawConnection(b.host, b.port) as c:
+            c.metadata(None)
+            assert buffers(b) == (2 * 131072, 2 * 32768)
+    finally:
+        b.stop()
+    d = BrokerProcess(tmp_path / "os", name="broker",
+                      props={"socket.send.buffer.bytes": -1, "socket.receive.buffer.bytes": -1})
+    d.start()
+    try:
+        with RawConnection(d.host, d.port) as c:
+            c.metadata(None)
+            tb, rb = buffers(d)
+            assert tb != 2 * 131072 and rb != 2 * 32768 and tb > 0 and rb > 0
+    finally:
+        d.stop()
