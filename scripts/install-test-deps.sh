@@ -3,7 +3,9 @@
 # with sudo available). Idempotent: safe to run again; skips work already done.
 #
 #   apt:  zookeeper (Debian's 3.8, run by tests/support/zookeeper.py with java), kcat,
-#         a headless JRE when no java is on PATH
+#         a headless JRE when no java is on PATH, nodejs and npm when no node is on PATH
+#   npm:  KafkaJS for tests/integration/test_kafkajs.py (npm ci in tests/kafkajs, pinned by
+#         its package-lock.json)
 #   pip:  this project in editable mode with its [test] and [spark] extras
 #
 # Environment: PYTHON (default python3), SKIP_APT=1 to skip the apt part,
@@ -31,9 +33,10 @@ have_apt_pkgs() {
 if [[ "${SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null; then
     pkgs=(zookeeper kcat iproute2)     # iproute2: ss and ip (socket-option and netns tests)
     command -v java >/dev/null || pkgs+=(default-jre-headless)
+    command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
     # slf4j-simple gives ZooKeeper a log in test failure reports (optional).
     apt-cache show libslf4j-java >/dev/null 2>&1 && pkgs+=(libslf4j-java)
-    if have_apt_pkgs "${pkgs[@]}" && command -v java >/dev/null; then
+    if have_apt_pkgs "${pkgs[@]}" && command -v java >/dev/null && command -v node >/dev/null; then
         log "apt packages already installed: ${pkgs[*]}"
     else
         log "apt-get install ${pkgs[*]}"
@@ -49,6 +52,8 @@ missing=()
 command -v java >/dev/null || missing+=(java)
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(/usr/share/java/zookeeper.jar)
 command -v kcat >/dev/null || command -v kafkacat >/dev/null || missing+=(kcat)
+command -v node >/dev/null || missing+=(node)
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
     log "still missing after install: ${missing[*]}"
     exit 1
@@ -69,6 +74,16 @@ if [[ "${SKIP_PIP:-0}" != 1 ]]; then
     (cd "$repo" && "$python" -m pip install "${pip_args[@]}" -e ".[$extras]")
 fi
 
+if [[ -f "$repo/tests/kafkajs/node_modules/kafkajs/package.json" ]] &&
+    grep -q "\"version\": \"$(sed -n 's/.*"kafkajs": "\(.*\)".*/\1/p' "$repo/tests/kafkajs/package.json")\"" \
+        "$repo/tests/kafkajs/node_modules/kafkajs/package.json"; then
+    log "kafkajs already installed in tests/kafkajs"
+else
+    log "npm ci in tests/kafkajs"
+    (cd "$repo/tests/kafkajs" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 log "java: $(java -version 2>&1 | head -n1)"
+log "node: $(node --version), kafkajs $(sed -n 's/.*"version": "\(.*\)".*/\1/p' "$repo/tests/kafkajs/node_modules/kafkajs/package.json")"
 log "kcat: $( (command -v kcat || command -v kafkacat) )"
 log "done"
