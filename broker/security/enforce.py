@@ -32,6 +32,13 @@ Rules (the operation checked, on which resource):
   ElectLeaders, AlterPartitionReassignments: ALTER on the cluster; inter-broker APIs
   (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition):
   CLUSTER_ACTION on the cluster.
+* AddPartitionsToTxn: below v4 WRITE on the transactional id and on each topic (one refused
+  topic fails the whole transaction's request: 29 for it, OPERATION_NOT_ATTEMPTED for the rest);
+  v4+ (broker to broker) CLUSTER_ACTION.  AddOffsetsToTxn: WRITE on the transactional id, READ on
+  the group.  EndTxn: WRITE on the transactional id.  TxnOffsetCommit: WRITE on the
+  transactional id, READ on the group and on each topic.  DescribeTransactions: DESCRIBE per
+  transactional id (topics the principal may not DESCRIBE are left out); ListTransactions:
+  the ids the principal may DESCRIBE.  WriteTxnMarkers: CLUSTER_ACTION.
 * ApiVersions, SASL, the ACL and SCRAM APIs check for themselves.  Any other API (a handler
   added later without a rule here) needs CLUSTER_ACTION, or the connection is closed — closed by
   default rather than open by default.
@@ -41,11 +48,13 @@ from __future__ import annotations
 import logging
 
 from broker.security import acl as A
+from controller.api import is_internal_topic
 from protocol.messages import RESPONSES
 
 log = logging.getLogger("odradek.authorizer")
 
 T_AUTH, G_AUTH, C_AUTH, TX_AUTH = 29, 30, 31, 53
+UNKNOWN_TOPIC, NOT_ATTEMPTED = 3, 55
 INT_MIN = -2147483648
 SELF_CHECKING = {17, 18, 29, 30, 31, 36, 50, 51}
 
@@ -467,6 +476,85 @@ def _deny_elect(ctx, req):
         for t in parts])
 
 
+async def _add_partitions_to_txn(ctx, req, call):
+    """v4+ (brokers verifying a produce): CLUSTER_ACTION.  Below v4 (producers): WRITE on the
+    transactional id, else every partition fails with 53; WRITE on each topic (internal topics are
+    never writable this way) — if any is refused, nothing is added: refused partitions 29, those
+    of unknown topics 3, the rest OPERATION_NOT_ATTEMPTED."""
+    R = RESPONSES[24]
+    if ctx.api_version >= 4:
+        if _cluster(ctx, A.CLUSTER_ACTION):
+            return await call(ctx, req)
+        return R(throttle_time_ms=0, error_code=C_AUTH, results_by_transaction=[])
+
+    def answer(code_of):
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=[R.AddPartitionsToTxnTopicResult(
+            name=t.name, results_by_partition=[R.AddPartitionsToTxnPartitionResult(
+                partition_index=p, partition_error_code=code_of(t.name, p)) for p in t.partitions])
+            for t in req.v3_and_below_topics])
+
+    if not _ok(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.v3_and_below_transactional_id):
+        return answer(lambda t, p: TX_AUTH)
+    denied = {t.name for t in req.v3_and_below_topics
+              if is_internal_topic(t.name) or not _ok(ctx, A.WRITE, A.TOPIC, t.name)}
+    if not denied:
+        return await call(ctx, req)
+    ctrl = ctx.broker.controller
+
+    def code_of(t, p):
+        if t in denied:
+            return T_AUTH
+        info = ctrl.topic(t)
+        return UNKNOWN_TOPIC if info is None or p not in info.partitions else NOT_ATTEMPTED
+    return answer(code_of)
+
+
+async def _txn_offset_commit(ctx, req, call):
+    """WRITE on the transactional id (else 53 everywhere), READ on the group (else 30 everywhere),
+    READ on each topic (refused topics 29, the others committed)."""
+    R = RESPONSES[28]
+
+    def answer(code, topics):
+        return [R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+            for p in t.partitions]) for t in topics]
+
+    if not _ok(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
+        return R(throttle_time_ms=0, topics=answer(TX_AUTH, req.topics))
+    if not _ok(ctx, A.READ, A.GROUP, req.group_id):
+        return R(throttle_time_ms=0, topics=answer(G_AUTH, req.topics))
+    denied = [t for t in req.topics if not _ok(ctx, A.READ, A.TOPIC, t.name)]
+    if not denied:
+        return await call(ctx, req)
+    req.topics = [t for t in req.topics if t not in denied]
+    resp = await call(ctx, req) if req.topics else R(throttle_time_ms=0, topics=[])
+    resp.topics = list(resp.topics) + answer(T_AUTH, denied)
+    return resp
+
+
+async def _describe_transactions(ctx, req, call):
+    """DESCRIBE on each transactional id (else 53 for it); partitions of topics the principal may
+    not DESCRIBE are left out of the states."""
+    R = RESPONSES[65]
+    denied = [t for t in req.transactional_ids if not _ok(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, t)]
+    req.transactional_ids = [t for t in req.transactional_ids if t not in denied]
+    resp = await call(ctx, req) if req.transactional_ids else R(throttle_time_ms=0, transaction_states=[])
+    for st in resp.transaction_states:
+        st.topics = [td for td in st.topics if _ok(ctx, A.DESCRIBE, A.TOPIC, td.topic)]
+    resp.transaction_states = list(resp.transaction_states) + [R.TransactionState(
+        error_code=TX_AUTH, transactional_id=t, transaction_state="", transaction_timeout_ms=0,
+        transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]) for t in denied]
+    return resp
+
+
+async def _list_transactions(ctx, req, call):
+    """Only the transactional ids the principal may DESCRIBE."""
+    resp = await call(ctx, req)
+    resp.transaction_states = [s for s in resp.transaction_states
+                               if _ok(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, s.transactional_id)]
+    return resp
+
+
 async def _add_offsets_to_txn(ctx, req, call):
     R = RESPONSES[25]
     if not _ok(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
@@ -511,7 +599,11 @@ RULES = {
     47: _offset_delete,
     56: _cluster_rule(A.CLUSTER_ACTION, 56),
     60: _describe_cluster,
+    24: _add_partitions_to_txn,
     25: _add_offsets_to_txn,
     26: _whole(A.WRITE, A.TRANSACTIONAL_ID, lambda r: r.transactional_id, TX_AUTH, 26),
     27: _cluster_rule(A.CLUSTER_ACTION, 27, deny=lambda ctx, req: RESPONSES[27](markers=[])),
+    28: _txn_offset_commit,
+    65: _describe_transactions,
+    66: _list_transactions,
 }
