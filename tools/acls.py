@@ -16,7 +16,7 @@ import sys
 
 from broker.security import acl as A
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
-from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, raise_error, run
+from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, raise_error, require, run
 
 DESCRIPTION = "This tool helps to manage acls on kafka."
 NL = "\n"
@@ -254,8 +254,7 @@ def main(argv=None) -> int:
 
     def body(args):
         o = parse_or_exit(p, args)
-        if not o.get("bootstrap-server"):
-            p.usage_exit("Missing required argument \"[bootstrap-server]\"")
+        require(p, o, "bootstrap-server")
         return execute(o)
 
     return run(body, sys.argv[1:] if argv is None else argv, error_prefix="Error: ")
