@@ -52,7 +52,8 @@ def jaas_text(cfg, listener: str, mechanism: str) -> str | None:
 def build(cfg) -> InterBrokerSecurity:
     from protocol.client import SaslSettings
     listener = cfg.inter_broker_listener_name()
-    protocol = cfg.security_protocol_map().get(listener, listener)
+    proto_map = cfg.security_protocol_map() if hasattr(cfg, "security_protocol_map") else {}
+    protocol = proto_map.get(listener, listener)
     ctx = client_context(cfg, listener) if protocol in ("SSL", "SASL_SSL") else None
     sasl = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -77,7 +78,10 @@ def build(cfg) -> InterBrokerSecurity:
 
 
 def inter_broker_security(cfg) -> InterBrokerSecurity:
-    sec = _cache.get(cfg)
+    try:
+        sec = _cache.get(cfg)
+    except TypeError:                    # a config stand-in that cannot be weakly referenced
+        return build(cfg)
     if sec is None:
         sec = _cache[cfg] = build(cfg)
     return sec
