@@ -34,6 +34,7 @@ import time
 
 from broker.configdefs import LONG_MAX
 from broker.quota import replication_quotas
+from broker.security.interbroker import connect_to_broker
 from protocol import records as rec
 from protocol.client import KafkaClientConnection, KafkaConnectionError
 from protocol.errors import ErrorCode as E
@@ -481,8 +482,8 @@ class ReplicaFetcher:
                 continue
             try:
                 if self.conn is None or self.conn.closed:
-                    self.conn = await KafkaClientConnection.connect(
-                        self.host, self.port, client_id=f"broker-{self.mgr.broker_id}-fetcher-{self.leader_id}",
+                    self.conn = await connect_to_broker(
+                        self.mgr.cfg, self.host, self.port, client_id=f"broker-{self.mgr.broker_id}-fetcher-{self.leader_id}",
                         timeout=min(self.timeout, 10.0), request_timeout=self.timeout + self.max_wait_ms / 1000)
                 truncating = [k for k, st in self.parts.items() if st.truncating and st.delay_until <= loop.time()]
                 if truncating:

@@ -55,6 +55,13 @@ class SecurityManager:
                 self._ssl[name] = server_context(cfg, name)
             if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
                 self._configure_sasl(name)
+        if cfg.zookeeper_connect:
+            # this broker's own connections to the others (checked now so that a bad set-up stops it)
+            from broker.security.interbroker import inter_broker_security
+            ib = inter_broker_security(cfg)
+            if ib.sasl is not None:
+                log.info("inter-broker connections on %s authenticate with SASL/%s as %s", ib.listener,
+                         ib.sasl.mechanism, ib.sasl.username)
         cls = (cfg.get("authorizer.class.name") or "").strip()
         if cls:
             if cls not in AUTHORIZER_CLASSES:

@@ -168,3 +168,67 @@ def principal_from_peercert(cert: dict | None) -> str | None:
             parts.append(f"{short.get(k, k)}={v}")
         rdns.append("+".join(parts))
     return ",".join(reversed(rdns))
+
+
+def client_context(cfg, listener: str) -> ssl.SSLContext:
+    """The client SSLContext a broker uses for its own connections to the ``listener`` of other
+    brokers (inter-broker): trust from ``ssl.truststore.*`` (the system CAs when unset), the key
+    store as the client certificate when one is configured (for ``ssl.client.auth``), and host name
+    checks unless ``ssl.endpoint.identification.algorithm`` is empty (Kafka's default: https)."""
+    get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    algo = get("ssl.endpoint.identification.algorithm")
+    if algo is None:
+        try:
+            algo = cfg.get(f"listener.name.{listener.lower()}.ssl.endpoint.identification.algorithm")
+        except KeyError:
+            algo = None
+    ctx.check_hostname = algo is None or str(algo).strip() != ""
+    temp: list[str] = []
+    try:
+        ts_type = str(get("ssl.truststore.type", "PEM")).upper()
+        ts_location, ts_inline = _str(get("ssl.truststore.location")), _str(get("ssl.truststore.certificates"))
+        try:
+            if ts_inline:
+                ctx.load_verify_locations(cadata=ts_inline.replace("\\n", "\n"))
+            elif ts_location:
+                if ts_type == "PKCS12":
+                    path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
+                    temp.append(path)
+                    ctx.load_verify_locations(cafile=path)
+                else:
+                    ctx.load_verify_locations(cafile=ts_location)
+            else:
+                ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError(f"listener {listener}: cannot load the trust store: {e}",
+                              "ssl.truststore.location") from None
+        ks_type = str(get("ssl.keystore.type", "PEM")).upper()
+        location = _str(get("ssl.keystore.location"))
+        password = _str(get("ssl.key.password")) or _str(get("ssl.keystore.password"))
+        certfile = keyfile = None
+        if ks_type == "PEM":
+            key_text, chain_text = _str(get("ssl.keystore.key")), _str(get("ssl.keystore.certificate.chain"))
+            if key_text and chain_text:
+                certfile, keyfile = _pem_to_files(chain_text), _pem_to_files(key_text)
+                temp += [certfile, keyfile]
+            elif location:
+                certfile = location
+        elif ks_type == "PKCS12" and location:
+            certfile = _pkcs12_to_pem(location, _str(get("ssl.keystore.password")))
+            temp.append(certfile)
+            password = None
+        if certfile:
+            try:
+                ctx.load_cert_chain(certfile, keyfile, password=password)
+            except (ssl.SSLError, OSError) as e:
+                raise ConfigError(f"listener {listener}: cannot load the key store: {e}",
+                                  "ssl.keystore.location") from None
+    finally:
+        for p in temp:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    return ctx

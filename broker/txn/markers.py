@@ -106,7 +106,7 @@ class _Connections:
         self.locks: dict[int, asyncio.Lock] = {}
 
     async def get(self, broker_id: int):
-        from protocol.client import KafkaClientConnection
+        from broker.security.interbroker import connect_to_broker
         conn = self.conns.get(broker_id)
         if conn is not None and not conn.closed:
             return conn
@@ -118,8 +118,8 @@ class _Connections:
             node = broker_node(self.broker, broker_id)
             if node is None:
                 raise ConnectionError(f"broker {broker_id} is not alive")
-            conn = await KafkaClientConnection.connect(
-                node.host, node.port, client_id=f"broker-{self.broker.broker_id}-txn", timeout=10,
+            conn = await connect_to_broker(
+                self.broker.config, node.host, node.port, client_id=f"broker-{self.broker.broker_id}-txn", timeout=10,
                 request_timeout=self.broker.config.get("request.timeout.ms") / 1000 + 5)
             self.conns[broker_id] = conn
             return conn

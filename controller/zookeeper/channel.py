@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
+from broker.security.interbroker import connect_to_broker
 from protocol.client import KafkaClientConnection, KafkaConnectionError
 
 log = logging.getLogger("odradek.controller.channel")
@@ -18,7 +19,8 @@ log = logging.getLogger("odradek.controller.channel")
 
 class BrokerChannel:
     def __init__(self, controller_id: int, broker_id: int, host: str, port: int,
-                 request_timeout: float = 30.0):
+                 request_timeout: float = 30.0, config=None):
+        self.config = config             # BrokerConfig: inter-broker TLS/SASL (None: plain connections)
         self.controller_id = controller_id
         self.broker_id = broker_id
         self.host = host
@@ -49,9 +51,12 @@ class BrokerChannel:
             while not self.closed:
                 try:
                     if self.conn is None or self.conn.closed:
-                        self.conn = await KafkaClientConnection.connect(
-                            self.host, self.port, client_id=f"controller-{self.controller_id}", timeout=5.0,
-                            request_timeout=self.request_timeout)
+                        kw = dict(client_id=f"controller-{self.controller_id}", timeout=5.0,
+                                  request_timeout=self.request_timeout)
+                        if self.config is not None:
+                            self.conn = await connect_to_broker(self.config, self.host, self.port, **kw)
+                        else:
+                            self.conn = await KafkaClientConnection.connect(self.host, self.port, **kw)
                     resp = await self.conn.send(request)
                     backoff = 0.05
                     break

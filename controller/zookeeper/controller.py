@@ -44,6 +44,7 @@ from controller.api import (
     random_kafka_uuid, resolve_topic_to_delete,
 )
 from controller.zookeeper import znodes as Z
+from controller.zookeeper.security_store import ZkSecurityStore
 from controller.zookeeper.zkbridge import ZkBridge
 
 log = logging.getLogger("odradek.zkcontroller")
@@ -144,6 +145,7 @@ class ZkController(Controller):
         self._ctrl_conn = None           # connection to the controller (AlterPartition, ...)
         self._ctrl_conn_target = None
         self._ctrl_lock = asyncio.Lock()
+        self.security = ZkSecurityStore(self.bridge, bool((config.get("authorizer.class.name") or "").strip()))
 
     # ------------------------------------------------------------------ properties
     @property
@@ -187,6 +189,7 @@ class ZkController(Controller):
         if self._broker_id < 0:
             self._broker_id = await self._generate_broker_id()
         await self._load_broker_configs()
+        await self.security.start()
         await self._watch_config_changes()
         log.info("ZooKeeper controller client started: cluster id %s, broker %d", self._cluster_id, self._broker_id)
 
@@ -208,6 +211,7 @@ class ZkController(Controller):
 
     async def stop(self) -> None:
         self._stopped = True
+        self.security.stop()
         if self.role is not None:
             await self.role.resign("broker shutting down")
             self.role = None
@@ -246,6 +250,9 @@ class ZkController(Controller):
     async def _after_new_session(self) -> None:
         try:
             await self._watch_config_changes()
+            await self.security.load_users()
+            if self.security.acls_enabled:
+                await self.security.load_acls()
             if self._info is not None:
                 await self._register(self._info)
                 await self.elect()
@@ -774,8 +781,26 @@ class ZkController(Controller):
                         except ConfigError as e:
                             log.error("invalid dynamic broker config: %s", e)
                     self._emit(ConfigsChanged("brokers", name))
+                elif etype == "users":
+                    await self.security.user_changed(name)
             except Exception:
                 log.exception("applying config change %s failed", child)
+
+    # ------------------------------------------------------------------ ACLs, SCRAM credentials
+    def acls(self) -> tuple:
+        return self.security.acls
+
+    async def create_acls(self, bindings: list) -> ApiResult:
+        return await self.security.create_acls(bindings)
+
+    async def delete_acls(self, bindings: list) -> ApiResult:
+        return await self.security.delete_acls(bindings)
+
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        return self.security.scram
+
+    async def alter_scram_credentials(self, upsertions, deletions) -> ApiResult:
+        return await self.security.alter_scram_credentials(upsertions, deletions)
 
     # ------------------------------------------------------------------ requests to the controller
     def _endpoint_of(self, broker_id: int):
@@ -804,7 +829,8 @@ class ZkController(Controller):
 
     async def send_to_controller(self, request, timeout: float = 30.0, version: int | None = None):
         """Send to the active controller; retries NOT_CONTROLLER / connection errors until ``timeout``."""
-        from protocol.client import KafkaClientConnection, KafkaConnectionError
+        from broker.security.interbroker import connect_to_broker
+        from protocol.client import KafkaConnectionError
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         last_err: Exception | None = None
@@ -822,8 +848,8 @@ class ZkController(Controller):
                         ep = self._endpoint_of(cid) or await self._zk_endpoint_of(cid)
                         if ep is None:
                             raise KafkaConnectionError(f"no endpoint for controller {cid}")
-                        self._ctrl_conn = await KafkaClientConnection.connect(
-                            ep[0], ep[1], client_id=f"broker-{self._broker_id}-to-controller",
+                        self._ctrl_conn = await connect_to_broker(
+                            self._cfg, ep[0], ep[1], client_id=f"broker-{self._broker_id}-to-controller",
                             timeout=min(5.0, max(0.1, deadline - loop.time())))
                         self._ctrl_conn_target = cid
                     conn = self._ctrl_conn

@@ -267,7 +267,7 @@ class ControllerRole:
             if ep is None:
                 log.error("broker %d has no %s endpoint", broker, self.cfg.inter_broker_listener_name())
                 return None
-            ch = self.channels[broker] = BrokerChannel(self.id, broker, ep[0], ep[1])
+            ch = self.channels[broker] = BrokerChannel(self.id, broker, ep[0], ep[1], config=self.cfg)
         return ch
 
     def _topic_id(self, topic: str):

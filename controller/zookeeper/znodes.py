@@ -375,3 +375,115 @@ def sequence_number(child: str) -> int:
         return int(child[-10:])
     except ValueError:
         return -1
+
+
+# ----------------------------------------------------------------------------- ACLs (AclAuthorizer's ZkAclStore)
+# LITERAL bindings live in /kafka-acl/<ResourceType>/<name>, PREFIXED ones in
+# /kafka-acl-extended/prefixed/<ResourceType>/<name>.  Resource types, operations and permission
+# types are written in Kafka's camel case ("TransactionalId", "DescribeConfigs", "Allow").
+
+ACL_LITERAL = "/kafka-acl"
+ACL_EXTENDED = "/kafka-acl-extended"
+ACL_PREFIXED = "/kafka-acl-extended/prefixed"
+ACL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+ACL_RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User")
+# pattern type (acl.LITERAL / acl.PREFIXED codes) -> (store path, change path)
+_LITERAL_CODE, _PREFIXED_CODE = 3, 4
+ACL_STORES = {_LITERAL_CODE: (ACL_LITERAL, ACL_CHANGES), _PREFIXED_CODE: (ACL_PREFIXED, ACL_EXTENDED_CHANGES)}
+# Created (empty) when the authorizer starts, as Kafka's createAclPaths does.
+ACL_PATHS = (
+    *(f"{store}/{rt}" for store, _ in ACL_STORES.values() for rt in ACL_RESOURCE_TYPES),
+    ACL_CHANGES, ACL_EXTENDED_CHANGES,
+)
+
+
+def camel(enum_name: str) -> str:
+    """TRANSACTIONAL_ID -> TransactionalId (Kafka's SecurityUtils naming)."""
+    return "".join(p.capitalize() for p in enum_name.split("_"))
+
+
+def uncamel(text: str, codes: dict[str, int], what: str) -> int:
+    """The code of a camel-case (or upper-case) name: TransactionalId / TRANSACTIONAL_ID."""
+    key = str(text).replace("_", "").upper()
+    for name, code in codes.items():
+        if name.replace("_", "") == key:
+            return code
+    raise ZnodeFormatError(f"unknown {what} {text!r}")
+
+
+def acl_resource_path(resource_type: str, name: str, pattern_type: int) -> str:
+    """``resource_type`` in camel case ("Topic"); ``pattern_type`` 3 (LITERAL) or 4 (PREFIXED)."""
+    return f"{ACL_STORES[pattern_type][0]}/{resource_type}/{name}"
+
+
+def encode_acls(entries: list[tuple[str, str, str, str]]) -> bytes:
+    """entries: (principal, permission type, operation, host) with camel-case names."""
+    return dumps({"version": 1, "acls": [
+        {"principal": p, "permissionType": perm, "operation": op, "host": h} for p, perm, op, h in entries]})
+
+
+def decode_acls(data: bytes | None, what: str) -> list[tuple[str, str, str, str]]:
+    doc = loads(data, what)
+    if doc is None:
+        return []
+    _check_version(doc, what, 1)
+    try:
+        return [(str(e["principal"]), str(e["permissionType"]), str(e["operation"]), str(e["host"]))
+                for e in doc.get("acls") or []]
+    except (KeyError, TypeError) as e:
+        raise ZnodeFormatError(f"{what}: bad ACL entry ({e})") from None
+
+
+def encode_acl_change(resource_type: str, name: str, pattern_type: int) -> bytes:
+    """The payload of a change notification: ``Topic:name`` in /kafka-acl-changes (LITERAL), a JSON
+    object in /kafka-acl-extended-changes (other pattern types)."""
+    if pattern_type == _LITERAL_CODE:
+        return f"{resource_type}:{name}".encode()
+    return dumps({"version": 1, "resourceType": resource_type, "name": name,
+                  "patternType": "PREFIXED" if pattern_type == _PREFIXED_CODE else "UNKNOWN"})
+
+
+def decode_acl_change(data: bytes | None, extended: bool) -> tuple[str, str, int]:
+    """(camel-case resource type, name, pattern type code) named by a change notification."""
+    if not data:
+        raise ZnodeFormatError("ACL change notification: empty")
+    if not extended:
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise ZnodeFormatError("ACL change notification: not UTF-8") from None
+        rtype, sep, name = text.partition(":")
+        if not sep:
+            raise ZnodeFormatError(f"ACL change notification: expected <ResourceType>:<name>, got {text!r}")
+        return rtype, name, _LITERAL_CODE
+    doc = loads(data, ACL_EXTENDED_CHANGES)
+    _check_version(doc, ACL_EXTENDED_CHANGES, 1)
+    pt = str(doc.get("patternType", "")).upper()
+    if pt not in ("LITERAL", "PREFIXED"):
+        raise ZnodeFormatError(f"ACL change notification: unsupported pattern type {pt!r}")
+    return str(doc["resourceType"]), str(doc["name"]), _LITERAL_CODE if pt == "LITERAL" else _PREFIXED_CODE
+
+
+# ----------------------------------------------------------------------------- user names in /config paths
+
+_SANITIZE_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize for user / client-id entity names in /config paths: URL encoding
+    (UTF-8) in which only letters, digits, '.', '_' and '-' stay as they are ('*' -> %2A,
+    ' ' -> %20)."""
+    out = []
+    for ch in name:
+        if ch in _SANITIZE_SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def desanitize(name: str) -> str:
+    from urllib.parse import unquote
+    return unquote(name, encoding="utf-8", errors="strict")

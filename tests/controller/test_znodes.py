@@ -109,3 +109,58 @@ def test_assignment_spread_and_racks(racks):
         if racks[1] is not None:
             assert len({racks[b] for b in reps}) == min(rf, len(set(racks.values())))
     assert max(leaders.values()) - min(leaders.values()) <= 1 and len(leaders) == len(racks)
+
+
+def test_acl_nodes_and_change_notifications():
+    from broker.security import acl as A
+    from controller.zookeeper.security_store import binding_to_entry, entry_to_binding
+    assert Z.acl_resource_path("Topic", "orders", A.LITERAL) == "/kafka-acl/Topic/orders"
+    assert Z.acl_resource_path("TransactionalId", "tx-", A.PREFIXED) == "/kafka-acl-extended/prefixed/TransactionalId/tx-"
+    assert "/kafka-acl-changes" in Z.ACL_PATHS and "/kafka-acl-extended-changes" in Z.ACL_PATHS
+    b = A.AclBinding(A.TOPIC, "orders", A.LITERAL, "User:alice", "*", A.DESCRIBE_CONFIGS, A.ALLOW)
+    data = Z.encode_acls([binding_to_entry(b)])
+    assert b" " not in data
+    assert json.loads(data) == {"version": 1, "acls": [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "DescribeConfigs", "host": "*"}]}
+    assert [entry_to_binding(A.TOPIC, "orders", A.LITERAL, e) for e in Z.decode_acls(data, "x")] == [b]
+    # upper-case names (as some writers produce) are read too
+    assert Z.uncamel("IDEMPOTENT_WRITE", A.OPERATIONS, "operation") == A.IDEMPOTENT_WRITE
+    assert Z.uncamel("ClusterAction", A.OPERATIONS, "operation") == A.CLUSTER_ACTION
+    with pytest.raises(Z.ZnodeFormatError):
+        Z.decode_acls(json.dumps({"version": 2, "acls": []}).encode(), "x")
+    assert Z.encode_acl_change("Topic", "my-topic", A.LITERAL) == b"Topic:my-topic"
+    assert Z.decode_acl_change(b"Group:g:1", extended=False) == ("Group", "g:1", A.LITERAL)
+    ext = Z.encode_acl_change("Topic", "my-", A.PREFIXED)
+    assert json.loads(ext) == {"version": 1, "resourceType": "Topic", "name": "my-", "patternType": "PREFIXED"}
+    assert Z.decode_acl_change(ext, extended=True) == ("Topic", "my-", A.PREFIXED)
+
+
+def test_user_entity_names_are_sanitized_as_kafka_does():
+    assert Z.sanitize("alice") == "alice"
+    assert Z.sanitize("a.b_c-d") == "a.b_c-d"
+    assert Z.sanitize("CN=x,O=y z*") == "CN%3Dx%2CO%3Dy%20z%2A"
+    assert Z.sanitize("é~") == "%C3%A9%7E"
+    for name in ("alice", "CN=x,O=y z*", "é~/+"):
+        assert Z.desanitize(Z.sanitize(name)) == name
+
+
+def test_inter_broker_security_settings():
+    from broker.config import BrokerConfig, ConfigError
+    from broker.security.interbroker import build
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
+            'password="admin-secret";')
+    base = {"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094", "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", "log.dirs": "/tmp/x"}
+    cfg = BrokerConfig({**base, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas}, validate=False)
+    sec = build(cfg)
+    assert (sec.listener, sec.protocol, sec.ssl) == ("SASL_PLAINTEXT", "SASL_PLAINTEXT", None)
+    assert (sec.sasl.mechanism, sec.sasl.username, sec.sasl.password) == ("SCRAM-SHA-512", "admin", "admin-secret")
+    with pytest.raises(ConfigError, match="GSSAPI"):          # Kafka's default mechanism
+        build(BrokerConfig(dict(base), validate=False))
+    with pytest.raises(ConfigError, match="sasl.enabled.mechanisms"):
+        build(BrokerConfig({**base, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}, validate=False))
+    with pytest.raises(ConfigError, match="username and password"):
+        build(BrokerConfig({**base, "sasl.mechanism.inter.broker.protocol": "PLAIN"}, validate=False))
+    plain = build(BrokerConfig({"listeners": "PLAINTEXT://:9092", "log.dirs": "/tmp/x"}, validate=False))
+    assert plain.sasl is None and plain.ssl is None

@@ -1,0 +1,95 @@
+"""How a broker secures its own connections to other brokers (replica fetchers, the controller's
+channels and its AlterPartition connection, transaction markers), as Kafka decides it:
+
+* The listener is ``inter.broker.listener.name`` (else the one named by
+  ``security.inter.broker.protocol``); its security protocol comes from
+  ``listener.security.protocol.map``.
+* SSL / SASL_SSL: a client TLS context from the listener's ``ssl.*`` keys (``tls.client_context``).
+* SASL_PLAINTEXT / SASL_SSL: ``sasl.mechanism.inter.broker.protocol`` (PLAIN, SCRAM-SHA-256 or
+  SCRAM-SHA-512; it must be one of the listener's ``sasl.enabled.mechanisms``), with the
+  ``username``/``password`` options of the listener's JAAS entry for that mechanism
+  (``listener.name.<l>.<mechanism>.sasl.jaas.config``, then ``listener.name.<l>.sasl.jaas.config``,
+  then ``sasl.jaas.config``).  For SCRAM that user's credential must exist in the metadata store
+  before the brokers need it (Kafka: ``kafka-configs.sh --zookeeper ... --entity-type users``).
+
+The settings are computed once per config object (``inter_broker_security``) and checked at
+start-up by ``SecurityManager`` so a broken set-up stops the broker with a message naming the key.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import NamedTuple
+
+from broker.config import ConfigError
+from broker.security import jaas
+from broker.security.tls import client_context, listener_value
+
+SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class InterBrokerSecurity(NamedTuple):
+    listener: str
+    protocol: str
+    ssl: object          # ssl.SSLContext or None
+    sasl: object         # protocol.client.SaslSettings or None
+
+
+_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def jaas_text(cfg, listener: str, mechanism: str) -> str | None:
+    for key in (f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                f"listener.name.{listener.lower()}.sasl.jaas.config", "sasl.jaas.config"):
+        try:
+            text = cfg.get(key)
+        except KeyError:
+            continue
+        if text:
+            return str(text)
+    return None
+
+
+def build(cfg) -> InterBrokerSecurity:
+    from protocol.client import SaslSettings
+    listener = cfg.inter_broker_listener_name()
+    proto_map = cfg.security_protocol_map() if hasattr(cfg, "security_protocol_map") else {}
+    protocol = proto_map.get(listener, listener)
+    ctx = client_context(cfg, listener) if protocol in ("SSL", "SASL_SSL") else None
+    sasl = None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mech = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").strip().upper()
+        if mech not in SUPPORTED:
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mech} is not supported for inter-broker "
+                              f"connections on {listener} ({protocol}); use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                              "sasl.mechanism.inter.broker.protocol")
+        raw = listener_value(cfg, listener, "sasl.enabled.mechanisms", ["GSSAPI"])
+        enabled = [m.strip().upper() for m in (raw.split(",") if isinstance(raw, str) else raw) if m.strip()]
+        if mech not in enabled:
+            raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                              "when SASL is used for inter-broker communication", "sasl.mechanism.inter.broker.protocol")
+        text = jaas_text(cfg, listener, mech)
+        opts = jaas.parse_jaas(text)[1] if text else {}
+        user, password = opts.get("username"), opts.get("password")
+        if not user or password is None:
+            raise ConfigError(f"inter-broker SASL/{mech} on listener {listener} needs username and password in "
+                              f"listener.name.{listener.lower()}.{mech.lower()}.sasl.jaas.config", "sasl.jaas.config")
+        sasl = SaslSettings(mech, user, password)
+    return InterBrokerSecurity(listener, protocol, ctx, sasl)
+
+
+def inter_broker_security(cfg) -> InterBrokerSecurity:
+    try:
+        sec = _cache.get(cfg)
+    except TypeError:                    # a config stand-in that cannot be weakly referenced
+        return build(cfg)
+    if sec is None:
+        sec = _cache[cfg] = build(cfg)
+    return sec
+
+
+async def connect_to_broker(cfg, host: str, port: int, **kwargs):
+    """``KafkaClientConnection.connect`` to another broker's inter-broker listener with this
+    broker's TLS and SASL settings."""
+    from protocol.client import KafkaClientConnection
+    sec = inter_broker_security(cfg)
+    return await KafkaClientConnection.connect(host, port, ssl=sec.ssl, sasl=sec.sasl, **kwargs)
