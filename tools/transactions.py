@@ -25,6 +25,8 @@ PROG = "kafka-transactions.sh"
 DEBUG_HINT = " Enable debug logging for additional detail."
 MAX_BATCH_SIZE = 500
 RETRY_BACKOFF = 0.1
+# Kafka's UnknownTopicOrPartitionException text (protocol/errors.py words it "the topic-partition")
+UNKNOWN_TP = "This server does not host this topic-partition."
 
 LIST_HEADERS = ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
 DESCRIBE_HEADERS = ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
@@ -153,7 +155,7 @@ class Admin:
             if err == E.UNKNOWN_TOPIC_OR_PARTITION or (
                     err == E.NONE and not any(p.partition_index == partition for p in t.partitions)):
                 # Kafka's admin client retries until default.api.timeout.ms; we answer at once
-                raise Failure(error_message(E.UNKNOWN_TOPIC_OR_PARTITION))
+                raise Failure(UNKNOWN_TP)
             if err == E.NONE:
                 leader = next(p.leader_id for p in t.partitions if p.partition_index == partition)
                 if leader >= 0:
@@ -216,7 +218,7 @@ class Admin:
         if code == E.NOT_LEADER_OR_FOLLOWER:
             return f"Failed to describe active producers for partition {name} on brokerId {broker_id}"
         if code == E.UNKNOWN_TOPIC_OR_PARTITION:
-            return error_message(code)     # Kafka retries until its timeout; we answer at once
+            return UNKNOWN_TP     # Kafka retries until its timeout; we answer at once
         if code == E.INVALID_TOPIC_EXCEPTION:
             return (f"Failed to fetch metadata for partition {name} due to invalid topic error: "
                     f"{p.error_message or error_message(code)}")
@@ -321,7 +323,7 @@ class Admin:
             if err in (E.NOT_LEADER_OR_FOLLOWER, E.REPLICA_NOT_AVAILABLE, E.BROKER_NOT_AVAILABLE,
                        E.UNKNOWN_TOPIC_OR_PARTITION):
                 if err == E.UNKNOWN_TOPIC_OR_PARTITION or self.expired():
-                    raise Failure(error_message(err))
+                    raise Failure(UNKNOWN_TP if err == E.UNKNOWN_TOPIC_OR_PARTITION else error_message(err))
                 await asyncio.sleep(RETRY_BACKOFF)
                 continue
             raise Failure(f"WriteTxnMarkers request with {spec} failed due to unexpected error: "

@@ -394,6 +394,15 @@ _create_partitions = _per_topic_rule(
     37, A.ALTER, "topics", "name", "results",
     lambda R, t: R.CreatePartitionsTopicResult(name=t.name, error_code=T_AUTH, error_message="Authorization failed."))
 
+def _deny_write_txn_markers(ctx, req):
+    """Kafka's WriteTxnMarkersRequest.getErrorResponse: every partition of every marker gets 31."""
+    R = RESPONSES[27]
+    return R(markers=[R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+        R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=C_AUTH) for p in t.partition_indexes])
+        for t in m.topics]) for m in req.markers])
+
+
 _describe_producers = _per_topic_rule(
     61, A.READ, "topics", "name", "topics",
     lambda R, t: R.TopicResponse(name=t.name, partitions=[
@@ -610,7 +619,7 @@ RULES = {
     24: _add_partitions_to_txn,
     25: _add_offsets_to_txn,
     26: _whole(A.WRITE, A.TRANSACTIONAL_ID, lambda r: r.transactional_id, TX_AUTH, 26),
-    27: _cluster_rule(A.CLUSTER_ACTION, 27, deny=lambda ctx, req: RESPONSES[27](markers=[])),
+    27: _cluster_rule(A.CLUSTER_ACTION, 27, deny=_deny_write_txn_markers),
     28: _txn_offset_commit,
     61: _describe_producers,
     65: _describe_transactions,
