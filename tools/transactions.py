@@ -178,9 +178,15 @@ class Admin:
         pending = list(partitions)
         while pending:
             by_node: dict[int, list] = {}
-            for tp in pending:
-                node = self._node(broker_id) if broker_id is not None else await self.leader(*tp)
-                by_node.setdefault(node, []).append(tp)
+            if broker_id is not None:
+                by_node[self._node(broker_id)] = list(pending)
+            else:
+                await self.client.refresh_metadata(sorted({t for t, _ in pending}))
+                for tp in pending:
+                    node = self.client.leader_for(*tp)
+                    if node < 0:            # unknown or leaderless: Kafka's errors, or wait for one
+                        node = await self.leader(*tp)
+                    by_node.setdefault(node, []).append(tp)
             retry = []
             for node, tps in sorted(by_node.items()):
                 topics: dict[str, list[int]] = {}
@@ -255,7 +261,7 @@ class Admin:
         return out
 
     async def describe_transaction(self, tid: str):
-        """(coordinator id, TransactionState); None when the id is not found and ``missing_ok``."""
+        """(coordinator id, TransactionState); ``NotFound`` for an unknown transactional id."""
         retriable = (E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS)
         while True:
             try:

@@ -142,12 +142,15 @@ def test_usage_errors():
     assert r.rc == 0 and "--start-offset" in r.out and "Brokers on versions older than 3.0" in r.out
 
 
-def test_argument_checks_before_connecting():
-    # the abort and find-hanging checks come after connecting in Kafka too; a down broker must
-    # then be one clear line
+def test_bad_config_file_and_broker_down(down_port, fast_fail):
     r = tool("kafka-transactions", "--bootstrap-server", "127.0.0.1:1", "--command-config", "/nonexistent",
              "list")
     assert r.rc == 1 and "Traceback" not in r.err and "/nonexistent" in r.err, r
+    start = time.monotonic()
+    r = tool("kafka-transactions", "--bootstrap-server", f"127.0.0.1:{down_port}", "--command-config", fast_fail,
+             "describe-producers", "--topic", "x", "--partition", "0", timeout=30)
+    assert r.rc == 1 and time.monotonic() - start < 15, r
+    assert len(r.err.splitlines()) == 1 and "could not connect" in r.err and "Traceback" not in r.err, r
 
 
 # ----------------------------------------------------------------- an open confluent transaction
