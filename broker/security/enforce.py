@@ -39,6 +39,7 @@ Rules (the operation checked, on which resource):
   transactional id, READ on the group and on each topic.  DescribeTransactions: DESCRIBE per
   transactional id (topics the principal may not DESCRIBE are left out); ListTransactions:
   the ids the principal may DESCRIBE.  WriteTxnMarkers: CLUSTER_ACTION.
+* DescribeProducers: READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
 * ApiVersions, SASL, the ACL and SCRAM APIs check for themselves.  Any other API (a handler
   added later without a rule here) needs CLUSTER_ACTION, or the connection is closed — closed by
   default rather than open by default.
@@ -393,6 +394,22 @@ _create_partitions = _per_topic_rule(
     37, A.ALTER, "topics", "name", "results",
     lambda R, t: R.CreatePartitionsTopicResult(name=t.name, error_code=T_AUTH, error_message="Authorization failed."))
 
+def _deny_write_txn_markers(ctx, req):
+    """Kafka's WriteTxnMarkersRequest.getErrorResponse: every partition of every marker gets 31."""
+    R = RESPONSES[27]
+    return R(markers=[R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+        R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=C_AUTH) for p in t.partition_indexes])
+        for t in m.topics]) for m in req.markers])
+
+
+_describe_producers = _per_topic_rule(
+    61, A.READ, "topics", "name", "topics",
+    lambda R, t: R.TopicResponse(name=t.name, partitions=[
+        R.PartitionResponse(partition_index=p, error_code=T_AUTH, error_message="Topic authorization failed.",
+                            active_producers=[])
+        for p in t.partition_indexes]))
+
 _delete_records = _per_topic_rule(
     21, A.DELETE, "topics", "name", "topics",
     lambda R, t: R.DeleteRecordsTopicResult(name=t.name, partitions=[
@@ -602,8 +619,9 @@ RULES = {
     24: _add_partitions_to_txn,
     25: _add_offsets_to_txn,
     26: _whole(A.WRITE, A.TRANSACTIONAL_ID, lambda r: r.transactional_id, TX_AUTH, 26),
-    27: _cluster_rule(A.CLUSTER_ACTION, 27, deny=lambda ctx, req: RESPONSES[27](markers=[])),
+    27: _cluster_rule(A.CLUSTER_ACTION, 27, deny=_deny_write_txn_markers),
     28: _txn_offset_commit,
+    61: _describe_producers,
     65: _describe_transactions,
     66: _list_transactions,
 }

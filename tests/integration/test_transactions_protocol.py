@@ -95,6 +95,7 @@ def test_api_versions(client):
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert got[22] == (0, 5) and got[24] == (0, 4) and got[25] == (0, 3) and got[26] == (0, 3)
     assert got[27] == (0, 1) and got[28] == (0, 3) and got[65] == (0, 0) and got[66] == (0, 1)
+    assert got[61] == (0, 0)
 
 
 def test_produce_requires_the_partition_in_the_transaction(kafka, client):
