@@ -29,7 +29,7 @@ _TABLE = [
     (  0, 'NONE'                                 , False, 'No error.'),
     (  1, 'OFFSET_OUT_OF_RANGE'                  , False, 'The requested offset is outside the range the server holds for the partition.'),
     (  2, 'CORRUPT_MESSAGE'                      , True , 'A message failed its CRC check, has an invalid size or is otherwise corrupt.'),
-    (  3, 'UNKNOWN_TOPIC_OR_PARTITION'           , True , 'This server does not host the topic-partition.'),
+    (  3, 'UNKNOWN_TOPIC_OR_PARTITION'           , True , 'This server does not host this topic-partition.'),
     (  4, 'INVALID_FETCH_SIZE'                   , False, 'The requested fetch size is invalid.'),
     (  5, 'LEADER_NOT_AVAILABLE'                 , True , 'The partition has no leader right now (a leader election is under way).'),
     (  6, 'NOT_LEADER_OR_FOLLOWER'               , True , 'This broker is not the leader (or not a replica) of the partition.'),
