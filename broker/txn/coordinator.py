@@ -261,6 +261,13 @@ class TransactionCoordinator:
                 return E.COORDINATOR_LOAD_IN_PROGRESS, None
         return E.NONE, st
 
+    def coordinator_error(self, transactional_id: str) -> int:
+        """The error of a request for ``transactional_id`` that this broker cannot coordinate
+        (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...); 0 if it can."""
+        if not transactional_id:
+            return E.NONE
+        return self._state_for(transactional_id)[0]
+
     def _is_current(self, st: _Partition) -> bool:
         return st.current and self.partitions.get(st.partition) is st
 
