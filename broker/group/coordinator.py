@@ -95,7 +95,7 @@ _COMMIT_ERRORS = {
 }
 
 # records read in one go when loading a partition (then the event loop gets a turn)
-LOAD_SLICE_RECORDS = 5000
+LOAD_SLICE_RECORDS = 1000
 
 # APIs that accept an empty group id (Kafka keeps them usable for the "" group)
 _EMPTY_ID_OK = {"commit", "fetch", "describe", "delete"}

@@ -70,7 +70,7 @@ _APPEND_ERRORS = {
     E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
 }
 # records read in one go when loading a partition (then the event loop gets a turn)
-LOAD_SLICE_RECORDS = 5000
+LOAD_SLICE_RECORDS = 1000
 
 # marker results that are retried (leadership moving, ISR short, timeouts, connections)
 _MARKER_RETRY = {
