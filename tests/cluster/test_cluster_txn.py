@@ -13,7 +13,11 @@ dies (the new leader of the partition loads the replicated state).
 * kill -9 of the coordinator between transactions and with a transaction open: a new coordinator
   takes over from ``__transaction_state`` (RF 3, min ISR 2), the open transaction is aborted
   (its timeout, or the new producer's InitProducerId fencing the old epoch), a producer with the
-  same transactional.id carries on; nothing committed lost or duplicated, nothing aborted visible.
+  same transactional.id carries on; nothing committed lost or duplicated, nothing aborted visible;
+* SIGSTOP of the coordinator past its session with a transaction open; the coordinator killed
+  while markers are pending; a data leader and the group's ``__consumer_offsets`` leader killed
+  mid-transaction; kafka-python across a data leader's failover;
+* a stream of transactions while the coordinator is killed and restarted (``-m slow``: repeated).
 """
 from __future__ import annotations
 
@@ -400,6 +404,75 @@ def test_coordinator_killed_with_open_transaction_new_producer_fences(txn_cluste
     c.start_broker(coord)
     _commit(p, topic, [f"c2-p{i}" for i in range(3)])
     _check_after(c, topic, tid, {i: [f"c0-p{i}", f"c1-p{i}", f"c2-p{i}"] for i in range(3)})
+
+
+def test_kafka_python_leader_killed_between_transactions(txn_cluster):
+    """kafka-python follows a data leader's failover between transactions.  (Not the coordinator's:
+    kafka-python 3.0.12 drops an AddPartitionsToTxn whose coordinator refuses the connection --
+    the sender's exception path skips its retry -- so its records expire and it then commits the
+    transaction without them; a client bug, seen here against a killed coordinator.)"""
+    from kafka import KafkaProducer
+    c = txn_cluster
+    topic = unique("lkp")
+    spread_topic(c, topic)
+    tid = tid_led_by(c, 1, "tid-lkp")
+    p = KafkaProducer(bootstrap_servers=c.bootstrap, transactional_id=tid, request_timeout_ms=10000,
+                      metadata_max_age_ms=1000, delivery_timeout_ms=60000)
+    try:
+        p.init_transactions()
+        for k in range(3):
+            if k == 1:
+                c.kill(3)                               # leader of partition 2
+                c.wait_for_leader(topic, 2, not_in={3})
+            p.begin_transaction()
+            for part in range(3):
+                p.send(topic, f"c{k}-p{part}".encode(), partition=part)
+            p.commit_transaction()
+    finally:
+        p.close(timeout=5)
+    c.start_broker(3)
+    for part in range(3):
+        c.wait_for(lambda: offsets(c, topic, part) == (6, 6), 30, f"LSO = HW = 6 on partition {part}")
+    rc = read_all(c, topic, 3, "read_committed", expect=9)
+    assert rc == {i: [f"c0-p{i}", f"c1-p{i}", f"c2-p{i}"] for i in range(3)}
+
+
+def test_coordinator_paused_past_its_session_with_open_transaction(txn_cluster):
+    """SIGSTOP of the coordinator with a transaction open until its ZooKeeper session expires: the
+    producer's EndTxn times out, goes to the new coordinator (which loaded the Ongoing state) and
+    commits; the old coordinator, resumed, follows and serves nothing stale."""
+    c = txn_cluster
+    topic = unique("zombie")
+    spread_topic(c, topic)
+    coord = 1
+    tid = tid_led_by(c, coord, "tid-zombie")
+    from broker.group.hashing import partition_for
+    tp = partition_for(tid, 3)
+    p = producer(c, tid, **{"socket.timeout.ms": 10000, "transaction.timeout.ms": 60000})
+    _commit(p, topic, [f"c0-p{i}" for i in range(3)])
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"c1-p{i}".encode(), partition=i)
+    p.flush(WAIT)
+    c.pause(coord)
+    try:
+        c.wait_for_leader("__transaction_state", tp, not_in={coord})
+        p.commit_transaction(WAIT)
+    finally:
+        c.resume(coord)
+    c.wait_for(lambda: describe_txn(c, tid).transaction_state == "CompleteCommit", WAIT, "CompleteCommit")
+    for part in range(3):
+        c.wait_for_isr(topic, part, [1, 2, 3])
+    c.wait_for_isr("__transaction_state", tp, [1, 2, 3])
+    # the resumed broker is a follower now: it answers NOT_COORDINATOR, not its stale Ongoing state
+    from protocol.messages import DescribeTransactionsRequest
+    old = _call(c.brokers[coord], DescribeTransactionsRequest(transactional_ids=[tid])).transaction_states[0]
+    assert old.error_code == 16, old
+    _commit(p, topic, [f"c2-p{i}" for i in range(3)])
+    for part in range(3):
+        c.wait_for(lambda: offsets(c, topic, part) == (6, 6), 30, f"LSO = HW = 6 on partition {part}")
+    rc = read_all(c, topic, 3, "read_committed", expect=9)
+    assert rc == {i: [f"c0-p{i}", f"c1-p{i}", f"c2-p{i}"] for i in range(3)}
 
 
 # ----------------------------------------------------------------------------- other brokers failing
