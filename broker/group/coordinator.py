@@ -228,8 +228,13 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
             return
         mine = self.loading[partition] = []
         steps = self._load(partition, mine)
-        if next(steps, None) is None:
-            return
+        try:
+            if next(steps, None) is None:
+                return
+        except Exception:
+            if self.loading.get(partition) is mine:
+                del self.loading[partition]                 # the next request tries again
+            raise
         try:
             asyncio.get_running_loop()
         except RuntimeError:            # no event loop (unit tests): finish here
