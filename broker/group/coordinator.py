@@ -94,6 +94,9 @@ _COMMIT_ERRORS = {
     E.INVALID_FETCH_SIZE: E.INVALID_COMMIT_OFFSET_SIZE,
 }
 
+# records read in one go when loading a partition (then the event loop gets a turn)
+LOAD_SLICE_RECORDS = 1000
+
 # APIs that accept an empty group id (Kafka keeps them usable for the "" group)
 _EMPTY_ID_OK = {"commit", "fetch", "describe", "delete"}
 
@@ -110,6 +113,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         self.timers = timers if timers is not None else LoopTimers()
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
+        self.loading: dict[int, list] = {}      # partition -> marker completions seen while loading
         self.active = False
         self._bg = BackgroundTasks("group coordinator")
         self._expiry_handle = None
@@ -154,7 +158,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         if self._expiry_handle is not None:
             self._expiry_handle.cancel()
             self._expiry_handle = None
-        for p in sorted(self.owned):
+        for p in sorted(self.owned | set(self.loading)):
             self.on_resign(p)
         tasks = list(self._bg.tasks)
         if tasks:
@@ -184,7 +188,8 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
 
     # ------------------------------------------------------------------ ownership and loading
     def _owns(self, partition: int) -> bool:
-        if partition in self.owned:
+        """Led by this broker (loaded or still loading)."""
+        if partition in self.owned or partition in self.loading:
             return True
         try:
             leader = self.log.is_leader(partition)
@@ -200,8 +205,11 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
             return E.INVALID_GROUP_ID
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE
-        if not self._owns(self.partition_for(group_id)):
+        partition = self.partition_for(group_id)
+        if not self._owns(partition):
             return E.NOT_COORDINATOR
+        if partition in self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
     def _add_group(self, group: Group) -> Group:
@@ -212,9 +220,44 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
             del self.groups[group.group_id]
 
     def on_become_leader(self, partition: int) -> None:
-        """Load the groups and offsets of ``partition`` (idempotent)."""
-        if partition in self.owned:
+        """Load the groups and offsets of ``partition`` (idempotent).  The first
+        ``LOAD_SLICE_RECORDS`` records are read right away; a longer log is read on in the
+        background, a slice at a time, and until it is loaded the partition's groups get
+        COORDINATOR_LOAD_IN_PROGRESS (Heartbeat: NONE), as in Kafka."""
+        if partition in self.owned or partition in self.loading:
             return
+        mine = self.loading[partition] = []
+        steps = self._load(partition, mine)
+        try:
+            if next(steps, None) is None:
+                return
+        except Exception:
+            if self.loading.get(partition) is mine:
+                del self.loading[partition]                 # the next request tries again
+            raise
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:            # no event loop (unit tests): finish here
+            for _ in steps:
+                pass
+            return
+        self._spawn(self._load_in_background(partition, steps, mine))
+
+    async def _load_in_background(self, partition: int, steps, mine: list) -> None:
+        try:
+            for _ in steps:
+                await asyncio.sleep(0)
+                if self.loading.get(partition) is not mine:     # resigned meanwhile
+                    steps.close()
+                    return
+        except Exception:
+            log.exception("loading %s-%d failed", GROUP_METADATA_TOPIC, partition)
+            if self.loading.get(partition) is mine:
+                del self.loading[partition]                     # the next request tries again
+
+    def _load(self, partition: int, mine: list):
+        """Generator: reads ``partition``, yielding after every ``LOAD_SLICE_RECORDS`` records,
+        then installs what it read (``mine``: the completions list of this load)."""
         started = time.monotonic()
         offsets: dict[tuple[str, str, int], R.OffsetValue] = {}
         groups: dict[str, R.GroupValue] = {}
@@ -222,6 +265,8 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         count = 0
         for _offset, key, value in self.log.read(partition):
             count += 1
+            if count % LOAD_SLICE_RECORDS == 0:
+                yield True
             if key is None:
                 continue
             try:
@@ -243,6 +288,9 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
                     log.warning("unknown key version in %s-%d; ignored", GROUP_METADATA_TOPIC, partition)
             except (R.RecordFormatError, ValueError) as e:
                 log.warning("unreadable record in %s-%d: %s; ignored", GROUP_METADATA_TOPIC, partition, e)
+        if self.loading.get(partition) is not mine:         # resigned meanwhile
+            return
+        del self.loading[partition]
         self.owned.add(partition)
         by_group: dict[str, dict] = {}
         for (gid, topic, p), v in offsets.items():
@@ -260,6 +308,8 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
             self._on_group_loaded(group)
             loaded += 1
         self._load_open_txn_offsets(partition)
+        for producer_id, commit in mine:                  # markers appended after the loaded range
+            self.complete_txn(producer_id, [partition], commit)
         log.info("loaded %d groups from %s-%d (%d records) in %.1f ms", loaded, GROUP_METADATA_TOPIC, partition,
                  count, (time.monotonic() - started) * 1000)
 
@@ -295,6 +345,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
     def on_resign(self, partition: int) -> None:
         """Drop the groups of ``partition``; their waiting requests get NOT_COORDINATOR."""
         self.owned.discard(partition)
+        self.loading.pop(partition, None)
         for gid, group in list(self.groups.items()):
             if self.partition_for(gid) == partition:
                 self._on_group_unloaded(group)
@@ -360,10 +411,11 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         """Returns (error, [(group_id, protocol_type, state, group_type)])."""
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE, []
+        err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
         if wanted_types and "classic" not in wanted_types:
-            return E.NONE, []
+            return err, []
         out = []
         for gid, g in sorted(self.groups.items()):
             if g.is_(DEAD) or self.partition_for(gid) not in self.owned:
@@ -371,7 +423,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
             if wanted_states and g.state.lower() not in wanted_states:
                 continue
             out.append((gid, g.protocol_type or "", g.state, "classic"))
-        return E.NONE, out
+        return err, out
 
     def describe_group(self, group_id: str):
         """Returns (error, summary) where summary is a dict: state, protocol_type, protocol,

@@ -100,6 +100,8 @@ class TxnOffsetsMixin:
     def complete_txn(self, producer_id: int, partitions, commit: bool) -> int:
         """A COMMIT/ABORT marker of ``producer_id`` is in these ``__consumer_offsets`` partitions."""
         partitions = set(partitions)
+        for p in partitions & set(self.loading):
+            self.loading[p].append((producer_id, commit))   # applied once the partition is loaded
         n = 0
         for group in list(self.groups.values()):
             if self.partition_for(group.group_id) not in partitions:

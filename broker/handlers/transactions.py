@@ -50,6 +50,11 @@ async def _add_one(ctx, tid, pid, epoch, topics, verify_only, version):
         return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in wanted}
     if verify_only:
         return coord.verify_partitions(tid, pid, epoch, wanted)
+    # a broker that is not the coordinator says so before judging the topics: a restarted broker
+    # without metadata yet would call every topic unknown (an abortable error for the producer)
+    err = coord.coordinator_error(tid)
+    if err:
+        return {tp: _fenced(err, version) for tp in wanted}
     ctrl = ctx.broker.controller
     unknown = set()
     for t, p in wanted:

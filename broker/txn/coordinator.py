@@ -69,6 +69,9 @@ _APPEND_ERRORS = {
     E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
     E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
 }
+# records read in one go when loading a partition (then the event loop gets a turn)
+LOAD_SLICE_RECORDS = 1000
+
 # marker results that are retried (leadership moving, ISR short, timeouts, connections)
 _MARKER_RETRY = {
     E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -79,13 +82,14 @@ _MARKER_RETRY = {
 
 class _Partition:
     """One loaded ``__transaction_state`` partition."""
-    __slots__ = ("partition", "epoch", "txns", "current")
+    __slots__ = ("partition", "epoch", "txns", "current", "loading")
 
     def __init__(self, partition: int, epoch: int):
         self.partition = partition
         self.epoch = epoch
         self.txns: dict[str, TxnMetadata] = {}
         self.current = True
+        self.loading = True         # requests for its ids get COORDINATOR_LOAD_IN_PROGRESS
 
 
 class TransactionCoordinator:
@@ -184,17 +188,50 @@ class TransactionCoordinator:
                 self.on_become_leader(p, epoch)
 
     def on_become_leader(self, partition: int, epoch: int) -> _Partition:
+        """Load ``partition`` at coordinator epoch ``epoch``.  The first ``LOAD_SLICE_RECORDS``
+        records are read right away; a longer log is read on in the background, a slice at a
+        time, and until it is loaded its ids get COORDINATOR_LOAD_IN_PROGRESS, as in Kafka."""
         old = self.partitions.get(partition)
         if old is not None:
             if old.epoch == epoch:
                 return old
             self.on_resign(partition)
+        st = self.partitions[partition] = _Partition(partition, epoch)
+        steps = self._load(st)
+        if next(steps, None) is None:
+            return st
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:            # no event loop (unit tests): finish here
+            for _ in steps:
+                pass
+            return st
+        self._spawn(self._load_in_background(st, steps))
+        return st
+
+    async def _load_in_background(self, st: _Partition, steps) -> None:
+        try:
+            for _ in steps:
+                await asyncio.sleep(0)
+                if not self._is_current(st):
+                    steps.close()
+                    return
+        except Exception:
+            log.exception("loading %s-%d failed", TXN_TOPIC, st.partition)
+            if self._is_current(st):
+                self.on_resign(st.partition)        # the next request or ownership check tries again
+
+    def _load(self, st: _Partition):
+        """Generator: reads the partition, yielding after every ``LOAD_SLICE_RECORDS`` records,
+        then installs what it read and resumes the transactions left in Prepare*."""
+        partition, epoch = st.partition, st.epoch
         started = time.monotonic()
-        st = _Partition(partition, epoch)
         values: dict[str, TR.TxnLogValue] = {}
         count = 0
         for _offset, key, value in self.log.read(partition):
             count += 1
+            if count % LOAD_SLICE_RECORDS == 0:
+                yield True
             if key is None:
                 continue
             try:
@@ -210,6 +247,8 @@ class TransactionCoordinator:
                 values.pop(tid, None)
             else:
                 values[tid] = v
+        if not self._is_current(st):
+            return
         for tid, v in values.items():
             try:
                 state = TxnState(v.state)
@@ -222,7 +261,7 @@ class TransactionCoordinator:
                     parts.update((topic, p) for p in ps)
             st.txns[tid] = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, state, parts,
                                        v.start_ms, v.last_update_ms, previous_producer_id=v.previous_producer_id)
-        self.partitions[partition] = st
+        st.loading = False
         resumed = 0
         for meta in st.txns.values():
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
@@ -231,7 +270,6 @@ class TransactionCoordinator:
         log.info("loaded %d transactional ids from %s-%d at coordinator epoch %d (%d records, %d "
                  "transactions to complete) in %.1f ms", len(st.txns), TXN_TOPIC, partition, epoch, count,
                  resumed, (time.monotonic() - started) * 1000)
-        return st
 
     def on_resign(self, partition: int) -> None:
         st = self.partitions.pop(partition, None)
@@ -258,8 +296,18 @@ class TransactionCoordinator:
                 st = self.on_become_leader(p, epoch)
             except Exception:
                 log.exception("loading %s-%d failed", TXN_TOPIC, p)
+                self.on_resign(p)
                 return E.COORDINATOR_LOAD_IN_PROGRESS, None
+        if st.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, None
         return E.NONE, st
+
+    def coordinator_error(self, transactional_id: str) -> int:
+        """The error of a request for ``transactional_id`` that this broker cannot coordinate
+        (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...); 0 if it can."""
+        if not transactional_id:
+            return E.NONE
+        return self._state_for(transactional_id)[0]
 
     def _is_current(self, st: _Partition) -> bool:
         return st.current and self.partitions.get(st.partition) is st
@@ -621,6 +669,8 @@ class TransactionCoordinator:
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE, [], []
         self.check_ownership()
+        if any(st.loading for st in self.partitions.values()):
+            return E.COORDINATOR_LOAD_IN_PROGRESS, [], []
         wanted, unknown = set(), []
         for name in states:
             if name in STATE_BY_NAME:

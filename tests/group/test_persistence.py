@@ -123,3 +123,40 @@ async def test_written_bytes_are_kafka_versions():
     p = partition_for("g", log.num_partitions)
     versions = [(k[:2], v[:2]) for _, k, v in log.partitions[p]]
     assert versions == [(b"\x00\x02", b"\x00\x03"), (b"\x00\x01", b"\x00\x03"), (b"\x00\x01", b"\x00\x01")]
+
+
+@run
+async def test_load_in_progress_for_a_long_partition(monkeypatch):
+    """A partition longer than one load slice is read on in the background: its groups get
+    COORDINATOR_LOAD_IN_PROGRESS meanwhile (Heartbeat: NONE; ListGroups: the error and the groups
+    it has), other partitions are served, and a marker that lands meanwhile is applied after."""
+    import broker.group.coordinator as gc
+    monkeypatch.setattr(gc, "LOAD_SLICE_RECORDS", 2)
+    coord, log, _ = make_coordinator()
+    await coord.start()
+    for i in range(10):
+        await coord.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(i, -1, "", 1)})
+    other = next(f"o{i}" for i in range(100) if partition_for(f"o{i}", 4) != partition_for("g", 4))
+    await coord.commit_offsets(other, "", None, -1, {("t", 0): OffsetAndMetadata(5, -1, "", 1)})
+    fresh, _ = await reload(log)
+    p = partition_for("g", log.num_partitions)
+    fresh.on_become_leader(p)
+    assert fresh.fetch_offsets("g", [("t", 0)]) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
+    assert (await fresh.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(99, -1, "", 1)})) == \
+        {("t", 0): E.COORDINATOR_LOAD_IN_PROGRESS}
+    assert fresh.heartbeat("g", "m", None, 1) == E.NONE
+    assert fresh.describe_group("g")[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert fresh.list_groups()[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert fresh.fetch_offsets(other, [("t", 0)])[1][0][1].offset == 5        # a short partition: loaded at once
+    fresh.complete_txn(7, [p], True)                                          # remembered for after loading
+    await fresh.idle()
+    assert fresh.fetch_offsets("g", [("t", 0)])[1][0][1].offset == 9
+    assert fresh.list_groups()[0] == E.NONE
+    assert fresh.loading == {}
+    # resigning while loading drops the load
+    again, _ = await reload(log)
+    again.on_become_leader(p)
+    again.on_resign(p)
+    log.leader_of.discard(p)
+    await again.idle()
+    assert p not in again.owned and again.fetch_offsets("g", [("t", 0)]) == (E.NOT_COORDINATOR, [])

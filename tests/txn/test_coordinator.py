@@ -302,3 +302,33 @@ def test_metadata_illegal_transitions():
     assert m.state == S.ONGOING and m.start_ms == 5 and m.pending is None
     with pytest.raises(IllegalTransition):
         m.prepare_dead()
+
+
+@run
+async def test_load_in_progress_for_a_long_partition(monkeypatch):
+    """A partition longer than one load slice is read on in the background: its ids get
+    COORDINATOR_LOAD_IN_PROGRESS meanwhile (ListTransactions too), then everything works."""
+    import broker.txn.coordinator as tc
+    monkeypatch.setattr(tc, "LOAD_SLICE_RECORDS", 2)
+    log = FakeTxnLog()
+    coord, _, _, _ = make_coordinator(log=log)
+    await coord.start(background=False)
+    for _ in range(5):
+        _, pid, epoch = await coord.init_producer_id("a", 60000)
+    await coord.stop()
+
+    coord2, _, _, _ = make_coordinator(log=log)
+    await coord2.start(background=False)          # loads every led partition; "a"'s in the background
+    p = coord2.partition_for("a")
+    assert coord2.partitions[p].loading
+    assert await coord2.init_producer_id("a", 60000) == (E.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
+    assert await coord2.add_partitions("a", pid, epoch, [TP]) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert await coord2.end_txn("a", pid, epoch, True) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert coord2.verify_partitions("a", pid, epoch, [TP]) == {TP: E.COORDINATOR_LOAD_IN_PROGRESS}
+    assert coord2.describe("a")[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert coord2.list_transactions()[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    await coord2.idle()
+    assert not coord2.partitions[p].loading
+    assert coord2.describe("a")[1].producer_epoch == epoch
+    assert await coord2.init_producer_id("a", 60000) == (E.NONE, pid, epoch + 1)
+    assert coord2.list_transactions()[0] == E.NONE
