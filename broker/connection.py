@@ -38,6 +38,9 @@ _SIZE = struct.Struct(">i")
 MAX_QUEUED = 64
 UNSUPPORTED_VERSION = 35
 _PRE_AUTH_APIS = (api.API_VERSIONS, 17, 36)     # ApiVersions, SaslHandshake, SaslAuthenticate
+# served while the broker is still starting: the above and the controller's requests (LeaderAndIsr,
+# StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition); the rest waits for it
+_SERVED_WHILE_STARTING = frozenset(_PRE_AUTH_APIS + (4, 5, 6, 7, 56))
 
 
 class RequestContext:
@@ -238,6 +241,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                      api.REQUESTS[key].__name__, version, e)
             self.close()
             return
+        if not self.broker.serving and key not in _SERVED_WHILE_STARTING:
+            await self.broker.until_serving()
+            if self.closed:
+                return
         ctx = RequestContext(self.broker, header, self, received)
         metrics = self.broker.metrics
         enforcer = self.broker.security.enforcer if self.security is not None else None

@@ -22,6 +22,8 @@ from broker.replica import ReplicaManager, log_config_for
 
 log = logging.getLogger("odradek.server")
 
+METADATA_WAIT_S = 10.0   # cluster start: how long client requests wait for the first UpdateMetadata
+
 
 class Broker:
     """One broker process.  Everything it owns is used from its event loop only."""
@@ -41,6 +43,20 @@ class Broker:
         self.replicas = None
         self.started_at = time.time()
         self._stopping = False
+        # Client requests wait until start-up has finished (Kafka enables request processing
+        # last): in cluster mode the listeners open before the broker registers in ZooKeeper, so
+        # the controller can reach it, but until it has registered and the controller's first
+        # UpdateMetadata has arrived it knows no topics.  ApiVersions, SASL and the controller's
+        # requests are always served (broker/connection.py).
+        self.serving = False
+        self._serving = asyncio.Event()
+
+    def start_serving(self) -> None:
+        self.serving = True
+        self._serving.set()
+
+    async def until_serving(self) -> None:
+        await self._serving.wait()
 
     # -- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -79,6 +95,7 @@ class Broker:
         ctrl.subscribe(self._on_metadata_event)
         await self._start_coordinators()
         await self._start_listeners()
+        self.start_serving()
         self._schedule_background()
         log.info("[KafkaServer id=%d] started (cluster id %s)", self.broker_id, ctrl.cluster_id)
 
@@ -112,6 +129,12 @@ class Broker:
         self.replicas.replication.start()
         await ctrl.register_broker(BrokerInfo(
             self.broker_id, [tuple(e) for e in cfg.advertised_listeners()], cfg.get("broker.rack")))
+        try:    # the controller's first UpdateMetadata, so clients never see an empty cluster
+            await asyncio.wait_for(ctrl.metadata_ready.wait(), METADATA_WAIT_S)
+        except asyncio.TimeoutError:
+            log.warning("no UpdateMetadata from a controller %.0f s after registering; serving clients "
+                        "anyway", METADATA_WAIT_S)
+        self.start_serving()
         self._schedule_background()
         log.info("[KafkaServer id=%d] started (cluster id %s, ZooKeeper %s)", self.broker_id, ctrl.cluster_id,
                  cfg.zookeeper_connect)

@@ -126,6 +126,9 @@ class ZkController(Controller):
         self.broker_epoch = -1
         self._info: BrokerInfo | None = None
         self._registered = False
+        # set by the first UpdateMetadata after this broker registered: the controller's full
+        # picture has arrived (the broker holds client requests until then, see broker/server.py)
+        self.metadata_ready = asyncio.Event()
         # metadata cache (fed by UpdateMetadata)
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, str] = {}
@@ -458,6 +461,8 @@ class ZkController(Controller):
 
     def apply_update_metadata(self, req) -> None:
         """Merge an UpdateMetadata request (already epoch-checked) into the cache."""
+        if self._registered:
+            self.metadata_ready.set()
         self._controller_id = req.controller_id
         brokers: dict[int, BrokerInfo] = {}
         for lb in req.live_brokers:

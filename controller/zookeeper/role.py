@@ -82,16 +82,18 @@ class _Batch:
             self.stop.setdefault(broker, {})[tp] = (delete, epoch)
 
     def send(self) -> None:
+        # Targeted UpdateMetadata first (a started broker's full picture, new endpoints), as
+        # Kafka's onBrokerStartup does: a broker's first update must not be a partial one.
         r = self.role
+        for brokers, tps in self.um_extra:
+            for b in brokers:
+                if b in r.live:
+                    r.send_update_metadata(b, tps if tps is not None else set(r.states) | r.deleting_tps())
         for b, parts in self.lai.items():
             r.send_leader_and_isr(b, parts)
         if self.um:
             for b in list(r.live):
                 r.send_update_metadata(b, self.um)
-        for brokers, tps in self.um_extra:
-            for b in brokers:
-                if b in r.live:
-                    r.send_update_metadata(b, tps if tps is not None else set(r.states) | r.deleting_tps())
         for b, parts in self.stop.items():
             r.send_stop_replica(b, parts)
 
