@@ -262,6 +262,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         goes out first when the client throttles itself (KIP-219), else after the wait."""
         from broker.client_quota import shall_client_throttle
         ms, self.throttle_ms = self.throttle_ms, 0
+        if self.closed:
+            return
         muted = not self.paused_reading
         if muted:
             self.paused_reading = True
