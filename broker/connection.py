@@ -100,6 +100,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sockfd = None      # set when responses may use sendfile
         self._wsock = None      # socket on a dup of the fd: direct sends and writability waits
         self.security = None    # SecuritySession: principal and SASL state (broker/security)
+        self.throttle_ms = 0    # set by a handler when the client is over a quota (broker/client_quota.py)
 
     @property
     def peer_host(self):
@@ -254,11 +255,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
             response = await enforcer.handle(ctx, key, body, h.fn)
         if metrics is not None:
             metrics.observe_request(h.name, time.monotonic() - received)
+        if self.throttle_ms:    # over a client quota: mute the connection (broker/client_quota.py)
+            await self._throttle(header.correlation_id, response, key, version)
+            return
         if response is None or self.closed:
             return
         await self.send_response(header.correlation_id, response, key, version)
         if sec is not None and sec.close_after_response:
             self.close()
+
+    async def _throttle(self, correlation_id, response, key, version):
+        """Stop reading and handling this connection's requests for ``throttle_ms``; the response
+        goes out first when the client throttles itself (KIP-219), else after the wait."""
+        from broker.client_quota import shall_client_throttle
+        ms, self.throttle_ms = self.throttle_ms, 0
+        if self.closed:
+            return
+        muted = not self.paused_reading
+        if muted:
+            self.paused_reading = True
+            self.transport.pause_reading()
+        try:
+            early = response is not None and shall_client_throttle(key, version)
+            if early and not self.closed:
+                await self.send_response(correlation_id, response, key, version)
+            await asyncio.sleep(ms / 1000)
+            if response is not None and not early and not self.closed:
+                await self.send_response(correlation_id, response, key, version)
+        finally:
+            if muted and self.paused_reading and not self.closed and len(self.queue) < MAX_QUEUED:
+                self.paused_reading = False
+                self.transport.resume_reading()
 
     def _unsupported_api_versions(self, correlation_id):
         from broker.dispatch import HANDLERS as H

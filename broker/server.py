@@ -41,6 +41,9 @@ class Broker:
         self.controller = None
         self.log_manager = None
         self.replicas = None
+        self.client_quotas = None       # broker/client_quota.py
+        self.produce_quota = None       # set only while some producer_byte_rate is configured
+        self.fetch_quota = None         # set only while some consumer_byte_rate is configured
         self.started_at = time.time()
         self._stopping = False
         # Client requests wait until start-up has finished (Kafka enables request processing
@@ -93,6 +96,7 @@ class Broker:
         self.replicas = ReplicaManager(self)
         self.replicas.sync(ctrl.topics())
         ctrl.subscribe(self._on_metadata_event)
+        self._start_client_quotas()
         await self._start_coordinators()
         await self._start_listeners()
         self.start_serving()
@@ -124,6 +128,7 @@ class Broker:
         self.replicas = ReplicaManager(self)
         self.replicas.replication = ReplicationManager(self)
         ctrl.subscribe(self._on_metadata_event)
+        self._start_client_quotas()
         await self._start_coordinators()
         await self._start_listeners()
         self.replicas.replication.start()
@@ -185,8 +190,16 @@ class Broker:
         from broker.txn.state_log import attach_transaction_coordinator
         await attach_transaction_coordinator(self)
 
+    def _start_client_quotas(self) -> None:
+        from broker.client_quota import ClientQuotas
+        self.client_quotas = ClientQuotas(self)
+        self.client_quotas.refresh()
+
     def _on_metadata_event(self, event) -> None:
         from controller.api import ConfigsChanged
+        if isinstance(event, ConfigsChanged) and event.entity_type == "client-quotas":
+            self.client_quotas.refresh()
+            return
         if isinstance(event, ConfigsChanged) and event.entity_type == "topics":
             info = self.controller.topic(event.entity_name)
             if info is not None:

@@ -160,8 +160,8 @@ class TopicsChanged:
 
 @dataclass
 class ConfigsChanged:
-    entity_type: str        # "topics" or "brokers"
-    entity_name: str        # topic name, broker id as a string, or "<default>"
+    entity_type: str        # "topics", "brokers", or "client-quotas" (user / client-id quotas)
+    entity_name: str        # topic name, broker id as a string, "<default>", or a quota entity path
 
 
 @dataclass
@@ -272,6 +272,166 @@ class Controller(abc.ABC):
         """Apply (user, mechanism, credential text) upsertions and (user, mechanism) deletions
         atomically."""
         return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep SCRAM credentials yet.")
+
+    # -- client quotas (user / client-id) ------------------------------------------------------
+    # ZooKeeper: /config/users/<u>, /config/users/<u>/clients/<c>, /config/clients/<c> (names
+    # sanitized, "<default>" for default entities); the embedded store keeps the same entities.
+
+    def client_quotas(self) -> dict[tuple, dict[str, float]]:
+        """Quota entity (see ``quota_entity``) -> {quota key: value}, entities without quotas left
+        out.  A snapshot: replaced, never mutated, when quotas change."""
+        return {}
+
+    async def alter_client_quotas(self, entries: list[tuple[tuple, dict[str, float | None]]],
+                                  validate_only: bool = False) -> list[ApiResult]:
+        """Apply, per entity, its key -> value (None: remove) changes; entries are already
+        checked with ``check_client_quota_entry``.  One result per entry."""
+        return [ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep client quotas yet.")
+                for _ in entries]
+
+
+# ----------------------------------------------------------------------------- client quotas
+
+QUOTA_USER, QUOTA_CLIENT_ID, QUOTA_IP = "user", "client-id", "ip"
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+# Kafka's DynamicConfig.User / DynamicConfig.Client keys and their types.  controller_mutation_rate
+# is stored and described (Kafka accepts it) but not enforced: this broker has no mutation quota.
+QUOTA_KEY_TYPES = {PRODUCER_BYTE_RATE: "LONG", CONSUMER_BYTE_RATE: "LONG",
+                   REQUEST_PERCENTAGE: "DOUBLE", CONTROLLER_MUTATION_RATE: "DOUBLE"}
+DEFAULT_QUOTA_ENTITY = "<default>"        # the default entity's name in /config paths
+LONG_MAX_VALUE = (1 << 63) - 1
+
+
+def quota_entity(user=..., client_id=...) -> tuple:
+    """A quota entity as a hashable value: sorted ((type, name), ...) pairs; a name of None is the
+    default entity of that type; a type left out (``...``) is not part of the entity."""
+    pairs = []
+    if client_id is not ...:
+        pairs.append((QUOTA_CLIENT_ID, client_id))
+    if user is not ...:
+        pairs.append((QUOTA_USER, user))
+    return tuple(pairs)
+
+
+def quota_entity_path(entity: tuple) -> str:
+    """The /config path below /config of a user / client-id entity: ``users/alice``,
+    ``users/alice/clients/<default>``, ``clients/app`` (names sanitized as Kafka does)."""
+    from controller.zookeeper.znodes import sanitize
+    d = dict(entity)
+
+    def name(n):
+        return DEFAULT_QUOTA_ENTITY if n is None else sanitize(n)
+    if QUOTA_USER in d and QUOTA_CLIENT_ID in d:
+        return f"users/{name(d[QUOTA_USER])}/clients/{name(d[QUOTA_CLIENT_ID])}"
+    if QUOTA_USER in d:
+        return f"users/{name(d[QUOTA_USER])}"
+    return f"clients/{name(d[QUOTA_CLIENT_ID])}"
+
+
+def quota_entity_from_path(path: str) -> tuple | None:
+    """Inverse of ``quota_entity_path``; None for anything else."""
+    from controller.zookeeper.znodes import desanitize
+
+    def name(n):
+        return None if n == DEFAULT_QUOTA_ENTITY else desanitize(n)
+    parts = path.split("/")
+    if len(parts) == 2 and parts[0] == "users" and parts[1]:
+        return quota_entity(user=name(parts[1]))
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
+        return quota_entity(user=name(parts[1]), client_id=name(parts[3]))
+    if len(parts) == 2 and parts[0] == "clients" and parts[1]:
+        return quota_entity(client_id=name(parts[1]))
+    return None
+
+
+def quota_values_from_config(cfg: dict[str, str]) -> dict[str, float]:
+    """The quota keys of a /config/users or /config/clients node, as numbers (other keys, such as
+    SCRAM credentials, and unreadable values are left out)."""
+    out = {}
+    for k, v in cfg.items():
+        if k in QUOTA_KEY_TYPES:
+            try:
+                out[k] = float(v)
+            except (TypeError, ValueError):
+                log.warning("ignoring unreadable client quota %s=%r", k, v)
+    return out
+
+
+def quota_value_to_config(key: str, value: float) -> str:
+    """How Kafka writes a quota value into a config node: integers for LONG keys, else a double."""
+    if QUOTA_KEY_TYPES.get(key) == "LONG":
+        return str(int(value + 1e-6))
+    return repr(float(value))
+
+
+def check_client_quota_entry(entity_data, ops) -> tuple["ApiResult | None", tuple | None, dict | None]:
+    """AlterClientQuotas rules for one entry (Kafka's ZkAdminManager.alterClientQuotas and
+    ClientQuotaControlManager): (error, None, None) or (None, entity, {key: value or None to
+    remove}).  ``entity_data``: (type, name) pairs; ``ops``: (key, value, remove) triples."""
+    if not entity_data:
+        return ApiResult(INVALID_REQUEST, "Invalid empty client quota entity"), None, None
+    d: dict[str, str | None] = {}
+    for etype, ename in entity_data:
+        if etype in d:
+            return ApiResult(INVALID_REQUEST, f"Invalid client quota entity, duplicate entity entry {etype}"), None, None
+        if etype not in (QUOTA_USER, QUOTA_CLIENT_ID, QUOTA_IP):
+            return ApiResult(INVALID_REQUEST, f"Unhandled client quota entity type: {etype}"), None, None
+        if ename is not None and ename == "":
+            return ApiResult(INVALID_REQUEST, f"Empty {etype} not supported"), None, None
+        d[etype] = ename
+    if QUOTA_IP in d:
+        if len(d) > 1:
+            return ApiResult(INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be used "
+                                              "with user/client ID entity."), None, None
+        return ApiResult(INVALID_REQUEST, "IP quotas (connection_creation_rate) are not supported by this "
+                                          "broker."), None, None
+    entity = tuple(sorted(d.items()))
+    changes: dict[str, float | None] = {}
+    for key, value, remove in ops:
+        if key in changes:
+            return ApiResult(INVALID_REQUEST, f"Duplicate quota key {key} not updating quota for this entity "
+                                              f"{_entity_text(entity)}"), None, None
+        if remove:
+            changes[key] = None
+            continue
+        ktype = QUOTA_KEY_TYPES.get(key)
+        if ktype is None:
+            return ApiResult(INVALID_REQUEST, f"Invalid configuration key {key}"), None, None
+        if value != value or value <= 0.0:
+            return ApiResult(INVALID_REQUEST, f"Quota {key} must be greater than 0"), None, None
+        if ktype == "LONG":
+            if value > LONG_MAX_VALUE:
+                return ApiResult(INVALID_REQUEST, f"Proposed value for {key} is too large for a LONG."), None, None
+            if abs(int(value + 1e-6) - value) > 1e-6:
+                return ApiResult(INVALID_REQUEST, f"Configuration {key} must be a LONG value"), None, None
+        changes[key] = float(value)
+    return None, entity, changes
+
+
+def _entity_text(entity: tuple) -> str:
+    inner = ", ".join(f"{t}={n}" for t, n in entity)
+    return f"ClientQuotaEntity(entries={{{inner}}})"
+
+
+def apply_client_quota_changes(current: dict[tuple, dict[str, float]],
+                               entries: list[tuple[tuple, dict[str, float | None]]]) -> dict[tuple, dict[str, float]]:
+    """A new quota map with ``entries`` applied (entities left without quotas are dropped)."""
+    new = dict(current)
+    for entity, changes in entries:
+        values = dict(new.get(entity, {}))
+        for k, v in changes.items():
+            if v is None:
+                values.pop(k, None)
+            else:
+                values[k] = v
+        if values:
+            new[entity] = values
+        else:
+            new.pop(entity, None)
+    return new
 
 
 # ----------------------------------------------------------------------------- shared rules

@@ -36,7 +36,8 @@ from controller.api import (
     AlterPartitionResult, ApiResult, BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic,
     Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, altered_broker_configs,
     apply_dynamic_broker_configs, assign_replicas, base64_to_uuid, check_create_topic, check_topic_configs,
-    is_internal_topic, new_cluster_id, plan_partition_increase, random_kafka_uuid, resolve_topic_to_delete,
+    apply_client_quota_changes, is_internal_topic, new_cluster_id, plan_partition_increase, quota_entity_from_path,
+    quota_entity_path, random_kafka_uuid, resolve_topic_to_delete,
     uuid_to_base64,
 )
 
@@ -84,6 +85,7 @@ class SingleNodeController(Controller):
         self._next_producer_id = 0
         self._acls: tuple = ()                          # AclBinding tuples
         self._scram: dict[str, dict[str, str]] = {}     # user -> {mechanism: credential text}
+        self._quotas: dict[tuple, dict[str, float]] = {}  # quota entity -> {key: value}
         self._registered: BrokerInfo | None = None
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = asyncio.Lock()
@@ -145,6 +147,12 @@ class SingleNodeController(Controller):
         from broker.security.acl import AclBinding
         self._acls = tuple(AclBinding.from_json(r) for r in doc.get("acls", []))
         self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items()}
+        quotas = {}
+        for path, values in doc.get("client_quotas", {}).items():
+            entity = quota_entity_from_path(path)
+            if entity is not None and values:
+                quotas[entity] = {k: float(v) for k, v in values.items()}
+        self._quotas = quotas
         topics: dict[str, TopicInfo] = {}
         by_id: dict[uuid.UUID, str] = {}
         P = PartitionState
@@ -183,6 +191,7 @@ class SingleNodeController(Controller):
             "topics": tdoc,
             "acls": [list(b) for b in self._acls],
             "scram_credentials": self._scram,
+            "client_quotas": {quota_entity_path(e): v for e, v in self._quotas.items()},
         }
 
     async def _persist(self, doc: dict[str, Any]) -> None:
@@ -503,3 +512,26 @@ class SingleNodeController(Controller):
                 raise
             log.info("Updated SCRAM credentials: %d upserted, %d deleted", len(upsertions), len(deletions))
             return ApiResult()
+
+    # ------------------------------------------------------------------ client quotas
+    def client_quotas(self) -> dict[tuple, dict[str, float]]:
+        return self._quotas
+
+    async def alter_client_quotas(self, entries, validate_only: bool = False) -> list[ApiResult]:
+        async with self._lock:
+            if not self._running:
+                return [ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+                        for _ in entries]
+            if validate_only or not entries:
+                return [ApiResult() for _ in entries]
+            new = apply_client_quota_changes(self._quotas, entries)
+            old, self._quotas = self._quotas, new
+            try:
+                await self._persist(self._snapshot_doc())
+            except BaseException:
+                self._quotas = old
+                raise
+            for entity, changes in entries:
+                log.info("Updated client quotas of %s: %s", quota_entity_path(entity), changes)
+                self._emit(ConfigsChanged("client-quotas", quota_entity_path(entity)))
+            return [ApiResult() for _ in entries]

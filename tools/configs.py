@@ -1,4 +1,5 @@
-"""kafka-configs.sh: describe and alter topic and broker configurations."""
+"""kafka-configs.sh: describe and alter topic and broker configurations, user and client-id quotas
+(DescribeClientQuotas / AlterClientQuotas) and users' SCRAM credentials."""
 from __future__ import annotations
 
 import re
@@ -8,13 +9,17 @@ from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsReq
 from tools.common import (OptionParser, ToolError, cluster_from, load_properties, parse_or_exit,
                           raise_error, run, standard_options)
 
-DESCRIPTION = ("This tool describes and changes the configuration of topics and brokers.")
+DESCRIPTION = ("This tool describes and changes the configuration of topics, brokers, users and "
+               "clients (quotas, SCRAM credentials).")
 TOPIC, BROKER = 2, 4
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 SET, DELETE = 0, 1
-SUPPORTED = ("topics", "brokers", "users")
+SUPPORTED = ("topics", "brokers", "users", "clients")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+QUOTA_TYPE = {"users": "user", "clients": "client-id"}
 KNOWN = ("topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics",
          "groups")
 
@@ -27,9 +32,11 @@ def build_parser() -> OptionParser:
     p.add("describe", "Show the configuration of the entity.")
     p.add("all", "With --describe, show every configuration (static and default ones too), "
                  "not only dynamic overrides.")
-    p.add("entity-type", "The kind of entity: topics or brokers.", "String", multi=True)
-    p.add("entity-name", "The entity: a topic name or a broker id.", "String", multi=True)
-    p.add("entity-default", "The cluster-wide default entity (brokers).")
+    p.add("entity-type", "The kind of entity: topics, brokers, users or clients (users and clients "
+                         "together for a user's client id).", "String", multi=True)
+    p.add("entity-name", "The entity: a topic name, a broker id, a user principal or a client id.",
+          "String", multi=True)
+    p.add("entity-default", "The default entity of the entity type (brokers, users, clients).")
     p.add("add-config", "Settings to add or change, k1=v1,k2=[v1,v2],k3=v3 (square brackets "
                         "group values that contain commas).", "String")
     p.add("add-config-file", "A properties file of settings to add or change.", "String")
@@ -38,6 +45,10 @@ def build_parser() -> OptionParser:
     p.add("topic", "Short for --entity-type topics --entity-name <topic>.", "String")
     p.add("broker", "Short for --entity-type brokers --entity-name <id>.", "String")
     p.add("broker-defaults", "Short for --entity-type brokers --entity-default.")
+    p.add("user", "Short for --entity-type users --entity-name <user-principal>.", "String")
+    p.add("client", "Short for --entity-type clients --entity-name <client-id>.", "String")
+    p.add("user-defaults", "Short for --entity-type users --entity-default.")
+    p.add("client-defaults", "Short for --entity-type clients --entity-default.")
     return p
 
 
@@ -53,6 +64,66 @@ def parse_add_config(text: str) -> dict[str, str]:
             raise ToolError(f"Invalid character found for config key: {k}")
         out[k] = v
     return out
+
+
+ENTITY_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"), ("broker", "brokers"))
+DEFAULT_FLAGS = (("client-defaults", "clients"), ("user-defaults", "users"), ("broker-defaults", "brokers"))
+
+
+def ordered_entity_names(argv) -> list[str]:
+    """--entity-name values and --entity-default ("") in command-line order (Kafka pairs them with
+    the --entity-type values in that order)."""
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            break
+        name = a.lstrip("-") if a.startswith("--") else None
+        if name is not None:
+            key, eq, val = name.partition("=")
+            if key == "entity-default":
+                out.append("")
+            elif key == "entity-name":
+                if eq:
+                    out.append(val)
+                elif i + 1 < len(argv):
+                    out.append(argv[i + 1])
+                    i += 1
+        i += 1
+    return out
+
+
+def quota_entity_args(o, argv):
+    """(types, names) when the entity is users and/or clients, else None; Kafka's
+    ConfigCommandOptions.entityTypes / entityNames."""
+    types = list(o["entity-type"]) + [t for f, t in ENTITY_FLAGS + DEFAULT_FLAGS if o.has(f)]
+    if not types or not set(types) <= {"users", "clients"}:
+        return None
+    names = ordered_entity_names(argv) + [o[f] for f, _ in ENTITY_FLAGS if o.has(f)]
+    names += ["" for f, _ in DEFAULT_FLAGS if o.has(f)]
+    explicit = o.has("entity-type") or o.has("entity-name") or o.has("entity-default")
+    if explicit and any(o.has(f) for f, _ in ENTITY_FLAGS + DEFAULT_FLAGS):
+        raise ToolError("--entity-{type,name,default} should not be used in conjunction with "
+                        "specific entity flags")
+    if len(types) != len(set(types)):
+        dup = sorted({t for t in types if types.count(t) > 1})
+        raise ToolError(f"Duplicate entity type(s) specified: {','.join(dup)}")
+    if len(names) > len(types):
+        raise ToolError("More entity names specified than entity types")
+    if o.has("alter"):
+        if not names:
+            raise ToolError("An entity-name or default entity must be specified with --alter of users, "
+                            "clients, brokers or ips")
+        if len(names) != len(types):
+            raise ToolError("--entity-name or --entity-default must be specified with each --entity-type "
+                            "for --alter")
+        if o.has("add-config") and o.has("add-config-file"):
+            raise ToolError("Only one of --add-config or --add-config-file must be specified")
+        if not (o.has("add-config") or o.has("add-config-file") or o.has("delete-config")):
+            raise ToolError("At least one of --add-config, --add-config-file, or --delete-config "
+                            "must be specified with --alter")
+    return types, names
 
 
 def resolve_entity(p, o):
@@ -74,7 +145,10 @@ def resolve_entity(p, o):
     if not types:
         raise ToolError("At least one entity type must be specified")
     if len(types) > 1:
-        raise ToolError("Only one entity type may be given with these tools")
+        if len(set(types)) != len(types):
+            dup = sorted({t for t in types if types.count(t) > 1})
+            raise ToolError(f"Duplicate entity type(s) specified: {','.join(dup)}")
+        raise ToolError("Only 'users' and 'clients' entity types may be specified together")
     etype = types[0]
     if etype not in KNOWN:
         raise ToolError(f"Invalid entity type {etype}, the entity type must be one of "
@@ -256,6 +330,155 @@ async def alter_users(client, o, name):
     print(f"Completed updating config for user {name}.")
 
 
+def java_double(v: float) -> str:
+    """A double as Java's Double.toString writes it (1024.0, 0.5, 1.0E7)."""
+    from decimal import Decimal
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0.0" if str(v).startswith("-") else "0.0"
+    if 1e-3 <= abs(v) < 1e7:
+        r = repr(float(v))
+        return r if ("." in r or "e" in r) else r + ".0"
+    sign, digits, exp = Decimal(repr(float(v))).as_tuple()
+    exponent = exp + len(digits) - 1
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    return f"{'-' if sign else ''}{ds[0]}.{ds[1:] or '0'}E{exponent}"
+
+
+def quota_components(types, names):
+    from protocol.messages import DescribeClientQuotasRequest as R
+    comps = []
+    for i, t in enumerate(types):
+        etype = QUOTA_TYPE[t]
+        if i >= len(names):
+            comps.append(R.ComponentData(entity_type=etype, match_type=2, match=None))
+        elif names[i] == "":
+            comps.append(R.ComponentData(entity_type=etype, match_type=1, match=None))
+        else:
+            comps.append(R.ComponentData(entity_type=etype, match_type=0, match=names[i]))
+    return comps
+
+
+async def client_quotas(client, types, names):
+    """[(entity {type: name or None}, {key: value})] matching the entity strictly."""
+    from protocol.messages import DescribeClientQuotasRequest as R
+    resp = await client.send_any(R(components=quota_components(types, names), strict=True))
+    raise_error(resp.error_code, resp.error_message)
+    out = []
+    for e in resp.entries or []:
+        out.append(({x.entity_type: x.entity_name for x in e.entity}, {v.key: v.value for v in e.values}))
+    return out
+
+
+def entity_text(entity: dict) -> str:
+    parts = []
+    for etype, word in (("user", "user-principal"), ("client-id", "client-id"), ("ip", "ip")):
+        if etype in entity:
+            n = entity[etype]
+            parts.append(f"{word} '{n}'" if n is not None else f"the default {word}")
+    return ", ".join(parts)
+
+
+async def describe_quotas(client, types, names):
+    """ConfigCommand.describeClientQuotaAndUserScramCredentialConfigs: quotas, then (for users
+    without a default entity) SCRAM credentials."""
+    rows = await client_quotas(client, types, names)
+    rows.sort(key=lambda r: [(k, r[0][k] is not None, r[0][k] or "") for k in sorted(r[0])])
+    for entity, values in rows:
+        text = ", ".join(f"{k}={java_double(v)}" for k, v in sorted(values.items()))
+        print(f"Quota configs for {entity_text(entity)} are {text}")
+    if "clients" not in types and "" not in names:
+        await describe_users(client, names[0] if names else None)
+
+
+async def alter_quotas(client, o, types, names):
+    """ConfigCommand.alterConfig for users / clients: quota keys through AlterClientQuotas, SCRAM
+    keys (users only) through AlterUserScramCredentials."""
+    to_add = {}
+    if o.get("add-config-file"):
+        to_add.update(load_properties(o["add-config-file"]))
+    if o.get("add-config"):
+        to_add.update(parse_add_config(o["add-config"]))
+    to_delete = [k.strip() for item in o["delete-config"] for k in item.split(",") if k.strip()]
+    quota_add = [k for k in to_add if k in QUOTA_KEYS]
+    quota_del = [k for k in to_delete if k in QUOTA_KEYS]
+    scram_add = [k for k in to_add if k in SCRAM_KEYS]
+    scram_del = [k for k in to_delete if k in SCRAM_KEYS]
+    unknown_add = [k for k in to_add if k not in QUOTA_KEYS and k not in SCRAM_KEYS]
+    unknown_del = [k for k in to_delete if k not in QUOTA_KEYS and k not in SCRAM_KEYS]
+    head_type, head_name = types[0], names[0]
+    if head_type == "clients" or len(types) == 2:
+        if unknown_add or scram_add:
+            raise ToolError("Only quota configs can be added for 'clients' using --bootstrap-server. "
+                            f"Unexpected config names: {_scala_set(unknown_add + scram_add)}")
+        if unknown_del or scram_del:
+            raise ToolError("Only quota configs can be deleted for 'clients' using --bootstrap-server. "
+                            f"Unexpected config names: {_scala_list(unknown_del + scram_del)}")
+    else:
+        if unknown_add:
+            raise ToolError("Only quota and SCRAM credential configs can be added for 'users' using "
+                            f"--bootstrap-server. Unexpected config names: {_scala_set(unknown_add)}")
+        if unknown_del:
+            raise ToolError("Only quota and SCRAM credential configs can be deleted for 'users' using "
+                            f"--bootstrap-server. Unexpected config names: {_scala_list(unknown_del)}")
+        if scram_add or scram_del:
+            if "" in names:
+                raise ToolError("The use of --entity-default or --user-defaults is not allowed with User "
+                                "SCRAM Credentials using --bootstrap-server.")
+            if quota_add or quota_del:
+                raise ToolError("Cannot alter both quota and SCRAM credential configs simultaneously "
+                                "for 'users' using --bootstrap-server.")
+    if quota_add or quota_del:
+        from protocol.messages import AlterClientQuotasRequest as R
+        rows = await client_quotas(client, types, names)
+        current = rows[0][1] if rows else {}
+        invalid = [k for k in to_delete if k not in current]
+        if invalid:
+            raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+        ops = []
+        for k, v in to_add.items():
+            try:
+                value = float(v)
+            except ValueError:
+                raise ToolError(f"Cannot parse quota configuration value for {k}: {v}") from None
+            ops.append(R.OpData(key=k, value=value, remove=False))
+        ops += [R.OpData(key=k, value=0.0, remove=True) for k in to_delete]
+        entity = [R.EntityData(entity_type=QUOTA_TYPE[t], entity_name=n or None) for t, n in zip(types, names)]
+        resp = await client.send_to_controller(R(entries=[R.EntryData(entity=entity, ops=ops)],
+                                                 validate_only=False))
+        for e in resp.entries:
+            raise_error(e.error_code, e.error_message)
+    else:
+        await alter_users(client, o, head_name)
+        return
+    if head_name:
+        print(f"Completed updating config for {head_type[:-1]} {head_name}.")
+    else:
+        print(f"Completed updating default config for {head_type} in the cluster.")
+
+
+def _scala_set(keys) -> str:
+    return f"Set({', '.join(keys)})"
+
+
+def _scala_list(keys) -> str:
+    return f"List({', '.join(keys)})"
+
+
+async def execute_quotas(o, types, names):
+    client = await cluster_from(o)
+    try:
+        if o.has("describe"):
+            await describe_quotas(client, types, names)
+        else:
+            await alter_quotas(client, o, types, names)
+    finally:
+        await client.close()
+
+
 async def execute(o, etype, name):
     client = await cluster_from(o)
     try:
@@ -282,6 +505,9 @@ def main(argv=None) -> int:
         if not o.has("bootstrap-server"):
             raise ToolError("One of the required --bootstrap-server or --bootstrap-controller "
                             "arguments must be specified")
+        quota = quota_entity_args(o, args)
+        if quota is not None:
+            return execute_quotas(o, *quota)
         etype, name = resolve_entity(p, o)
         return execute(o, etype, name)
 

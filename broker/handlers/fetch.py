@@ -147,6 +147,9 @@ async def fetch(ctx, req):
         plan.append((topic, info, terr, parts))
     follower = _replica_fetch(broker, req, v, plan)
     throttled = _leader_throttle(broker, req, v) if follower else None
+    quota = None if follower else broker.fetch_quota        # client quotas: broker/client_quota.py
+    if quota is not None and v >= 3:
+        quota.cap_fetch(ctx, req)
     responses, total = _read_all(ctx, req, plan, follower, throttled)
     if total < req.min_bytes and req.max_wait_ms > 0 and not _has_error(responses):
         loop = asyncio.get_running_loop()
@@ -169,9 +172,12 @@ async def fetch(ctx, req):
             responses, total = _read_all(ctx, req, plan, follower, throttled)
     if throttled is not None:
         _record_throttled(broker.replicas.replication.leader_quota, responses)
+    throttle_ms = 0
+    if quota is not None and quota.on_fetch(ctx, total):
+        throttle_ms, responses = ctx.connection.throttle_ms, []     # over quota: answer nothing
     if broker.metrics is not None:
         broker.metrics.fetched(responses, follower)
-    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    return R(throttle_time_ms=throttle_ms, error_code=0, session_id=0, responses=responses)
 
 
 def _replica_fetch(broker, req, v, plan) -> bool:

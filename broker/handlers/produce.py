@@ -147,6 +147,8 @@ async def produce(ctx, req):
         responses.append(R.TopicProduceResponse(name=topic.name, partition_responses=out_parts))
     if metrics is not None:
         metrics.produce_request(req, responses)
+    quota = broker.produce_quota
+    throttle_ms = quota.on_produce(ctx, req) if quota is not None else 0    # broker/client_quota.py
     if acks == 0:
         failed = [(t.name, pr.index, pr.error_code) for t in responses
                   for pr in t.partition_responses if pr.error_code]
@@ -159,7 +161,7 @@ async def produce(ctx, req):
         return None
     if waits:
         await _await_isr(waits, req.timeout_ms)
-    return R(responses=responses, throttle_time_ms=0)
+    return R(responses=responses, throttle_time_ms=throttle_ms)
 
 
 async def _await_isr(waits, timeout_ms):

@@ -40,6 +40,8 @@ Rules (the operation checked, on which resource):
   transactional id (topics the principal may not DESCRIBE are left out); ListTransactions:
   the ids the principal may DESCRIBE.  WriteTxnMarkers: CLUSTER_ACTION.
 * DescribeProducers: READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
+* DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster; AlterClientQuotas: ALTER_CONFIGS on the
+  cluster (CLUSTER_AUTHORIZATION_FAILED for the whole request / every entry).
 * ApiVersions, SASL, the ACL and SCRAM APIs check for themselves.  Any other API (a handler
   added later without a rule here) needs CLUSTER_ACTION, or the connection is closed — closed by
   default rather than open by default.
@@ -485,6 +487,19 @@ def _deny_log_dirs(ctx, req):
     return R(error_code=C_AUTH, results=[])
 
 
+def _deny_describe_quotas(ctx, req):
+    return RESPONSES[48](throttle_time_ms=0, error_code=C_AUTH, error_message="Cluster authorization failed.",
+                         entries=None)
+
+
+def _deny_alter_quotas(ctx, req):
+    R = RESPONSES[49]
+    return R(throttle_time_ms=0, entries=[
+        R.EntryData(error_code=C_AUTH, error_message="Cluster authorization failed.",
+                    entity=[R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in req.entries])
+
+
 def _deny_elect(ctx, req):
     R = RESPONSES[43]
     parts = req.topic_partitions or []
@@ -614,6 +629,8 @@ RULES = {
     45: _cluster_rule(A.ALTER, 45),
     46: _cluster_rule(A.DESCRIBE, 46),
     47: _offset_delete,
+    48: _cluster_rule(A.DESCRIBE_CONFIGS, 48, deny=_deny_describe_quotas),
+    49: _cluster_rule(A.ALTER_CONFIGS, 49, deny=_deny_alter_quotas),
     56: _cluster_rule(A.CLUSTER_ACTION, 56),
     60: _describe_cluster,
     24: _add_partitions_to_txn,

@@ -44,6 +44,7 @@ from controller.api import (
     random_kafka_uuid, resolve_topic_to_delete,
 )
 from controller.zookeeper import znodes as Z
+from controller.zookeeper.quota_store import ZkQuotaStore
 from controller.zookeeper.security_store import ZkSecurityStore
 from controller.zookeeper.zkbridge import ZkBridge
 
@@ -149,6 +150,7 @@ class ZkController(Controller):
         self._ctrl_conn_target = None
         self._ctrl_lock = asyncio.Lock()
         self.security = ZkSecurityStore(self.bridge, bool((config.get("authorizer.class.name") or "").strip()))
+        self.quota_store = ZkQuotaStore(self.bridge, on_change=self._quotas_changed)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -193,6 +195,7 @@ class ZkController(Controller):
             self._broker_id = await self._generate_broker_id()
         await self._load_broker_configs()
         await self.security.start()
+        await self.quota_store.load()
         await self._watch_config_changes()
         log.info("ZooKeeper controller client started: cluster id %s, broker %d", self._cluster_id, self._broker_id)
 
@@ -254,6 +257,8 @@ class ZkController(Controller):
         try:
             await self._watch_config_changes()
             await self.security.load_users()
+            await self.quota_store.load()
+            self._quotas_changed("*")
             if self.security.acls_enabled:
                 await self.security.load_acls()
             if self._info is not None:
@@ -788,6 +793,9 @@ class ZkController(Controller):
                     self._emit(ConfigsChanged("brokers", name))
                 elif etype == "users":
                     await self.security.user_changed(name)
+                    await self.quota_store.entity_changed(f"users/{name}")
+                elif etype == "clients":
+                    await self.quota_store.entity_changed(f"clients/{name}")
             except Exception:
                 log.exception("applying config change %s failed", child)
 
@@ -806,6 +814,16 @@ class ZkController(Controller):
 
     async def alter_scram_credentials(self, upsertions, deletions) -> ApiResult:
         return await self.security.alter_scram_credentials(upsertions, deletions)
+
+    # ------------------------------------------------------------------ client quotas
+    def client_quotas(self) -> dict[tuple, dict[str, float]]:
+        return self.quota_store.quotas
+
+    async def alter_client_quotas(self, entries, validate_only: bool = False) -> list[ApiResult]:
+        return await self.quota_store.alter(entries, validate_only)
+
+    def _quotas_changed(self, path: str) -> None:
+        self._emit(ConfigsChanged("client-quotas", path))
 
     # ------------------------------------------------------------------ requests to the controller
     def _endpoint_of(self, broker_id: int):

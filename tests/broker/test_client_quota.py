@@ -1,0 +1,168 @@
+"""Client quota units: Kafka's 8-level precedence, the rate window, throttle times, request checks
+and the Describe filter (no broker process)."""
+from __future__ import annotations
+
+import pytest
+
+from broker.client_quota import ClientQuotaManager, ClientRate, shall_client_throttle, user_of
+from broker.handlers.quotas import _FilterError, describe
+from controller.api import (apply_client_quota_changes, check_client_quota_entry, quota_entity,
+                            quota_entity_from_path, quota_entity_path)
+from protocol.messages import DescribeClientQuotasRequest as DR
+
+P = "producer_byte_rate"
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def manager(quotas, samples=11, window=1.0, clock=None):
+    m = ClientQuotaManager(P, samples, window, clock or Clock())
+    m.update({e: {P: v} for e, v in quotas.items()})
+    return m
+
+
+LEVELS = [
+    (quota_entity(user="u", client_id="c"), 1),
+    (quota_entity(user="u", client_id=None), 2),
+    (quota_entity(user="u"), 3),
+    (quota_entity(user=None, client_id="c"), 4),
+    (quota_entity(user=None, client_id=None), 5),
+    (quota_entity(user=None), 6),
+    (quota_entity(client_id="c"), 7),
+    (quota_entity(client_id=None), 8),
+]
+
+
+def test_precedence_eight_levels():
+    """Removing the most specific level each time falls through to the next, in Kafka's order."""
+    for i in range(len(LEVELS)):
+        m = manager({e: float(v) for e, v in LEVELS[i:]})
+        assert m.quota("u", "c") == LEVELS[i][1], i
+    assert manager({}).quota("u", "c") is None
+
+
+def test_sharing_follows_the_matching_level():
+    m = manager({quota_entity(user="u"): 100.0})
+    assert m.resolve("u", "a")[0] == m.resolve("u", "b")[0] == ("u", "")    # one rate per user
+    assert m.quota("v", "a") is None
+    m = manager({quota_entity(client_id=None): 100.0})
+    assert m.resolve("u", "a")[0] == m.resolve("v", "a")[0] == ("", "a")    # one rate per client id
+    assert m.resolve("u", "a")[0] != m.resolve("u", "b")[0]
+    m = manager({quota_entity(user=None, client_id=None): 100.0})
+    assert m.resolve("u", "a")[0] == ("u", "a")
+
+
+def test_other_types_do_not_count():
+    m = ClientQuotaManager(P)
+    assert not m.update({quota_entity(client_id="c"): {"consumer_byte_rate": 5.0}})
+    assert m.quota("u", "c") is None
+
+
+def test_rate_window_and_throttle_time():
+    clock = Clock()
+    r = ClientRate(11, 1.0)
+    r.record(1000, clock.t)
+    assert r.window_size(clock.t) == pytest.approx(10.0)       # at least samples - 1 windows
+    assert r.rate(clock.t) == pytest.approx(100.0)
+    m = manager({quota_entity(client_id="c"): 100.0}, clock=clock)
+    assert m.record("u", "c", 1000) == 0                         # exactly at the quota
+    # 2000 bytes over a 10 s window: rate 200 = 2x the quota -> (200-100)/100 * 10 s
+    assert m.record("u", "c", 1000) == 10000
+    clock.t += 30                                                # all windows expired
+    assert m.record("u", "c", 500) == 0
+
+
+def test_small_window_config_and_unrecord():
+    clock = Clock()
+    m = manager({quota_entity(client_id="c"): 1000.0}, samples=2, window=1.0, clock=clock)
+    assert m.max_value_in_window("u", "c") == 1000.0
+    assert m.record("u", "c", 1000) == 0
+    assert m.record("u", "c", 1000) == 1000          # (2000 - 1000) / 1000 * 1 s
+    m.unrecord("u", "c", 1000)
+    assert m.record("u", "c", 0) == 0
+
+
+def test_user_of_and_kip219_versions():
+    assert user_of("User:alice") == "alice" and user_of("User:ANONYMOUS") == "ANONYMOUS"
+    assert shall_client_throttle(0, 6) and not shall_client_throttle(0, 5)
+    assert shall_client_throttle(1, 8) and not shall_client_throttle(1, 7)
+
+
+def test_entity_paths_round_trip():
+    for e, path in [(quota_entity(user="a b"), "users/a%20b"),
+                    (quota_entity(user=None, client_id="c*"), "users/<default>/clients/c%2A"),
+                    (quota_entity(client_id=None), "clients/<default>"),
+                    (quota_entity(user="u", client_id=None), "users/u/clients/<default>")]:
+        assert quota_entity_path(e) == path
+        assert quota_entity_from_path(path) == e
+    assert quota_entity_from_path("topics/x") is None
+
+
+def test_alteration_checks():
+    ok = check_client_quota_entry([("client-id", "c")], [(P, 1024.0, False)])
+    assert ok[0] is None and ok[1] == quota_entity(client_id="c") and ok[2] == {P: 1024.0}
+    cases = [
+        ([], [], "Invalid empty client quota entity"),
+        ([("client-id", "c")], [("bogus", 1.0, False)], "Invalid configuration key bogus"),
+        ([("client-id", "c")], [(P, 0.0, False)], "Quota producer_byte_rate must be greater than 0"),
+        ([("client-id", "c")], [(P, 1.5, False)], "Configuration producer_byte_rate must be a LONG value"),
+        ([("client-id", "")], [(P, 1.0, False)], "Empty client-id not supported"),
+        ([("group", "g")], [(P, 1.0, False)], "Unhandled client quota entity type: group"),
+        ([("user", "u"), ("user", "v")], [], "Invalid client quota entity, duplicate entity entry user"),
+        ([("ip", "1.2.3.4"), ("user", "u")], [], "Invalid quota entity combination, IP entity should not be "
+                                                 "used with user/client ID entity."),
+    ]
+    for entity, ops, msg in cases:
+        bad, _, _ = check_client_quota_entry(entity, ops)
+        assert bad is not None and bad.error_code == 42 and bad.error_message == msg, (entity, ops)
+    bad, _, _ = check_client_quota_entry([("user", "u")], [(P, 1.0, False), (P, 2.0, False)])
+    assert bad.error_message.startswith("Duplicate quota key producer_byte_rate")
+    assert check_client_quota_entry([("user", "u")], [("request_percentage", 12.5, False)])[0] is None
+    assert check_client_quota_entry([("user", "u")], [("nothing_known", 0, True)])[0] is None   # removal
+
+
+def test_apply_changes_drops_empty_entities():
+    e = quota_entity(user="u")
+    q = apply_client_quota_changes({}, [(e, {P: 5.0, "consumer_byte_rate": 6.0})])
+    q = apply_client_quota_changes(q, [(e, {P: None})])
+    assert q == {e: {"consumer_byte_rate": 6.0}}
+    assert apply_client_quota_changes(q, [(e, {"consumer_byte_rate": None})]) == {}
+
+
+def comp(t, mt, m=None):
+    return DR.ComponentData(entity_type=t, match_type=mt, match=m)
+
+
+def test_describe_filters():
+    q = {quota_entity(user="u"): {P: 1.0}, quota_entity(user=None): {P: 2.0},
+         quota_entity(user="u", client_id="c"): {P: 3.0}, quota_entity(client_id="c"): {P: 4.0},
+         quota_entity(client_id=None): {P: 5.0}}
+
+    def vals(components, strict):
+        return sorted(v[P] for _, v in describe(q, components, strict))
+    assert vals([], False) == [1, 2, 3, 4, 5]
+    assert vals([], True) == []
+    assert vals([comp("user", 0, "u")], False) == [1, 3]
+    assert vals([comp("user", 0, "u")], True) == [1]
+    assert vals([comp("user", 1)], True) == [2]
+    assert vals([comp("user", 2)], True) == [1, 2]
+    assert vals([comp("client-id", 0, "c")], False) == [3, 4]
+    assert vals([comp("user", 2), comp("client-id", 2)], True) == [3]
+    assert vals([comp("client-id", 1)], True) == [5]
+    assert vals([comp("ip", 2)], False) == []
+    for components, code, msg in [
+            ([comp("user", 2), comp("user", 1)], 42, "Duplicate user filter component entity type"),
+            ([comp("", 2)], 42, "Unexpected empty filter component entity type"),
+            ([comp("group", 2)], 35, "Custom entity type 'group' not supported"),
+            ([comp("ip", 2), comp("user", 2)], 42, None)]:
+        with pytest.raises(_FilterError) as ei:
+            describe(q, components, False)
+        assert ei.value.code == code
+        if msg:
+            assert str(ei.value) == msg

@@ -1,0 +1,113 @@
+"""Client quotas in a ZooKeeper cluster: a quota set through one broker lands in Kafka's layout
+(/config/clients/<c>, /config/users/<u>[/clients/<c>] plus a /config/changes notification),
+every broker applies it (a producer on another broker is throttled), a user's quota and SCRAM
+credentials share /config/users/<u>, and a node written straight into ZooKeeper with a
+notification (as ``kafka-configs.sh --zookeeper`` does) is picked up."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cluster import Cluster
+
+BIN = Path(__file__).resolve().parents[2] / "bin"
+QUOTA = 20_000
+
+
+def configs(c: Cluster, broker_id: int, *args):
+    return subprocess.run([str(BIN / "kafka-configs.sh"), "--bootstrap-server", c.brokers[broker_id].bootstrap,
+                           *args], capture_output=True, text=True, timeout=60)
+
+
+def describe_lines(c, broker_id, *args):
+    r = configs(c, broker_id, "--describe", *args)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def test_quota_set_through_one_broker_applies_at_another(cluster_factory):
+    ck = pytest.importorskip("confluent_kafka")
+    c = cluster_factory(2, props={"quota.window.num": 2})
+    r = configs(c, 1, "--alter", "--client", "zk-slow", "--add-config", f"producer_byte_rate={QUOTA}")
+    assert r.returncode == 0, r.stderr
+    assert c.get_json("/config/clients/zk-slow") == {"version": 1, "config": {"producer_byte_rate": str(QUOTA)}}
+    changes = [c.get_json(f"/config/changes/{ch}") for ch in c.zk().get_children("/config/changes")]
+    assert {"version": 2, "entity_path": "clients/zk-slow"} in changes
+    want = [f"Quota configs for client-id 'zk-slow' are producer_byte_rate={float(QUOTA)}"]
+    Cluster.wait_for(lambda: describe_lines(c, 2, "--client", "zk-slow") == want, 20, "quota visible at broker 2")
+    # a topic led by broker 2 only: the throttle must come from broker 2's own quota view
+    r = subprocess.run([str(BIN / "kafka-topics.sh"), "--bootstrap-server", c.brokers[1].bootstrap, "--create",
+                        "--topic", "zkq", "--replica-assignment", "2"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    c.wait_for_leader("zkq", 0)
+    throttles = []
+    p = ck.Producer({"bootstrap.servers": c.brokers[2].bootstrap, "client.id": "zk-slow", "linger.ms": 5,
+                     "queue.buffering.max.kbytes": 64,
+                     "throttle_cb": lambda ev: throttles.append((ev.broker_id, ev.throttle_time))})
+    acked = [0]
+
+    def done(err, msg):
+        if err is None:
+            acked[0] += len(msg.value())
+    p.produce("zkq", b"x" * 1000, callback=done)
+    p.flush(20)
+    acked[0] = 0
+    start = time.monotonic()
+    while time.monotonic() - start < 3.0:
+        try:
+            p.produce("zkq", b"x" * 1000, callback=done)
+        except BufferError:
+            p.poll(0.01)
+            continue
+        p.poll(0)
+    rate = acked[0] / (time.monotonic() - start)
+    p.purge(in_queue=True)
+    p.flush(20)
+    assert throttles and all(b == 2 for b, _ in throttles) and max(t for _, t in throttles) > 0, throttles
+    assert rate < QUOTA * 2.5, rate
+
+
+def test_user_quota_and_scram_share_the_user_node(cluster_factory):
+    c = cluster_factory(2)
+    r = configs(c, 1, "--alter", "--user", "dora", "--add-config", "SCRAM-SHA-256=[password=dora-secret]")
+    assert r.returncode == 0, r.stderr
+    r = configs(c, 2, "--alter", "--user", "dora", "--add-config", "consumer_byte_rate=4096")
+    assert r.returncode == 0, r.stderr
+    node = c.get_json("/config/users/dora")["config"]
+    assert node["consumer_byte_rate"] == "4096" and node["SCRAM-SHA-256"].startswith("salt=")
+    r = configs(c, 1, "--alter", "--user", "dora", "--client", "app", "--add-config", "request_percentage=25")
+    assert r.returncode == 0, r.stderr
+    assert c.get_json("/config/users/dora/clients/app") == {"version": 1, "config": {"request_percentage": "25.0"}}
+    want = ["Quota configs for user-principal 'dora' are consumer_byte_rate=4096.0",
+            "SCRAM credential configs for user-principal 'dora' are SCRAM-SHA-256=iterations=4096"]
+    Cluster.wait_for(lambda: describe_lines(c, 1, "--user", "dora") == want, 20, "user quota + SCRAM at broker 1")
+    # removing the quota keeps the credential
+    r = configs(c, 1, "--alter", "--user", "dora", "--delete-config", "consumer_byte_rate")
+    assert r.returncode == 0, r.stderr
+    assert set(c.get_json("/config/users/dora")["config"]) == {"SCRAM-SHA-256"}
+    Cluster.wait_for(lambda: describe_lines(c, 2, "--user", "dora") == want[1:], 20, "quota gone at broker 2")
+
+
+def test_node_written_into_zookeeper_is_picked_up(cluster_factory):
+    c = cluster_factory(2)
+    zk = c.zk()
+    zk.create("/config/clients/%3Cdefault%3E-not-default", json.dumps(
+        {"version": 1, "config": {"producer_byte_rate": "1000"}}).encode(), makepath=True)
+    zk.create("/config/users/<default>/clients/<default>", json.dumps(
+        {"version": 1, "config": {"consumer_byte_rate": "2000"}}).encode(), makepath=True)
+    for path in ("clients/%3Cdefault%3E-not-default", "users/<default>/clients/<default>"):
+        zk.create("/config/changes/config_change_", json.dumps({"version": 2, "entity_path": path}).encode(),
+                  sequence=True)
+    want = ["Quota configs for the default user-principal, the default client-id are consumer_byte_rate=2000.0",
+            "Quota configs for user-principal 'x', client-id 'y' are producer_byte_rate=3.0"]
+    r = configs(c, 1, "--alter", "--user", "x", "--client", "y", "--add-config", "producer_byte_rate=3")
+    assert r.returncode == 0, r.stderr
+    for b in (1, 2):
+        Cluster.wait_for(lambda b=b: describe_lines(c, b, "--entity-type", "users", "--entity-type", "clients") == want,
+                         20, f"quotas at broker {b}")
+        Cluster.wait_for(lambda b=b: describe_lines(c, b, "--entity-type", "clients") == [
+            "Quota configs for client-id '<default>-not-default' are producer_byte_rate=1000.0"], 20, "client quota")
