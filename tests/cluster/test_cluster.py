@@ -168,7 +168,12 @@ def test_not_leader_and_fenced_epochs_for_clients(cluster):
             return r.responses[0].partitions[0].error_code
         finally:
             await c.close()
-    assert asyncio.run(fetch(cluster.brokers[follower], epoch)) == 6           # NOT_LEADER_OR_FOLLOWER
+    # the leader is in ZooKeeper once create_topic returns; the follower answers
+    # UNKNOWN_TOPIC_OR_PARTITION (3) until its LeaderAndIsr has arrived, as a Kafka broker would
+    deadline = time.monotonic() + 15
+    while (code := asyncio.run(fetch(cluster.brokers[follower], epoch))) == 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert code == 6                                                           # NOT_LEADER_OR_FOLLOWER
     assert asyncio.run(fetch(cluster.brokers[leader], epoch)) == 0
     assert asyncio.run(fetch(cluster.brokers[leader], epoch + 5)) == 75        # UNKNOWN_LEADER_EPOCH
     if epoch > 0:
