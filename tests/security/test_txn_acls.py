@@ -153,7 +153,7 @@ def test_describe_and_list_transactions_show_only_describable_ids(authz_broker):
             lst = await conn.send(ListTransactionsRequest(state_filters=[], producer_id_filters=[]), version=0)
             return d, lst
         finally:
-            conn.close()
+            await conn.close()
 
     d, lst = asyncio.run(ask())
     states = {s.transactional_id: s for s in d.transaction_states}
