@@ -96,15 +96,7 @@ class SecurityManager:
                               "SCRAM-SHA-512 (GSSAPI is not supported)", "sasl.enabled.mechanisms")
         self._mechanisms[listener] = mechs
         if "PLAIN" in mechs:
-            text = None
-            for key in (f"listener.name.{listener.lower()}.plain.sasl.jaas.config",
-                        f"listener.name.{listener.lower()}.sasl.jaas.config", "sasl.jaas.config"):
-                try:
-                    text = cfg.get(key)
-                except KeyError:
-                    continue
-                if text:
-                    break
+            text = jaas.jaas_text(cfg, listener, "PLAIN")
             if not text:
                 raise ConfigError(f"listener {listener}: SASL PLAIN needs "
                                   f"listener.name.{listener.lower()}.plain.sasl.jaas.config with user_<name>=\"<password>\" "

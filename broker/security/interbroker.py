@@ -37,17 +37,6 @@ class InterBrokerSecurity(NamedTuple):
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def jaas_text(cfg, listener: str, mechanism: str) -> str | None:
-    for key in (f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
-                f"listener.name.{listener.lower()}.sasl.jaas.config", "sasl.jaas.config"):
-        try:
-            text = cfg.get(key)
-        except KeyError:
-            continue
-        if text:
-            return str(text)
-    return None
-
 
 def build(cfg) -> InterBrokerSecurity:
     from protocol.client import SaslSettings
@@ -67,7 +56,7 @@ def build(cfg) -> InterBrokerSecurity:
         if mech not in enabled:
             raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
                               "when SASL is used for inter-broker communication", "sasl.mechanism.inter.broker.protocol")
-        text = jaas_text(cfg, listener, mech)
+        text = jaas.jaas_text(cfg, listener, mech)
         opts = jaas.parse_jaas(text)[1] if text else {}
         user, password = opts.get("username"), opts.get("password")
         if not user or password is None:

@@ -71,3 +71,18 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
 
 def plain_users(options: dict[str, str]) -> dict[str, str]:
     return {k[5:]: v for k, v in options.items() if k.startswith("user_") and len(k) > 5}
+
+
+def jaas_text(cfg, listener: str, mechanism: str) -> str | None:
+    """The JAAS configuration for ``mechanism`` on ``listener``, looked up as Kafka does:
+    ``listener.name.<l>.<mech>.sasl.jaas.config``, ``listener.name.<l>.sasl.jaas.config``,
+    ``sasl.jaas.config``."""
+    for key in (f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                f"listener.name.{listener.lower()}.sasl.jaas.config", "sasl.jaas.config"):
+        try:
+            text = cfg.get(key)
+        except KeyError:
+            continue
+        if text:
+            return str(text)
+    return None

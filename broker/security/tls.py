@@ -69,6 +69,30 @@ def _str(v) -> str | None:
     return None if v is None else str(v)
 
 
+def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *, system_default: bool) -> bool:
+    """CAs from ``ssl.truststore.certificates`` (inline PEM) or ``ssl.truststore.location`` (PEM,
+    or PKCS12 converted to a temporary PEM file appended to ``temp``); with neither, the system's
+    CAs when ``system_default`` (a client), else none.  True when a trust store is configured."""
+    ts_type = str(get("ssl.truststore.type", "PEM")).upper()
+    ts_location, ts_inline = _str(get("ssl.truststore.location")), _str(get("ssl.truststore.certificates"))
+    try:
+        if ts_inline:
+            ctx.load_verify_locations(cadata=ts_inline.replace("\\n", "\n"))
+        elif ts_location:
+            if ts_type == "PKCS12":
+                path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
+                temp.append(path)
+                ctx.load_verify_locations(cafile=path)
+            else:
+                ctx.load_verify_locations(cafile=ts_location)
+        elif system_default:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    except (ssl.SSLError, OSError) as e:
+        raise ConfigError(f"listener {listener}: cannot load the trust store: {e}",
+                          "ssl.truststore.location") from None
+    return bool(ts_inline or ts_location)
+
+
 def server_context(cfg, listener: str) -> ssl.SSLContext:
     """The SSLContext for one listener; ConfigError when the key material is missing or bad."""
     get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
@@ -115,22 +139,7 @@ def server_context(cfg, listener: str) -> ssl.SSLContext:
             ctx.load_cert_chain(certfile, keyfile, password=password)
         except (ssl.SSLError, OSError) as e:
             raise ConfigError(f"listener {listener}: cannot load the key store: {e}", "ssl.keystore.location") from None
-        ts_type = str(get("ssl.truststore.type", "PEM")).upper()
-        ts_location = _str(get("ssl.truststore.location"))
-        ts_inline = _str(get("ssl.truststore.certificates"))
-        try:
-            if ts_inline:
-                ctx.load_verify_locations(cadata=ts_inline.replace("\\n", "\n"))
-            elif ts_location:
-                if ts_type == "PKCS12":
-                    path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
-                    temp.append(path)
-                    ctx.load_verify_locations(cafile=path)
-                else:
-                    ctx.load_verify_locations(cafile=ts_location)
-        except (ssl.SSLError, OSError) as e:
-            raise ConfigError(f"listener {listener}: cannot load the trust store: {e}",
-                              "ssl.truststore.location") from None
+        own_trust = _load_trust_store(ctx, get, listener, temp, system_default=False)
     finally:
         for p in temp:
             try:
@@ -146,7 +155,7 @@ def server_context(cfg, listener: str) -> ssl.SSLContext:
         ctx.verify_mode = ssl.CERT_NONE
     else:
         raise ConfigError(f"Invalid value {auth} for configuration ssl.client.auth", "ssl.client.auth")
-    if ctx.verify_mode != ssl.CERT_NONE and not (ts_location or ts_inline):
+    if ctx.verify_mode != ssl.CERT_NONE and not own_trust:
         ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     return ctx
 
@@ -187,23 +196,7 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
     ctx.check_hostname = algo is None or str(algo).strip() != ""
     temp: list[str] = []
     try:
-        ts_type = str(get("ssl.truststore.type", "PEM")).upper()
-        ts_location, ts_inline = _str(get("ssl.truststore.location")), _str(get("ssl.truststore.certificates"))
-        try:
-            if ts_inline:
-                ctx.load_verify_locations(cadata=ts_inline.replace("\\n", "\n"))
-            elif ts_location:
-                if ts_type == "PKCS12":
-                    path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
-                    temp.append(path)
-                    ctx.load_verify_locations(cafile=path)
-                else:
-                    ctx.load_verify_locations(cafile=ts_location)
-            else:
-                ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
-        except (ssl.SSLError, OSError) as e:
-            raise ConfigError(f"listener {listener}: cannot load the trust store: {e}",
-                              "ssl.truststore.location") from None
+        _load_trust_store(ctx, get, listener, temp, system_default=True)
         ks_type = str(get("ssl.keystore.type", "PEM")).upper()
         location = _str(get("ssl.keystore.location"))
         password = _str(get("ssl.key.password")) or _str(get("ssl.keystore.password"))
