@@ -126,7 +126,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         pass
             if transport.get_extra_info("sslcontext") is None and hasattr(os, "sendfile"):
                 self.sockfd = sock.fileno()
-        transport.set_write_buffer_limits(high=0, low=0)
+        if transport.get_extra_info("sslcontext") is None:
+            transport.set_write_buffer_limits(high=0, low=0)
+        else:
+            # TLS: the SSL protocol checks ``size >= high`` after every write, so high=0 would pause
+            # writing even when everything has been sent, and resume only on the connection's next
+            # I/O event: a second request already read (pipelined) would wait for it for ever.
+            # high=1 pauses only while encrypted bytes are really held back.
+            transport.set_write_buffer_limits(high=1, low=0)
         sm = getattr(self.broker, "security", None)
         if sm is not None:
             self.security = sm.new_session(self.listener_name, transport)
@@ -174,9 +181,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def resume_writing(self):
         self._can_write.set()
 
-    # Write buffer limits are high=low=0 (set in connection_made): pause_writing runs as soon as
-    # bytes are left unsent, resume_writing when the buffer is empty.  Responses wait for that
-    # before the next request is handled, and sendfile relies on it.
+    # Write buffer limits are high=low=0 (high=1, low=0 with TLS; set in connection_made):
+    # pause_writing runs as soon as bytes are left unsent, resume_writing when the buffer is
+    # empty.  Responses wait for that before the next request is handled, and sendfile relies on it.
 
     def close(self):
         if not self.closed:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
 from broker.configdefs import LONG_MAX
@@ -505,6 +506,13 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                tls = e if isinstance(e, ssl.SSLError) else e.__context__    # connect() wraps it
+                if isinstance(tls, ssl.SSLError) and str(e) != getattr(self, "_last_tls_error", None):
+                    # a TLS failure (untrusted certificate, refused client certificate) does not
+                    # heal by retrying: say so once per distinct error, as Kafka logs SSL handshake failures
+                    self._last_tls_error = str(e)
+                    log.warning("fetcher for leader %d at %s:%d: TLS handshake failed: %s",
+                                self.leader_id, self.host, self.port, e)
                 log.debug("fetcher for leader %d: %s", self.leader_id, e)
                 if self.conn is not None:
                     await self.conn.close()

@@ -59,6 +59,9 @@ class SecurityManager:
             # this broker's own connections to the others (checked now so that a bad set-up stops it)
             from broker.security.interbroker import inter_broker_security
             ib = inter_broker_security(cfg)
+            if ib.ssl is not None:
+                log.info("inter-broker connections on %s use TLS (host name check %s)", ib.listener,
+                         "on" if ib.ssl.check_hostname else "off")
             if ib.sasl is not None:
                 log.info("inter-broker connections on %s authenticate with SASL/%s as %s", ib.listener,
                          ib.sasl.mechanism, ib.sasl.username)

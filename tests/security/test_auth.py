@@ -227,3 +227,49 @@ def test_kafka_configs_scram_users_and_tools_over_sasl_ssl(secure_broker, pki, t
     assert r.returncode == 0, r.stderr
     r = _tool("kafka-configs.sh", "--bootstrap-server", b.plaintext, "--describe", "--entity-type", "users")
     assert r.stdout.strip() == "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192"
+
+
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+def test_pipelined_requests_over_tls_are_all_answered(secure_broker, pki, listener):
+    """Two requests that arrive in one TLS record: both are answered (the second is not left
+    waiting for the connection's next I/O event)."""
+    import socket
+    import ssl
+    import struct
+    b = secure_broker(listeners=(listener,))
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+
+    def request(api_key, version, corr, payload=b""):
+        body = struct.pack(">hhih", api_key, version, corr, 4) + b"pipe" + payload
+        return struct.pack(">i", len(body)) + body
+
+    def metadata(corr):                                   # Metadata v1, no topics
+        return request(3, 1, corr, struct.pack(">i", 0))
+
+    host, port = b.addr(listener).split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        buf = b""
+
+        def responses(n):
+            nonlocal buf
+            got = []
+            while len(got) < n:
+                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0] and len(got) < n:
+                    size = struct.unpack(">i", buf[:4])[0]
+                    got.append(struct.unpack(">i", buf[4:8])[0])
+                    buf = buf[4 + size:]
+                if len(got) < n:
+                    chunk = s.recv(65536)      # socket.timeout fails the test
+                    assert chunk, "connection closed"
+                    buf += chunk
+            return got
+
+        if listener == "SASL_SSL":
+            s.sendall(request(17, 1, 10, struct.pack(">h", 5) + b"PLAIN"))
+            assert responses(1) == [10]
+            token = b"\0admin\0admin-secret"
+            s.sendall(request(36, 0, 11, struct.pack(">i", len(token)) + token))
+            assert responses(1) == [11]
+        s.sendall(metadata(1) + metadata(2))       # one write: one TLS record
+        assert responses(2) == [1, 2]
