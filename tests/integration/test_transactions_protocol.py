@@ -23,6 +23,7 @@ from protocol.messages import (AddPartitionsToTxnRequest as APT, ApiVersionsRequ
                                EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
                                ListTransactionsRequest, ProduceRequest as PR, WriteTxnMarkersRequest as WTM)
 from tests.integration.test_transactions import BROKER_PROPS, create_topic, unique
+from tests.support.rawkafka import SyncClient
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +35,9 @@ def kafka(tmp_path_factory):
     b.stop()
 
 
-class Client:
-    def __init__(self, bootstrap):
-        from protocol.client import KafkaClientConnection
-        self.loop = asyncio.new_event_loop()
-        host, port = bootstrap.rsplit(":", 1)
-        self.conn = self.loop.run_until_complete(KafkaClientConnection.connect(host, int(port), timeout=10))
-
-    def __call__(self, req, version=None):
-        return self.loop.run_until_complete(self.conn.send(req, version=version))
-
-    def close(self):
-        self.loop.run_until_complete(self.conn.close())
-        self.loop.close()
-
-
 @pytest.fixture
 def client(kafka):
-    c = Client(kafka.bootstrap)
+    c = SyncClient(kafka.bootstrap)
     yield c
     c.close()
 

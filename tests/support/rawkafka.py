@@ -126,3 +126,23 @@ class RawConnection:
                     max_num_offsets=1)])])
         resp = self.request(LIST_OFFSETS, version, body)
         return resp.topics[0].partitions[0]
+
+
+class SyncClient:
+    """The project's own client (``protocol.client.KafkaClientConnection``) driven synchronously:
+    ``client(request, version=None)`` sends one request and returns the decoded response."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10):
+        import asyncio
+
+        from protocol.client import KafkaClientConnection
+        self.loop = asyncio.new_event_loop()
+        host, port = bootstrap.rsplit(":", 1)
+        self.conn = self.loop.run_until_complete(KafkaClientConnection.connect(host, int(port), timeout=timeout))
+
+    def __call__(self, req, version=None):
+        return self.loop.run_until_complete(self.conn.send(req, version=version))
+
+    def close(self):
+        self.loop.run_until_complete(self.conn.close())
+        self.loop.close()

@@ -20,6 +20,7 @@ from protocol.errors import ErrorCode as E
 from protocol.messages import (DescribeProducersRequest as DPR, InitProducerIdRequest, ListOffsetsRequest,
                                ProduceRequest as PR)
 from tests.tools.conftest import tool
+from tests.support.rawkafka import SyncClient
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -43,26 +44,9 @@ def kafka(tmp_path_factory):
         b.kill()
 
 
-class Raw:
-    """Our own client connection, synchronous."""
-
-    def __init__(self, bootstrap):
-        from protocol.client import KafkaClientConnection
-        self.loop = asyncio.new_event_loop()
-        host, port = bootstrap.rsplit(":", 1)
-        self.conn = self.loop.run_until_complete(KafkaClientConnection.connect(host, int(port), timeout=10))
-
-    def __call__(self, req, version=None):
-        return self.loop.run_until_complete(self.conn.send(req, version=version))
-
-    def close(self):
-        self.loop.run_until_complete(self.conn.close())
-        self.loop.close()
-
-
 @pytest.fixture
 def raw(kafka):
-    c = Raw(kafka.bootstrap)
+    c = SyncClient(kafka.bootstrap)
     yield c
     c.close()
 
