@@ -94,6 +94,26 @@ def ordered_entity_names(argv) -> list[str]:
     return out
 
 
+def check_alter_options(o) -> None:
+    """ConfigCommand's checks of --alter's change options."""
+    if o.has("add-config") and o.has("add-config-file"):
+        raise ToolError("Only one of --add-config or --add-config-file must be specified")
+    if not (o.has("add-config") or o.has("add-config-file") or o.has("delete-config")):
+        raise ToolError("At least one of --add-config, --add-config-file, or --delete-config "
+                        "must be specified with --alter")
+
+
+def requested_changes(o) -> tuple[dict, list]:
+    """(settings to add or change, keys to delete) from --add-config[-file] / --delete-config."""
+    to_add = {}
+    if o.get("add-config-file"):
+        to_add.update(load_properties(o["add-config-file"]))
+    if o.get("add-config"):
+        to_add.update(parse_add_config(o["add-config"]))
+    to_delete = [k.strip() for item in o["delete-config"] for k in item.split(",") if k.strip()]
+    return to_add, to_delete
+
+
 def quota_entity_args(o, argv):
     """(types, names) when the entity is users and/or clients, else None; Kafka's
     ConfigCommandOptions.entityTypes / entityNames."""
@@ -118,11 +138,7 @@ def quota_entity_args(o, argv):
         if len(names) != len(types):
             raise ToolError("--entity-name or --entity-default must be specified with each --entity-type "
                             "for --alter")
-        if o.has("add-config") and o.has("add-config-file"):
-            raise ToolError("Only one of --add-config or --add-config-file must be specified")
-        if not (o.has("add-config") or o.has("add-config-file") or o.has("delete-config")):
-            raise ToolError("At least one of --add-config, --add-config-file, or --delete-config "
-                            "must be specified with --alter")
+        check_alter_options(o)
     return types, names
 
 
@@ -174,11 +190,7 @@ def resolve_entity(p, o):
                 raise ToolError("An entity-name or default entity must be specified with "
                                 "--alter of users, clients, brokers or ips")
             raise ToolError(f"An entity name must be specified with --alter of {etype}")
-        if o.has("add-config") and o.has("add-config-file"):
-            raise ToolError("Only one of --add-config or --add-config-file must be specified")
-        if not (o.has("add-config") or o.has("add-config-file") or o.has("delete-config")):
-            raise ToolError("At least one of --add-config, --add-config-file, or --delete-config "
-                            "must be specified with --alter")
+        check_alter_options(o)
     elif etype == "topics" and name == "":
         raise ToolError(f"An entity name must be specified with --describe of {etype}")
     return etype, name
@@ -246,12 +258,7 @@ async def describe(client, o, etype, name):
 
 async def alter(client, o, etype, name):
     rtype = TOPIC if etype == "topics" else BROKER
-    to_add = {}
-    if o.get("add-config-file"):
-        to_add.update(load_properties(o["add-config-file"]))
-    if o.get("add-config"):
-        to_add.update(parse_add_config(o["add-config"]))
-    to_delete = [k.strip() for item in o["delete-config"] for k in item.split(",") if k.strip()]
+    to_add, to_delete = requested_changes(o)
     if etype == "topics":
         await client.refresh_metadata([name])
         if name not in client.topics:
@@ -301,12 +308,7 @@ async def alter_users(client, o, name):
     import os as _os
     from protocol import scram
     from protocol.messages import AlterUserScramCredentialsRequest as R
-    to_add = {}
-    if o.get("add-config-file"):
-        to_add.update(load_properties(o["add-config-file"]))
-    if o.get("add-config"):
-        to_add.update(parse_add_config(o["add-config"]))
-    to_delete = [k.strip() for item in o["delete-config"] for k in item.split(",") if k.strip()]
+    to_add, to_delete = requested_changes(o)
     upsertions, deletions = [], []
     for mech, value in to_add.items():
         if mech not in scram.MECHANISM_IDS:
@@ -397,12 +399,7 @@ async def describe_quotas(client, types, names):
 async def alter_quotas(client, o, types, names):
     """ConfigCommand.alterConfig for users / clients: quota keys through AlterClientQuotas, SCRAM
     keys (users only) through AlterUserScramCredentials."""
-    to_add = {}
-    if o.get("add-config-file"):
-        to_add.update(load_properties(o["add-config-file"]))
-    if o.get("add-config"):
-        to_add.update(parse_add_config(o["add-config"]))
-    to_delete = [k.strip() for item in o["delete-config"] for k in item.split(",") if k.strip()]
+    to_add, to_delete = requested_changes(o)
     quota_add = [k for k in to_add if k in QUOTA_KEYS]
     quota_del = [k for k in to_delete if k in QUOTA_KEYS]
     scram_add = [k for k in to_add if k in SCRAM_KEYS]
