@@ -69,6 +69,42 @@ def _str(v) -> str | None:
     return None if v is None else str(v)
 
 
+def _load_key_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *, required: bool) -> None:
+    """The certificate chain and key from ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain``
+    (inline PEM) or ``ssl.keystore.location`` (PEM, or PKCS12 converted to a temporary PEM file
+    appended to ``temp``).  A listener (``required``) must have one; a client may go without."""
+    ks_type = str(get("ssl.keystore.type", "PEM")).upper()
+    password = _str(get("ssl.key.password")) or _str(get("ssl.keystore.password"))
+    location = _str(get("ssl.keystore.location"))
+    certfile = keyfile = None
+    if ks_type == "PEM":
+        key_text, chain_text = _str(get("ssl.keystore.key")), _str(get("ssl.keystore.certificate.chain"))
+        if key_text and chain_text:
+            certfile, keyfile = _pem_to_files(chain_text), _pem_to_files(key_text)
+            temp += [certfile, keyfile]
+        elif location:
+            certfile = location
+        elif required:
+            raise ConfigError(f"listener {listener}: ssl.keystore.location (a PEM file) or "
+                              "ssl.keystore.key + ssl.keystore.certificate.chain must be set",
+                              "ssl.keystore.location")
+    elif ks_type == "PKCS12":
+        if location:
+            certfile, password = _pkcs12_to_pem(location, _str(get("ssl.keystore.password"))), None
+            temp.append(certfile)
+        elif required:
+            raise ConfigError(f"listener {listener}: ssl.keystore.location must be set", "ssl.keystore.location")
+    else:
+        raise ConfigError(f"ssl.keystore.type={ks_type} is not supported (use PEM, or PKCS12 with the "
+                          "cryptography package)", "ssl.keystore.type")
+    if certfile is None:
+        return
+    try:
+        ctx.load_cert_chain(certfile, keyfile, password=password)
+    except (ssl.SSLError, OSError) as e:
+        raise ConfigError(f"listener {listener}: cannot load the key store: {e}", "ssl.keystore.location") from None
+
+
 def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *, system_default: bool) -> bool:
     """CAs from ``ssl.truststore.certificates`` (inline PEM) or ``ssl.truststore.location`` (PEM,
     or PKCS12 converted to a temporary PEM file appended to ``temp``); with neither, the system's
@@ -109,36 +145,9 @@ def server_context(cfg, listener: str) -> ssl.SSLContext:
     ciphers = get("ssl.cipher.suites")
     if ciphers:
         ctx.set_ciphers(ciphers if isinstance(ciphers, str) else ":".join(ciphers))
-    ks_type = str(get("ssl.keystore.type", "PEM")).upper()
-    password = _str(get("ssl.key.password")) or _str(get("ssl.keystore.password"))
-    location = _str(get("ssl.keystore.location"))
     temp: list[str] = []
     try:
-        if ks_type == "PEM":
-            key_text, chain_text = _str(get("ssl.keystore.key")), _str(get("ssl.keystore.certificate.chain"))
-            if key_text and chain_text:
-                certfile = _pem_to_files(chain_text)
-                keyfile = _pem_to_files(key_text)
-                temp += [certfile, keyfile]
-            elif location:
-                certfile, keyfile = location, None
-            else:
-                raise ConfigError(f"listener {listener}: ssl.keystore.location (a PEM file) or "
-                                  "ssl.keystore.key + ssl.keystore.certificate.chain must be set",
-                                  "ssl.keystore.location")
-        elif ks_type == "PKCS12":
-            if not location:
-                raise ConfigError(f"listener {listener}: ssl.keystore.location must be set", "ssl.keystore.location")
-            certfile, keyfile = _pkcs12_to_pem(location, _str(get("ssl.keystore.password"))), None
-            temp.append(certfile)
-            password = None
-        else:
-            raise ConfigError(f"ssl.keystore.type={ks_type} is not supported (use PEM, or PKCS12 with the "
-                              "cryptography package)", "ssl.keystore.type")
-        try:
-            ctx.load_cert_chain(certfile, keyfile, password=password)
-        except (ssl.SSLError, OSError) as e:
-            raise ConfigError(f"listener {listener}: cannot load the key store: {e}", "ssl.keystore.location") from None
+        _load_key_store(ctx, get, listener, temp, required=True)
         own_trust = _load_trust_store(ctx, get, listener, temp, system_default=False)
     finally:
         for p in temp:
@@ -197,27 +206,7 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
     temp: list[str] = []
     try:
         _load_trust_store(ctx, get, listener, temp, system_default=True)
-        ks_type = str(get("ssl.keystore.type", "PEM")).upper()
-        location = _str(get("ssl.keystore.location"))
-        password = _str(get("ssl.key.password")) or _str(get("ssl.keystore.password"))
-        certfile = keyfile = None
-        if ks_type == "PEM":
-            key_text, chain_text = _str(get("ssl.keystore.key")), _str(get("ssl.keystore.certificate.chain"))
-            if key_text and chain_text:
-                certfile, keyfile = _pem_to_files(chain_text), _pem_to_files(key_text)
-                temp += [certfile, keyfile]
-            elif location:
-                certfile = location
-        elif ks_type == "PKCS12" and location:
-            certfile = _pkcs12_to_pem(location, _str(get("ssl.keystore.password")))
-            temp.append(certfile)
-            password = None
-        if certfile:
-            try:
-                ctx.load_cert_chain(certfile, keyfile, password=password)
-            except (ssl.SSLError, OSError) as e:
-                raise ConfigError(f"listener {listener}: cannot load the key store: {e}",
-                                  "ssl.keystore.location") from None
+        _load_key_store(ctx, get, listener, temp, required=False)
     finally:
         for p in temp:
             try:
