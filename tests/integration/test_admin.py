@@ -28,6 +28,7 @@ from protocol.messages import (AlterConfigsRequest, ApiVersionsRequest, CreatePa
                                DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
                                IncrementalAlterConfigsRequest, OffsetForLeaderEpochRequest)
 from tests.support import BrokerProcess
+from tests.support.broker import running
 
 pytestmark = pytest.mark.integration
 
@@ -55,12 +56,8 @@ UNKNOWN_TOPIC_ID = 100
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("admin-broker"), props=PROPS)
-    b.start()
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
+    with running(b):
+        yield b
 
 
 @pytest.fixture(scope="module")

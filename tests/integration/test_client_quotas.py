@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import BrokerProcess
+from tests.support.broker import running
 
 BIN = Path(__file__).resolve().parents[2] / "bin"
 QUOTA = 20_000          # bytes/s
@@ -31,12 +32,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 def kafka(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("quota-broker"), name="quota-broker",
                       props={"quota.window.num": 2, "quota.window.size.seconds": 1})
-    b.start()
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
+    with running(b):
+        yield b
 
 
 def configs(kafka, *args):

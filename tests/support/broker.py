@@ -2,6 +2,8 @@
 loopback port with its own temporary log directory."""
 from __future__ import annotations
 
+import contextlib
+
 import os
 import shlex
 import sys
@@ -162,3 +164,17 @@ class BrokerProcess(ManagedProcess):
         else:
             self.kill()
         return self.start(wait=wait, overrides=overrides)
+
+
+@contextlib.contextmanager
+def running(b: "BrokerProcess"):
+    """Start ``b`` and stop it afterwards (SIGTERM, or SIGKILL if that fails): a module fixture's
+    ``with running(BrokerProcess(...)) as b: yield b``."""
+    b.start()
+    try:
+        yield b
+    finally:
+        try:
+            b.stop()
+        except Exception:
+            b.kill()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import BrokerProcess, broker_command_available, free_port
+from tests.support.broker import running
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / "bin"
@@ -55,13 +56,9 @@ def kafka(tmp_path_factory):
     if not ok:
         pytest.skip(why)
     b = BrokerProcess(tmp_path_factory.mktemp("tools-broker"), name="tools-broker")
-    b.start()
-    b.apis = broker_apis(b.bootstrap)
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
+    with running(b):
+        b.apis = broker_apis(b.bootstrap)
+        yield b
 
 
 @pytest.fixture

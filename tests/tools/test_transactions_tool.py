@@ -21,6 +21,7 @@ from protocol.messages import (DescribeProducersRequest as DPR, InitProducerIdRe
                                ProduceRequest as PR)
 from tests.tools.conftest import tool
 from tests.support.rawkafka import SyncClient
+from tests.support.broker import running
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -36,12 +37,8 @@ def kafka(tmp_path_factory):
     if not ok:
         pytest.skip(why)
     b = BrokerProcess(tmp_path_factory.mktemp("txn-tool"), name="txn-tool-broker", props=PROPS)
-    b.start()
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
+    with running(b):
+        yield b
 
 
 @pytest.fixture
