@@ -140,12 +140,16 @@ def kafka_python_consumer(bootstrap, topic, group, **kw):
                           enable_auto_commit=False, heartbeat_interval_ms=500, **kw)
         # Know the topic's partitions before the first join.  kafka-python 3.0.12 loses a join that
         # a leader starts because its metadata changed if poll() times out while it is in flight
-        # (need_rejoin() is False again by the next poll, so the finished join is never applied and
-        # the member never heartbeats); joining with complete metadata avoids that client race.
-        deadline = time.monotonic() + 10
-        while not c.partitions_for_topic(topic) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # (need_rejoin() is False again by the next poll, so the finished join is never applied, the
+        # member never heartbeats and every commit fails with RebalanceInProgressError).  The leader
+        # compares the metadata snapshot its coordinator took at assignment with the current one,
+        # and that snapshot is only refreshed by a metadata response that arrives *after*
+        # subscribe(): topics() always fetches one, so the first assignment already sees every
+        # partition and no metadata-driven rejoin follows.
         c.subscribe([topic])
+        deadline = time.monotonic() + 10
+        while not (topic in c.topics() and c.partitions_for_topic(topic)) and time.monotonic() < deadline:
+            time.sleep(0.1)
         return c
 
     def poll(c):
@@ -294,9 +298,9 @@ CHILD = textwrap.dedent("""
     bootstrap, topic, group, session = sys.argv[1:5]
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False, session_timeout_ms=int(session), heartbeat_interval_ms=500)
-    while not c.partitions_for_topic(topic):
-        time.sleep(0.1)
     c.subscribe([topic])
+    while not (topic in c.topics() and c.partitions_for_topic(topic)):   # see kafka_python_consumer
+        time.sleep(0.1)
     last = None
     while True:
         c.poll(timeout_ms=500)

@@ -80,13 +80,15 @@ def oam(offset):
 
 
 def subscribe(c, topic):
-    """Subscribe once the client has the topic's metadata (a leader that joins without it
-    assigns nothing and only rebalances after its next metadata refresh)."""
+    """Subscribe, then fetch metadata until it has the topic: kafka-python's coordinator refreshes
+    the metadata snapshot its leader assigns from only on a metadata response after subscribe(),
+    and a leader whose snapshot changes after the join rejoins -- a rejoin kafka-python 3.0.12
+    can lose if poll() times out while it is in flight (see tests/integration/test_groups.py)."""
+    c.subscribe([topic])
     deadline = time.monotonic() + 20
-    while not c.partitions_for_topic(topic):
+    while not (topic in c.topics() and c.partitions_for_topic(topic)):
         assert time.monotonic() < deadline, f"no metadata for {topic}"
         time.sleep(0.1)
-    c.subscribe([topic])
 
 
 def member(kafka, group, topic, client_id="cg-test"):
