@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-import subprocess
-import sys
-import textwrap
 import time
 import uuid
 from collections import Counter
 
 import pytest
+
+from tests.support.txn_producer import TxnProducerProcess
 
 pytestmark = pytest.mark.cluster
 
@@ -573,68 +572,20 @@ def test_offsets_leader_killed_with_pending_transactional_offsets(txn_cluster):
 # every transaction whose commit returned, each whole and once, and the producer never needs to be
 # replaced (a restarted broker answered AddPartitionsToTxn for a topic it had no metadata for yet
 # with UNKNOWN_TOPIC_OR_PARTITION instead of NOT_COORDINATOR: an abortable error, then a fatal
-# INVALID_TXN_STATE for librdkafka's EndTxn).
-PRODUCER = textwrap.dedent("""
-    import os, sys, time
-    from confluent_kafka import Producer, KafkaException
-    bs, topic, tid, done_path, stop_path = sys.argv[1:6]
-    def make():
-        while not os.path.exists(stop_path):
-            p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "transaction.timeout.ms": 30000,
-                          "linger.ms": 0, "message.timeout.ms": 25000, "topic.metadata.refresh.interval.ms": 1000})
-            print("new producer", flush=True)
-            try:
-                p.init_transactions(15)
-                return p
-            except KafkaException:
-                time.sleep(0.2)
-        return None
-    p = make()
-    k = 0
-    with open(done_path, "a") as done:
-        while p is not None and not os.path.exists(stop_path):
-            k += 1
-            try:
-                p.begin_transaction()
-                for part in range(3):
-                    for i in range(2):
-                        p.produce(topic, value=f"{k}:{part}:{i}".encode(), partition=part)
-                p.commit_transaction(15)
-                done.write(f"{k}\\n"); done.flush()
-            except KafkaException as e:
-                err = e.args[0]
-                try:
-                    if err.txn_requires_abort():
-                        p.abort_transaction(15)
-                        continue
-                    if err.retriable():
-                        p.commit_transaction(15)
-                        done.write(f"{k}\\n"); done.flush()
-                        continue
-                except KafkaException:
-                    pass
-                p = make()
-""")
-
-
+# INVALID_TXN_STATE for librdkafka's EndTxn).  The producer is tests/support/txn_producer.py.
 def _drill(c, tmp_path, rounds: int, seed: int):
     topic = unique("drill")
     spread_topic(c, topic)
     tid = unique("tid-drill")
-    done_path, stop_path = tmp_path / "done", tmp_path / "stop"
-    script = tmp_path / "producer.py"
-    script.write_text(PRODUCER)
-    log_path = tmp_path / "producer.log"
-    with open(log_path, "w") as out:
-        proc = subprocess.Popen([sys.executable, str(script), c.bootstrap, topic, tid, str(done_path),
-                                 str(stop_path)], stdout=out, stderr=out)
+    prod = TxnProducerProcess(tmp_path, c.bootstrap, topic, tid, partitions=3, records=2,
+                              txn_timeout_ms=30000, op_timeout_s=15, message_timeout_ms=25000,
+                              metadata_refresh_ms=1000)
     rng = random.Random(seed)
     kills = []
     try:
         for _ in range(rounds):
-            n = done_path.read_text().count("\n") if done_path.exists() else 0
-            c.wait_for(lambda: done_path.exists() and done_path.read_text().count("\n") >= n + 3, WAIT,
-                       "three more commits")
+            n = prod.count()
+            c.wait_for(lambda: prod.count() >= n + 3, WAIT, "three more commits")
             time.sleep(rng.uniform(0.0, 0.5))
             victim = find_txn_coordinator(c, tid)
             kills.append(victim)
@@ -643,18 +594,13 @@ def _drill(c, tmp_path, rounds: int, seed: int):
             c.start_broker(victim)
             for part in range(3):
                 c.wait_for_isr(topic, part, [1, 2, 3])
-        n = done_path.read_text().count("\n")
-        c.wait_for(lambda: done_path.read_text().count("\n") >= n + 3, WAIT, "commits after the last kill")
+        n = prod.count()
+        c.wait_for(lambda: prod.count() >= n + 3, WAIT, "commits after the last kill")
     finally:
-        stop_path.write_text("stop")
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        prod.stop()
     c.wait_for(lambda: describe_txn(c, tid).transaction_state in ("CompleteCommit", "CompleteAbort", "Empty"),
                WAIT, "the last transaction to finish")
-    committed_txns = {int(x) for x in done_path.read_text().split()}
+    committed_txns = prod.committed()
     for part in range(3):
         c.wait_for(lambda: (lambda lso, hw: lso == hw)(*offsets(c, topic, part)), 30, f"LSO = HW on {part}")
     values = [v for vs in read_all(c, topic, 3, "read_committed", idle=3.0).values() for v in vs]
@@ -663,7 +609,7 @@ def _drill(c, tmp_path, rounds: int, seed: int):
     assert all(n == 6 for n in per_txn.values()), {k: n for k, n in per_txn.items() if n != 6}
     missing = committed_txns - {int(k) for k in per_txn}
     assert not missing, f"committed transactions missing: {sorted(missing)[:10]} (kills {kills})"
-    return len(committed_txns), log_path.read_text().count("new producer")
+    return len(committed_txns), prod.producers()
 
 
 def test_coordinator_kill_during_a_stream_of_transactions(txn_cluster, tmp_path):

@@ -31,6 +31,7 @@ from protocol.records import (build_batch, build_legacy, iter_batches, iter_reco
                               read_header)
 from tests.support import BrokerProcess
 from tests.support.rawkafka import Closed, RawConnection
+from tests.support.broker import running
 
 MAX_MESSAGE = 100_000
 MAX_REQUEST = 1 << 20
@@ -38,12 +39,10 @@ MAX_REQUEST = 1 << 20
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("bad-input"), name="broker", props={
-        "num.partitions": 2, "message.max.bytes": MAX_MESSAGE,
-        "socket.request.max.bytes": MAX_REQUEST})
-    b.start()
-    yield b
-    b.stop()
+    with running(BrokerProcess(tmp_path_factory.mktemp("bad-input"), name="broker", props={
+                 "num.partitions": 2, "message.max.bytes": MAX_MESSAGE,
+                 "socket.request.max.bytes": MAX_REQUEST})) as b:
+        yield b
 
 
 def conn(kafka) -> RawConnection:

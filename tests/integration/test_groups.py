@@ -31,6 +31,7 @@ import uuid
 import pytest
 
 from tests.support import BrokerProcess
+from tests.support.broker import running
 
 PARTITIONS = 4
 SESSION_MS = 6000          # the broker's group.min.session.timeout.ms default
@@ -39,11 +40,9 @@ WAIT = 60
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("groups-broker"), name="broker",
-                      props={"num.partitions": PARTITIONS})
-    b.start()
-    yield b
-    b.stop()
+    with running(BrokerProcess(tmp_path_factory.mktemp("groups-broker"), name="broker",
+                               props={"num.partitions": PARTITIONS})) as b:
+        yield b
 
 
 def unique(prefix):

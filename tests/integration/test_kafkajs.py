@@ -37,6 +37,7 @@ import pytest
 from tests.integration.test_single_broker import (expected_by_time, make_records, murmur2_partition,
                                                   producer_ids_on_disk, time_targets, verify)
 from tests.support import BrokerProcess
+from tests.support.broker import running
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER_DIR = os.path.join(os.path.dirname(HERE), "kafkajs")
@@ -60,11 +61,10 @@ def kafka(tmp_path_factory):
         if os.environ.get("ODRADEK_STRICT_DEPS", "") not in ("", "0"):
             pytest.fail(why)
         pytest.skip(why)
-    b = BrokerProcess(tmp_path_factory.mktemp("kafkajs-broker"), name="broker",
-                      props={"num.partitions": PARTITIONS, "group.initial.rebalance.delay.ms": 0})
-    b.start()
-    yield b
-    b.stop()
+    with running(BrokerProcess(tmp_path_factory.mktemp("kafkajs-broker"), name="broker",
+                               props={"num.partitions": PARTITIONS,
+                                      "group.initial.rebalance.delay.ms": 0})) as b:
+        yield b
 
 
 def run(kafka, command, timeout=120, **spec):

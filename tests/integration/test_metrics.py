@@ -30,6 +30,7 @@ from protocol.records import build_batch, now_ms
 from tests.support import BrokerProcess
 from tests.support.net import free_port
 from tests.support.rawkafka import RawConnection
+from tests.support.broker import running
 
 PARTITIONS = 3
 
@@ -42,9 +43,8 @@ def kafka(tmp_path_factory):
                              "odradek.metrics.prometheus.port": port,
                              "odradek.metrics.prometheus.host": "127.0.0.1"})
     b.metrics_url = f"http://127.0.0.1:{port}/metrics"
-    b.start()
-    yield b
-    b.stop()
+    with running(b):
+        yield b
 
 
 def scrape(url: str) -> dict[tuple, float]:

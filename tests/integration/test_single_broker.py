@@ -34,6 +34,7 @@ import pytest
 
 from tests.support import BrokerProcess
 from tests.support.rawkafka import RawConnection
+from tests.support.broker import running
 
 N = 10_000
 PARTITIONS = 3
@@ -56,11 +57,9 @@ def _matrix():
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("single-broker"), name="broker",
-                      props={"num.partitions": PARTITIONS})
-    b.start()
-    yield b
-    b.stop()
+    with running(BrokerProcess(tmp_path_factory.mktemp("single-broker"), name="broker",
+                               props={"num.partitions": PARTITIONS})) as b:
+        yield b
 
 
 # -- data -----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import pytest
 
 from protocol import records as rec
 from tests.support import BrokerProcess
+from tests.support.broker import running
 
 WAIT = 30
 BROKER_PROPS = {
@@ -35,10 +36,9 @@ BROKER_PROPS = {
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("txn-broker"), name="broker", props=BROKER_PROPS)
-    b.start()
-    yield b
-    b.stop()
+    with running(BrokerProcess(tmp_path_factory.mktemp("txn-broker"), name="broker",
+                               props=BROKER_PROPS)) as b:
+        yield b
 
 
 def unique(prefix):

@@ -24,15 +24,15 @@ from protocol.messages import (AddPartitionsToTxnRequest as APT, ApiVersionsRequ
                                ListTransactionsRequest, ProduceRequest as PR, WriteTxnMarkersRequest as WTM)
 from tests.integration.test_transactions import BROKER_PROPS, create_topic, unique
 from tests.support.rawkafka import SyncClient
+from tests.support.broker import running
 
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
     from tests.support import BrokerProcess
-    b = BrokerProcess(tmp_path_factory.mktemp("txn-proto"), name="broker", props=BROKER_PROPS)
-    b.start()
-    yield b
-    b.stop()
+    with running(BrokerProcess(tmp_path_factory.mktemp("txn-proto"), name="broker",
+                               props=BROKER_PROPS)) as b:
+        yield b
 
 
 @pytest.fixture

@@ -11,17 +11,16 @@ import pytest
 
 from tests.spark.support import spark_missing
 from tests.support import BrokerProcess
+from tests.support.broker import running
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="package")
 def spark_broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker"), name="broker",
-                      props={"num.partitions": 3})
-    b.start()
-    yield b
-    b.stop()
+    with running(BrokerProcess(tmp_path_factory.mktemp("spark-broker"), name="broker",
+                               props={"num.partitions": 3})) as b:
+        yield b
 
 
 @pytest.fixture(scope="package")
