@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install the test dependencies, then run the tests.
 #
-#   scripts/test.sh                 default tier: everything not marked `slow`
+#   scripts/test.sh                 default tier: everything not marked `slow` or `java`
 #   scripts/test.sh --slow          the slow tier only (drills, soak tests: -m slow)
 #   scripts/test.sh --all           both tiers
+#   scripts/test.sh --java          Apache Kafka's Java client (-m java; needs ODRADEK_KAFKA_CLIENTS_CP)
 #   scripts/test.sh --no-install    skip scripts/install-test-deps.sh
 #   scripts/test.sh [...] -- ARGS   extra pytest arguments (e.g. -- -k golden -x)
 #
@@ -22,9 +23,10 @@ while (($#)); do
     case "$1" in
         --slow) tier=slow ;;
         --all) tier=all ;;
+        --java) tier=java ;;
         --no-install) install=0 ;;
         --) shift; extra+=("$@"); break ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) extra+=("$1") ;;
     esac
     shift
@@ -37,7 +39,8 @@ fi
 marker=()
 case "$tier" in
     slow) marker=(-m slow) ;;
-    all) marker=(-m "slow or not slow") ;;
+    all) marker=(-m "not java") ;;
+    java) marker=(-m java) ;;
 esac
 
 # A missing java/ZooKeeper is an error here, not a skip.

@@ -1,0 +1,432 @@
+// Drives Apache Kafka's Java client (kafka-clients, not shipped here) against a running broker and
+// prints one JSON line per check: {"check": name, "ok": true|false, "detail": "..."}.
+// Run by tests/integration/test_java_client.py (docs/clients.md says how to get the jar):
+//   java -cp kafka-clients.jar:slf4j-api.jar:lz4-java.jar:snappy-java.jar:zstd-jni.jar:. JavaClientCheck HOST:PORT
+// Each check is independent: one failing prints its exception and the next one runs.
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.ExecutionException;
+
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.*;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.*;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.*;
+import org.apache.kafka.common.utils.Utils;
+
+public class JavaClientCheck {
+    static String bootstrap;
+    static final String RUN = Long.toHexString(System.nanoTime());
+
+    interface Check { String run() throws Exception; }
+
+    public static void main(String[] args) {
+        bootstrap = args[0];
+        Set<String> only = new HashSet<>(Arrays.asList(args).subList(1, args.length));
+        LinkedHashMap<String, Check> checks = new LinkedHashMap<>();
+        checks.put("admin_topics", JavaClientCheck::adminTopics);
+        for (String codec : new String[]{"none", "gzip", "snappy", "lz4", "zstd"})
+            for (String acks : new String[]{"0", "1", "all"})
+                checks.put("produce_" + codec + "_acks" + acks, () -> produceAndRead(codec, acks));
+        checks.put("idempotent_default", JavaClientCheck::idempotentDefault);
+        checks.put("list_offsets", JavaClientCheck::listOffsets);
+        checks.put("group_commit_resume", JavaClientCheck::groupCommitResume);
+        checks.put("cooperative_two_members", JavaClientCheck::cooperativeTwoMembers);
+        checks.put("static_member", JavaClientCheck::staticMember);
+        checks.put("transactions", JavaClientCheck::transactions);
+        checks.put("admin_groups", JavaClientCheck::adminGroups);
+        checks.put("admin_configs_and_records", JavaClientCheck::adminConfigsAndRecords);
+        for (Map.Entry<String, Check> e : checks.entrySet()) {
+            if (!only.isEmpty() && !only.contains(e.getKey())) continue;
+            String detail;
+            boolean ok;
+            try {
+                detail = e.getValue().run();
+                ok = true;
+            } catch (Throwable t) {
+                ok = false;
+                detail = t.toString() + (t.getCause() != null ? " / cause: " + t.getCause() : "");
+            }
+            System.out.println("{\"check\": \"" + e.getKey() + "\", \"ok\": " + ok + ", \"detail\": \""
+                               + detail.replace("\\", "\\\\").replace("\"", "'").replace("\n", " ") + "\"}");
+            System.out.flush();
+        }
+    }
+
+    // ---------------------------------------------------------------------------- helpers
+    static Properties base() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        return p;
+    }
+
+    static Admin admin() { return Admin.create(base()); }
+
+    static void require(boolean cond, String what) {
+        if (!cond) throw new IllegalStateException(what);
+    }
+
+    static String topic(String prefix) { return prefix + "-" + RUN + "-" + (int) (Math.random() * 1e6); }
+
+    static void create(Admin a, String name, int partitions) throws Exception {
+        a.createTopics(List.of(new NewTopic(name, partitions, (short) 1))).all().get();
+    }
+
+    static KafkaProducer<byte[], byte[]> producer(Map<String, Object> extra) {
+        Properties p = base();
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        p.putAll(extra);
+        return new KafkaProducer<>(p);
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(Map<String, Object> extra) {
+        Properties p = base();
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        p.putAll(extra);
+        return new KafkaConsumer<>(p);
+    }
+
+    static byte[] b(String s) { return s.getBytes(StandardCharsets.UTF_8); }
+
+    static String s(byte[] v) { return v == null ? null : new String(v, StandardCharsets.UTF_8); }
+
+    /** Every record of the given partitions from offset 0 until ``n`` are read or 30 s pass. */
+    static List<ConsumerRecord<byte[], byte[]>> readAll(String t, int partitions, int n, Map<String, Object> extra) {
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> c = consumer(extra)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(t, i));
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            long deadline = System.currentTimeMillis() + 30000;
+            while (out.size() < n && System.currentTimeMillis() < deadline)
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) out.add(r);
+            // anything beyond n would be a duplicate: one more short poll
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) out.add(r);
+        }
+        return out;
+    }
+
+    // ---------------------------------------------------------------------------- checks
+    static String adminTopics() throws Exception {
+        try (Admin a = admin()) {
+            String t = topic("j-admin");
+            a.createTopics(List.of(new NewTopic(t, 3, (short) 1).configs(Map.of("cleanup.policy", "compact"))),
+                           new CreateTopicsOptions().validateOnly(true)).all().get();
+            require(!a.listTopics().names().get().contains(t), "validate-only created the topic");
+            create(a, t, 3);
+            require(a.listTopics().names().get().contains(t), "topic not listed");
+            TopicDescription d = a.describeTopics(List.of(t)).allTopicNames().get().get(t);
+            require(d.partitions().size() == 3, "partitions " + d.partitions().size());
+            require(d.topicId() != null && !d.topicId().equals(Uuid.ZERO_UUID), "no topic id");
+            a.createPartitions(Map.of(t, NewPartitions.increaseTo(5))).all().get();
+            int now = a.describeTopics(List.of(t)).allTopicNames().get().get(t).partitions().size();
+            require(now == 5, "after CreatePartitions " + now);
+            try {
+                create(a, t, 1);
+                throw new IllegalStateException("second create succeeded");
+            } catch (ExecutionException e) {
+                require(e.getCause() instanceof TopicExistsException, "expected TopicExists, got " + e.getCause());
+            }
+            DescribeClusterResult dc = a.describeCluster();
+            int nodes = dc.nodes().get().size();
+            String cid = dc.clusterId().get();
+            a.deleteTopics(List.of(t)).all().get();
+            long deadline = System.currentTimeMillis() + 10000;
+            while (a.listTopics().names().get().contains(t) && System.currentTimeMillis() < deadline)
+                Thread.sleep(100);
+            require(!a.listTopics().names().get().contains(t), "topic still listed after delete");
+            return "created, described (id " + d.topicId() + "), grown to 5, deleted; cluster " + cid + " with "
+                   + nodes + " node(s)";
+        }
+    }
+
+    static String produceAndRead(String codec, String acks) throws Exception {
+        String t = topic("j-" + codec + "-" + acks);
+        int n = 10000, parts = 3;
+        try (Admin a = admin()) { create(a, t, parts); }
+        Map<String, Integer> partitionOf = new HashMap<>();
+        long base = System.currentTimeMillis() - 60000;
+        Map<String, Object> conf = new HashMap<>(Map.of("compression.type", codec, "acks", acks, "linger.ms", 5));
+        if (!acks.equals("all")) conf.put("enable.idempotence", "false");    // idempotence needs acks=all
+        try (KafkaProducer<byte[], byte[]> p = producer(conf)) {
+            List<java.util.concurrent.Future<RecordMetadata>> fs = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                String key = "k" + (i % 997);
+                List<Header> hs = List.of(new RecordHeader("h", b("v" + i)), new RecordHeader("i", b(codec)));
+                fs.add(p.send(new ProducerRecord<>(t, null, base + i, b(key), b("value-" + i + "-" + codec), hs)));
+            }
+            p.flush();
+            for (int i = 0; i < n; i++) {
+                RecordMetadata m = fs.get(i).get();
+                String key = "k" + (i % 997);
+                Integer prev = partitionOf.putIfAbsent(key, m.partition());
+                require(prev == null || prev == m.partition(), "key " + key + " in two partitions");
+                int expect = Utils.toPositive(Utils.murmur2(b(key))) % parts;
+                require(m.partition() == expect, "key " + key + " in " + m.partition() + ", partitioner says " + expect);
+            }
+        }
+        List<ConsumerRecord<byte[], byte[]>> got = readAll(t, parts, n, Map.of());
+        require(got.size() == n, "read " + got.size() + " of " + n);
+        Set<Integer> seen = new HashSet<>();
+        for (ConsumerRecord<byte[], byte[]> r : got) {
+            String v = s(r.value());
+            int i = Integer.parseInt(v.split("-")[1]);
+            require(seen.add(i), "duplicate " + i);
+            require(v.equals("value-" + i + "-" + codec), "value " + v);
+            require(s(r.key()).equals("k" + (i % 997)), "key of " + i);
+            require(r.timestamp() == base + i, "timestamp of " + i + ": " + r.timestamp());
+            require(r.timestampType() == org.apache.kafka.common.record.TimestampType.CREATE_TIME, "timestamp type");
+            Header h = r.headers().lastHeader("h");
+            require(h != null && s(h.value()).equals("v" + i), "header of " + i);
+        }
+        return n + " records, byte-exact, murmur2 partitions";
+    }
+
+    static String idempotentDefault() throws Exception {
+        // Java 3.x producers are idempotent by default (acks=all, enable.idempotence=true)
+        String t = topic("j-idem");
+        try (Admin a = admin()) { create(a, t, 1); }
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < 2000; i++) p.send(new ProducerRecord<>(t, b("v" + i)));
+            p.flush();
+        }
+        List<ConsumerRecord<byte[], byte[]>> got = readAll(t, 1, 2000, Map.of());
+        require(got.size() == 2000, "read " + got.size());
+        for (int i = 0; i < 2000; i++) {
+            require(got.get(i).offset() == i, "offset " + got.get(i).offset() + " at " + i);
+            require(s(got.get(i).value()).equals("v" + i), "order at " + i);
+        }
+        return "2000 records in order, no duplicates";
+    }
+
+    static String listOffsets() throws Exception {
+        String t = topic("j-offsets");
+        long base = System.currentTimeMillis() - 100000;
+        try (Admin a = admin()) {
+            create(a, t, 1);
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+                for (int i = 0; i < 100; i++) p.send(new ProducerRecord<>(t, 0, base + i * 10, null, b("v" + i)));
+                p.flush();
+            }
+            TopicPartition tp = new TopicPartition(t, 0);
+            long earliest = a.listOffsets(Map.of(tp, OffsetSpec.earliest())).all().get().get(tp).offset();
+            long latest = a.listOffsets(Map.of(tp, OffsetSpec.latest())).all().get().get(tp).offset();
+            long at = a.listOffsets(Map.of(tp, OffsetSpec.forTimestamp(base + 255))).all().get().get(tp).offset();
+            long past = a.listOffsets(Map.of(tp, OffsetSpec.forTimestamp(base + 100000))).all().get().get(tp).offset();
+            ListOffsetsResult.ListOffsetsResultInfo max =
+                a.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).all().get().get(tp);
+            require(earliest == 0, "earliest " + earliest);
+            require(latest == 100, "latest " + latest);
+            require(at == 26, "by time " + at);
+            require(past == -1, "past the end " + past);
+            require(max.offset() == 99 && max.timestamp() == base + 990, "max timestamp " + max);
+            try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of())) {
+                Map<TopicPartition, OffsetAndTimestamp> m = c.offsetsForTimes(Map.of(tp, base + 500));
+                require(m.get(tp).offset() == 50, "consumer offsetsForTimes " + m);
+                require(c.endOffsets(List.of(tp)).get(tp) == 100, "endOffsets");
+            }
+            return "earliest 0, latest 100, by time 26, past end -1, max timestamp 99";
+        }
+    }
+
+    static String groupCommitResume() throws Exception {
+        String t = topic("j-group"), g = topic("jg");
+        try (Admin a = admin()) { create(a, t, 3); }
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < 300; i++) p.send(new ProducerRecord<>(t, b("k" + i), b("first-" + i)));
+            p.flush();
+        }
+        Set<String> first = new HashSet<>();
+        try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of("group.id", g))) {
+            c.subscribe(List.of(t));
+            long deadline = System.currentTimeMillis() + 30000;
+            while (first.size() < 300 && System.currentTimeMillis() < deadline)
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) first.add(s(r.value()));
+            c.commitSync();
+        }
+        require(first.size() == 300, "first read " + first.size());
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < 300; i++) p.send(new ProducerRecord<>(t, b("k" + i), b("second-" + i)));
+            p.flush();
+        }
+        List<String> second = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of("group.id", g))) {
+            c.subscribe(List.of(t));
+            long deadline = System.currentTimeMillis() + 30000;
+            while (second.size() < 300 && System.currentTimeMillis() < deadline)
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) second.add(s(r.value()));
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) second.add(s(r.value()));
+            c.commitSync();
+            OffsetAndMetadata om = c.committed(Set.of(new TopicPartition(t, 0))).get(new TopicPartition(t, 0));
+            require(om != null && om.offset() > 0, "committed " + om);
+        }
+        require(second.size() == 300, "second read " + second.size());
+        for (String v : second) require(v.startsWith("second-"), "resumed from the wrong place: " + v);
+        return "300 + 300 records, resumed exactly at the committed offsets";
+    }
+
+    static String cooperativeTwoMembers() throws Exception {
+        String t = topic("j-coop"), g = topic("jg");
+        try (Admin a = admin()) { create(a, t, 4); }
+        Map<String, Object> conf = Map.of("group.id", g, "partition.assignment.strategy",
+                                          CooperativeStickyAssignor.class.getName());
+        try (KafkaConsumer<byte[], byte[]> c1 = consumer(conf); KafkaConsumer<byte[], byte[]> c2 = consumer(conf)) {
+            c1.subscribe(List.of(t));
+            long deadline = System.currentTimeMillis() + 30000;
+            while (c1.assignment().size() < 4 && System.currentTimeMillis() < deadline) c1.poll(Duration.ofMillis(100));
+            require(c1.assignment().size() == 4, "one member holds " + c1.assignment());
+            c2.subscribe(List.of(t));
+            deadline = System.currentTimeMillis() + 45000;
+            while ((c1.assignment().size() != 2 || c2.assignment().size() != 2) && System.currentTimeMillis() < deadline) {
+                c1.poll(Duration.ofMillis(100));
+                c2.poll(Duration.ofMillis(100));
+            }
+            require(c1.assignment().size() == 2 && c2.assignment().size() == 2,
+                    "split " + c1.assignment() + " / " + c2.assignment());
+            Set<TopicPartition> all = new HashSet<>(c1.assignment());
+            all.addAll(c2.assignment());
+            require(all.size() == 4, "overlap " + c1.assignment() + " / " + c2.assignment());
+            return "4 partitions split 2/2 by cooperative-sticky";
+        }
+    }
+
+    static String staticMember() throws Exception {
+        String t = topic("j-static"), g = topic("jg");
+        try (Admin a = admin()) {
+            create(a, t, 2);
+            Map<String, Object> conf = Map.of("group.id", g, "group.instance.id", "instance-1",
+                                              "session.timeout.ms", 10000);
+            try (KafkaConsumer<byte[], byte[]> c = consumer(conf)) {
+                c.subscribe(List.of(t));
+                long deadline = System.currentTimeMillis() + 30000;
+                while (c.assignment().size() < 2 && System.currentTimeMillis() < deadline) c.poll(Duration.ofMillis(100));
+                require(c.assignment().size() == 2, "assignment " + c.assignment());
+                ConsumerGroupDescription d = a.describeConsumerGroups(List.of(g)).all().get().get(g);
+                require(d.members().size() == 1, "members " + d.members());
+                MemberDescription m = d.members().iterator().next();
+                require(m.groupInstanceId().orElse("").equals("instance-1"), "instance id " + m.groupInstanceId());
+            }
+            return "static member instance-1 joined and was described";
+        }
+    }
+
+    static String transactions() throws Exception {
+        String t = topic("j-txn"), src = topic("j-txn-src"), g = topic("jg");
+        try (Admin a = admin()) { create(a, t, 2); create(a, src, 1); }
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < 10; i++) p.send(new ProducerRecord<>(src, b("in-" + i)));
+        }
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of("transactional.id", topic("jtid")))) {
+            p.initTransactions();
+            p.beginTransaction();
+            for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>(t, i % 2, null, b("committed-" + i)));
+            Map<TopicPartition, OffsetAndMetadata> offs = Map.of(new TopicPartition(src, 0), new OffsetAndMetadata(10));
+            p.sendOffsetsToTransaction(offs, new ConsumerGroupMetadata(g));
+            p.commitTransaction();
+            p.beginTransaction();
+            for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>(t, i % 2, null, b("aborted-" + i)));
+            p.flush();
+            p.abortTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(t, 0, null, b("committed-last")));
+            p.commitTransaction();
+        }
+        List<ConsumerRecord<byte[], byte[]>> rc = readAll(t, 2, 6, Map.of("isolation.level", "read_committed"));
+        List<ConsumerRecord<byte[], byte[]>> ru = readAll(t, 2, 11, Map.of("isolation.level", "read_uncommitted"));
+        Set<String> committed = new HashSet<>();
+        for (ConsumerRecord<byte[], byte[]> r : rc) committed.add(s(r.value()));
+        require(rc.size() == 6 && committed.stream().allMatch(v -> v.startsWith("committed-")),
+                "read_committed saw " + committed);
+        require(ru.size() == 11, "read_uncommitted saw " + ru.size());
+        try (Admin a = admin()) {
+            Map<TopicPartition, OffsetAndMetadata> got =
+                a.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
+            require(got.get(new TopicPartition(src, 0)).offset() == 10, "txn offset commit " + got);
+        }
+        return "commit, abort, sendOffsetsToTransaction; read_committed 6, read_uncommitted 11";
+    }
+
+    static String adminGroups() throws Exception {
+        String t = topic("j-ag"), g = topic("jg");
+        try (Admin a = admin()) {
+            create(a, t, 2);
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+                for (int i = 0; i < 20; i++) p.send(new ProducerRecord<>(t, i % 2, null, b("v" + i)));
+            }
+            TopicPartition p0 = new TopicPartition(t, 0), p1 = new TopicPartition(t, 1);
+            a.alterConsumerGroupOffsets(g, Map.of(p0, new OffsetAndMetadata(3), p1, new OffsetAndMetadata(4))).all().get();
+            Map<TopicPartition, OffsetAndMetadata> got = a.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
+            require(got.get(p0).offset() == 3 && got.get(p1).offset() == 4, "offsets " + got);
+            boolean listed = false;
+            for (ConsumerGroupListing l : a.listConsumerGroups().all().get()) listed |= l.groupId().equals(g);
+            require(listed, "group not listed");
+            ConsumerGroupDescription d = a.describeConsumerGroups(List.of(g)).all().get().get(g);
+            require(d.state() == ConsumerGroupState.EMPTY, "state " + d.state());
+            a.deleteConsumerGroupOffsets(g, Set.of(p0)).all().get();
+            got = a.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
+            require(!got.containsKey(p0) || got.get(p0) == null, "offset of p0 still there: " + got);
+            a.deleteConsumerGroups(List.of(g)).all().get();
+            try {
+                a.describeConsumerGroups(List.of(g)).all().get().get(g);
+            } catch (ExecutionException e) {
+                // some versions report the deleted group as DEAD/GroupIdNotFound; both are Kafka's answers
+            }
+            return "alter/list/delete offsets, list/describe/delete group";
+        }
+    }
+
+    static String adminConfigsAndRecords() throws Exception {
+        String t = topic("j-cfg");
+        try (Admin a = admin()) {
+            create(a, t, 1);
+            ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, t);
+            a.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("retention.ms", "123456"), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND)))).all().get();
+            Config c = a.describeConfigs(List.of(r)).all().get().get(r);
+            require(c.get("retention.ms").value().equals("123456"), "retention.ms " + c.get("retention.ms"));
+            require(c.get("retention.ms").source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, "source");
+            require(c.get("cleanup.policy").value().contains("compact"), "cleanup.policy " + c.get("cleanup.policy"));
+            require(c.get("segment.bytes").isDefault() || c.get("segment.bytes").source()
+                    == ConfigEntry.ConfigSource.DEFAULT_CONFIG || c.get("segment.bytes").source()
+                    == ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, "segment.bytes " + c.get("segment.bytes"));
+            ConfigResource br = new ConfigResource(ConfigResource.Type.BROKER,
+                                                   String.valueOf(a.describeCluster().nodes().get().iterator().next().id()));
+            Config bc = a.describeConfigs(List.of(br)).all().get().get(br);
+            require(bc.get("num.partitions") != null, "broker config lacks num.partitions");
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+                // the topic is compacted now: a record without a key is refused (Kafka's INVALID_RECORD)
+                try {
+                    p.send(new ProducerRecord<>(t, b("no key"))).get();
+                    throw new IllegalStateException("a compacted topic took a record without a key");
+                } catch (ExecutionException e) {
+                    require(e.getCause() instanceof InvalidRecordException, "keyless record: " + e.getCause());
+                }
+                for (int i = 0; i < 50; i++) p.send(new ProducerRecord<>(t, b("k" + i), b("v" + i))).get();
+            }
+            TopicPartition tp = new TopicPartition(t, 0);
+            long low = a.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(20))).lowWatermarks().get(tp).get().lowWatermark();
+            require(low == 20, "low watermark " + low);
+            long earliest = a.listOffsets(Map.of(tp, OffsetSpec.earliest())).all().get().get(tp).offset();
+            require(earliest == 20, "earliest after DeleteRecords " + earliest);
+            Map<Integer, Map<String, LogDirDescription>> dirs =
+                a.describeLogDirs(List.of(Integer.parseInt(br.name()))).allDescriptions().get();
+            boolean found = false;
+            for (LogDirDescription ld : dirs.get(Integer.parseInt(br.name())).values())
+                found |= ld.replicaInfos().containsKey(tp);
+            require(found, "DescribeLogDirs lacks " + tp);
+            return "incremental alter (SET, APPEND), describe topic and broker configs, keyless record refused on a compacted topic, DeleteRecords, DescribeLogDirs";
+        }
+    }
+}
