@@ -4,7 +4,8 @@
 ``ODRADEK_KAFKA_CLIENTS_CP`` -- a class path holding kafka-clients and what it needs at run time
 (slf4j-api, lz4-java, snappy-java, zstd-jni; Debian packages these as liblz4-java,
 libsnappy-java, libzstd-jni-java, libslf4j-java) -- and run once against one broker.  Each of its
-checks becomes one test here:
+checks becomes one test here, once on a single broker and once on a three-broker ZooKeeper
+cluster with replication factor 3:
 
     ODRADEK_KAFKA_CLIENTS_CP=kafka-clients-3.6.2.jar:/usr/share/java/slf4j-api.jar:... \\
         python -m pytest -m java tests/integration/test_java_client.py
@@ -36,8 +37,7 @@ CHECKS = (["admin_topics"]
              "static_member", "transactions", "admin_groups", "admin_configs_and_records"])
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def _classpath() -> str:
     cp = os.environ.get("ODRADEK_KAFKA_CLIENTS_CP", "")
     if not cp:
         pytest.fail("ODRADEK_KAFKA_CLIENTS_CP is not set: it must name the kafka-clients jar and its "
@@ -45,13 +45,17 @@ def results(tmp_path_factory):
     for tool in ("javac", "java"):
         if not shutil.which(tool):
             pytest.fail(f"{tool} not found (a JDK is needed)")
-    work = tmp_path_factory.mktemp("java-client")
+    return cp
+
+
+def _run_checks(work, bootstrap: str, rf: int) -> dict:
+    """Compile the driver into ``work`` and run every check once against ``bootstrap``."""
+    cp = _classpath()
     classes = work / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, SOURCE], check=True, timeout=300)
-    with running(BrokerProcess(work, name="broker", props={"num.partitions": 1})) as b:
-        out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                              "-cp", f"{cp}{os.pathsep}{classes}", "JavaClientCheck", b.bootstrap],
-                             capture_output=True, text=True, timeout=900)
+    out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Drf={rf}",
+                          "-cp", f"{cp}{os.pathsep}{classes}", "JavaClientCheck", bootstrap],
+                         capture_output=True, text=True, timeout=900)
     (work / "java.err").write_text(out.stderr)
     got = {}
     for line in out.stdout.splitlines():
@@ -62,8 +66,38 @@ def results(tmp_path_factory):
     return got
 
 
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    work = tmp_path_factory.mktemp("java-client")
+    with running(BrokerProcess(work, name="broker", props={"num.partitions": 1})) as b:
+        return _run_checks(work, b.bootstrap, 1)
+
+
+@pytest.fixture(scope="module")
+def cluster_results(tmp_path_factory, zookeeper):
+    """The same checks on three brokers in ZooKeeper mode, every topic with replication factor 3
+    (acks=all waits for all three: min.insync.replicas=2)."""
+    from tests.support.cluster import Cluster
+    work = tmp_path_factory.mktemp("java-cluster")
+    c = Cluster(work, zookeeper, 3, props={"min.insync.replicas": 2, "offsets.topic.replication.factor": 3,
+                                           "transaction.state.log.replication.factor": 3,
+                                           "transaction.state.log.min.isr": 2})
+    try:
+        c.start()
+        return _run_checks(work, c.bootstrap, 3)
+    finally:
+        c.shutdown()
+
+
 @pytest.mark.parametrize("check", CHECKS)
 def test_java_client(results, check):
     assert check in results, f"the driver printed no result for {check}"
     r = results[check]
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_java_client_on_a_cluster(cluster_results, check):
+    assert check in cluster_results, f"the driver printed no result for {check}"
+    r = cluster_results[check]
     assert r["ok"], r["detail"]

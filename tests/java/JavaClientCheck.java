@@ -1,7 +1,8 @@
 // Drives Apache Kafka's Java client (kafka-clients, not shipped here) against a running broker and
 // prints one JSON line per check: {"check": name, "ok": true|false, "detail": "..."}.
 // Run by tests/integration/test_java_client.py (docs/clients.md says how to get the jar):
-//   java -cp kafka-clients.jar:slf4j-api.jar:lz4-java.jar:snappy-java.jar:zstd-jni.jar:. JavaClientCheck HOST:PORT
+//   java [-Drf=3] -cp kafka-clients.jar:slf4j-api.jar:lz4-java.jar:snappy-java.jar:zstd-jni.jar:. \
+//        JavaClientCheck HOST:PORT[,HOST:PORT...] [CHECK...]
 // Each check is independent: one failing prints its exception and the next one runs.
 
 import java.nio.charset.StandardCharsets;
@@ -23,6 +24,8 @@ import org.apache.kafka.common.utils.Utils;
 public class JavaClientCheck {
     static String bootstrap;
     static final String RUN = Long.toHexString(System.nanoTime());
+    /** Replication factor of the topics the checks create: -Drf=3 on a three-broker cluster. */
+    static final short RF = Short.parseShort(System.getProperty("rf", "1"));
 
     interface Check { String run() throws Exception; }
 
@@ -75,7 +78,7 @@ public class JavaClientCheck {
     static String topic(String prefix) { return prefix + "-" + RUN + "-" + (int) (Math.random() * 1e6); }
 
     static void create(Admin a, String name, int partitions) throws Exception {
-        a.createTopics(List.of(new NewTopic(name, partitions, (short) 1))).all().get();
+        a.createTopics(List.of(new NewTopic(name, partitions, RF))).all().get();
     }
 
     static KafkaProducer<byte[], byte[]> producer(Map<String, Object> extra) {
@@ -121,7 +124,7 @@ public class JavaClientCheck {
     static String adminTopics() throws Exception {
         try (Admin a = admin()) {
             String t = topic("j-admin");
-            a.createTopics(List.of(new NewTopic(t, 3, (short) 1).configs(Map.of("cleanup.policy", "compact"))),
+            a.createTopics(List.of(new NewTopic(t, 3, RF).configs(Map.of("cleanup.policy", "compact"))),
                            new CreateTopicsOptions().validateOnly(true)).all().get();
             require(!a.listTopics().names().get().contains(t), "validate-only created the topic");
             create(a, t, 3);
