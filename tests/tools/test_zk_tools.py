@@ -436,3 +436,28 @@ def test_acls_zookeeper_mode_creates_a_missing_chroot_and_the_acl_paths(zookeepe
     finally:
         z.stop()
         z.close()
+
+
+# ----------------------------------------------------------------------------- zookeeper.set.acl
+
+def test_zookeeper_set_acl_is_refused_by_the_config():
+    from broker.config import BrokerConfig, ConfigError
+    BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "zookeeper.set.acl": "false"}).validate()
+    BrokerConfig({"zookeeper.set.acl": "true"}).validate()          # no ZooKeeper: nothing to protect
+    with pytest.raises(ConfigError, match="zookeeper.set.acl is true, but Odradek cannot open a SASL- or "
+                                          "TLS-authenticated ZooKeeper session"):
+        BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "zookeeper.set.acl": "true"}).validate()
+
+
+def test_broker_with_zookeeper_set_acl_does_not_start(zk_connect, tmp_path):
+    b = BrokerProcess(tmp_path / "setacl", props={"zookeeper.connect": zk_connect, "zookeeper.set.acl": "true"})
+    argv = b.command()
+    r = subprocess.run(argv, cwd=b.cwd(), env=b.environment(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r
+    assert "zookeeper.set.acl is true" in r.stderr, r.stderr
+    z = zk_client(zk_connect)
+    try:
+        assert not z.exists("/brokers/ids")          # refused before touching ZooKeeper
+    finally:
+        z.stop()
+        z.close()
