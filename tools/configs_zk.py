@@ -242,3 +242,9 @@ def execute_zk(p, o, args) -> int:
         print(f"kafka.zookeeper.ZooKeeperClientTimeoutException: {e}"
               if str(e).startswith("Timed out") else str(e), file=sys.stderr)
         return 1
+    except ToolError:
+        raise
+    except Exception as e:           # kazoo errors (connection loss, no auth) and the like
+        print(f"Error while executing config command with args '{' '.join(args)}'", file=sys.stderr)
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        return 1

@@ -19,6 +19,7 @@ Synchronous (kazoo's threading handler): the tools are one-shot commands.
 """
 from __future__ import annotations
 
+import logging
 import random
 import time
 
@@ -30,6 +31,8 @@ from controller.zookeeper import znodes as Z
 from controller.zookeeper.security_store import binding_to_entry, entry_to_binding
 
 MAX_ATTEMPTS = 10
+# kazoo reports every failed connection attempt as a warning; a tool reports the outcome itself.
+logging.getLogger("kazoo").addHandler(logging.NullHandler())
 DEFAULT_ENTITY = "<default>"
 
 
