@@ -338,9 +338,21 @@ def test_scram_credentials_from_zookeeper_before_the_broker_starts(request, zook
         z.stop()
         z.close()
 
+    # a dynamic config for broker 0, which is not running yet
+    r = zk_configs(connect, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                   "--add-config", "log.cleaner.threads=3")
+    assert r.returncode == 0 and "Completed updating config for entity: brokers '0'." in r.stdout, r
+    r = zk_configs(connect, "--describe", "--entity-type", "brokers", "--entity-name", "0")
+    assert r.stdout.splitlines()[-1] == "Configs for brokers '0' are log.cleaner.threads=3", r
+
     b = sasl_broker(tmp_path / "scram-broker", connect, authorizer=False)
     _track(request, b)
     with running(b):
+        r = run_tool("kafka-configs.sh", "--bootstrap-server", b.sasl, "--command-config", b.admin_cfg,
+                     "--describe", "--entity-type", "brokers", "--entity-name", "0")
+        assert "log.cleaner.threads=3 sensitive=false" in r.stdout, r
+        r = zk_configs(connect, "--describe", "--entity-type", "brokers", "--entity-name", "0")
+        assert r.returncode == 1 and "broker 0 is running" in r.stderr, r
         assert login_error(b, (user, pw), "SCRAM-SHA-256") is None
         assert login_error(b, (user, pw), "SCRAM-SHA-512") is None
         assert login_error(b, ("dan@EXAMPLE", "dan-secret"), "SCRAM-SHA-512") is None
