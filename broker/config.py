@@ -450,6 +450,12 @@ class BrokerConfig:
 
     def _cross_checks(self) -> None:
         g = self.get
+        if g("zookeeper.set.acl") and g("zookeeper.connect"):
+            # Kafka refuses this too unless its ZooKeeper session is SASL- or TLS-authenticated; Odradek's
+            # ZooKeeper client (kazoo) is never configured for either, so the znode ACLs could not be set.
+            raise ConfigError("zookeeper.set.acl is true, but Odradek cannot open a SASL- or TLS-authenticated "
+                              "ZooKeeper session, which the creator-only znode ACLs require; remove "
+                              "zookeeper.set.acl or set it to false (see docs/security.md)", "zookeeper.set.acl")
         if g("replica.fetch.wait.max.ms") > g("replica.socket.timeout.ms"):
             raise ConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
                               "to prevent unnecessary socket timeouts", "replica.socket.timeout.ms")

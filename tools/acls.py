@@ -1,4 +1,6 @@
-"""kafka-acls.sh: add, remove and list ACLs through CreateAcls / DeleteAcls / DescribeAcls.
+"""kafka-acls.sh: add, remove and list ACLs through CreateAcls / DeleteAcls / DescribeAcls, or (Kafka
+3.x's deprecated authorizer mode, ``--authorizer-properties zookeeper.connect=host:port[/chroot]``)
+directly in ZooKeeper, in the znodes the brokers' AclAuthorizer uses (``tools/zkadmin.py``).
 
 Kafka's flags: --bootstrap-server, --command-config, --add | --remove | --list, resources
 (--topic, --group, --cluster, --transactional-id; repeatable), --resource-pattern-type
@@ -20,6 +22,10 @@ from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, r
 
 DESCRIPTION = "This tool helps to manage acls on kafka."
 NL = "\n"
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+DEPRECATION = ("Warning: managing ACLs directly in ZooKeeper (--authorizer / --authorizer-properties) is "
+               "deprecated and goes away together with ZooKeeper mode; prefer --bootstrap-server, which "
+               "sends the changes through a broker.")
 
 
 def build_parser() -> OptionParser:
@@ -69,6 +75,20 @@ def build_parser() -> OptionParser:
     p.add("idempotent", "Enable idempotence for the producer. This should be used in combination with the "
                         "--producer option.")
     p.add("force", "Assume Yes to all queries and do not prompt.")
+    p.add("delegation-token", "Delegation token to which ACLs should be added or removed. A value of '*' "
+                              "indicates ACL should apply to all tokens.", "delegation-token", multi=True)
+    p.add("user-principal", "Specifies a user principal as a resource in relation with the operation, e.g. "
+                            "CreateTokens or DescribeTokens on a given user principal.", "user-principal",
+          multi=True)
+    p.add("authorizer", "DEPRECATED: the authorizer whose ACLs are managed without a broker; only "
+                        f"{ACL_AUTHORIZER} (the default when --bootstrap-server is not given) is "
+                        "supported. " + DEPRECATION, "authorizer")
+    p.add("authorizer-properties", "DEPRECATED: key=val settings of the authorizer given by --authorizer, "
+                                   "e.g. zookeeper.connect=localhost:2181[/chroot]. " + DEPRECATION,
+          "authorizer-properties", multi=True)
+    p.add("zk-tls-config-file", "DEPRECATED: ZooKeeper client TLS settings for the authorizer mode "
+                                "(not supported by Odradek). " + DEPRECATION,
+          "Authorizer ZooKeeper TLS configuration")
     return p
 
 
@@ -84,6 +104,8 @@ def _resources(o, pattern: int) -> list[tuple[int, str, int]]:
     out = [(A.TOPIC, t, pattern) for t in o.get("topic") or []]
     out += [(A.GROUP, g, pattern) for g in o.get("group") or []]
     out += [(A.TRANSACTIONAL_ID, t, pattern) for t in o.get("transactional-id") or []]
+    out += [(A.DELEGATION_TOKEN, t.strip(), pattern) for t in o.get("delegation-token") or []]
+    out += [(A.USER, u.strip(), pattern) for u in o.get("user-principal") or []]
     if o.get("cluster"):
         out.append((A.CLUSTER, A.CLUSTER_NAME, pattern))
     return out
@@ -254,7 +276,18 @@ def main(argv=None) -> int:
 
     def body(args):
         o = parse_or_exit(p, args)
-        require(p, o, "bootstrap-server")
+        if o.has("bootstrap-server") and o.has("authorizer"):
+            p.usage_exit("Only one of --bootstrap-server or --authorizer must be specified")
+        if not o.has("bootstrap-server"):
+            require(p, o, "authorizer-properties")
+            print(DEPRECATION, file=sys.stderr)
+        if o.has("command-config") and not o.has("bootstrap-server"):
+            p.usage_exit("The --command-config option can only be used with --bootstrap-server option")
+        if o.has("authorizer-properties") and o.has("bootstrap-server"):
+            p.usage_exit("The --authorizer-properties option can only be used with --authorizer option")
+        if not o.has("bootstrap-server"):
+            from tools.acls_zk import execute_zk
+            return execute_zk(p, o)
         return execute(o)
 
     return run(body, sys.argv[1:] if argv is None else argv, error_prefix="Error: ")

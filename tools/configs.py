@@ -1,5 +1,7 @@
 """kafka-configs.sh: describe and alter topic and broker configurations, user and client-id quotas
-(DescribeClientQuotas / AlterClientQuotas) and users' SCRAM credentials."""
+(DescribeClientQuotas / AlterClientQuotas) and users' SCRAM credentials; with the deprecated
+``--zookeeper`` option, SCRAM credentials and configs of stopped brokers directly in ZooKeeper
+(``tools/configs_zk.py``)."""
 from __future__ import annotations
 
 import re
@@ -49,6 +51,11 @@ def build_parser() -> OptionParser:
     p.add("client", "Short for --entity-type clients --entity-name <client-id>.", "String")
     p.add("user-defaults", "Short for --entity-type users --entity-default.")
     p.add("client-defaults", "Short for --entity-type clients --entity-default.")
+    p.add("zookeeper", "DEPRECATED: ZooKeeper connect string host:port[,host:port][/chroot]. Only for SCRAM "
+                       "credentials of users (e.g. before any broker runs) and for dynamic configs of brokers "
+                       "that are not running; everything else needs --bootstrap-server.", "urls")
+    p.add("zk-tls-config-file", "ZooKeeper client TLS settings for --zookeeper (not supported by Odradek).",
+          "ZooKeeper TLS configuration")
     return p
 
 
@@ -499,8 +506,13 @@ def main(argv=None) -> int:
         o = parse_or_exit(p, args)
         if o.has("describe") == o.has("alter"):
             p.usage_exit("Command must include exactly one action: --describe, --alter")
+        if o.has("zk-tls-config-file") and not o.has("zookeeper"):
+            raise ToolError("Only the --zookeeper option can be used with the --zk-tls-config-file option.")
+        if o.has("zookeeper"):
+            from tools.configs_zk import execute_zk
+            return execute_zk(p, o, args)
         if not o.has("bootstrap-server"):
-            raise ToolError("One of the required --bootstrap-server or --bootstrap-controller "
+            raise ToolError("One of the required --bootstrap-server, --boostrap-controller, or --zookeeper "
                             "arguments must be specified")
         quota = quota_entity_args(o, args)
         if quota is not None:
