@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import _track
 from tests.support.broker import BrokerProcess, running
 from tests.support.net import LOOPBACK, free_port
+from tests.support.sasl import login_error as sasl_login_error
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError  # noqa: E402
@@ -108,22 +109,7 @@ def produce(b, user_pw, topic: str) -> KafkaError | None:
 
 def login_error(b, user_pw, mechanism, timeout=5.0) -> str | None:
     """None when ``user_pw`` authenticates (a Metadata request succeeds), else the error text."""
-    from confluent_kafka.admin import AdminClient
-    errors = []
-    a = AdminClient({**conf(b, user_pw, mechanism), "error_cb": lambda e: errors.append(e),
-                     "reconnect.backoff.max.ms": 200})
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            a.list_topics(timeout=0.5)
-            return None
-        except Exception as e:
-            last = e
-        a.poll(0)
-        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-            return f"authentication failed: {errors[0]}"
-    return f"{last} {errors}"
+    return sasl_login_error(conf(b, user_pw, mechanism), timeout)
 
 
 def until(cond, timeout=PROPAGATION_S, what="condition", interval=0.25):
