@@ -59,7 +59,7 @@ log = logging.getLogger("odradek.authorizer")
 T_AUTH, G_AUTH, C_AUTH, TX_AUTH = 29, 30, 31, 53
 UNKNOWN_TOPIC, NOT_ATTEMPTED = 3, 55
 INT_MIN = -2147483648
-SELF_CHECKING = {17, 18, 29, 30, 31, 36, 50, 51}
+SELF_CHECKING = {17, 18, 29, 30, 31, 36, 50, 51, 75}   # 75: DESCRIBE per topic, before paging
 
 
 class Enforcer:

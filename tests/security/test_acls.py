@@ -162,3 +162,33 @@ def test_acls_without_authorizer_security_disabled(secure_broker, tmp_path):
     r = acls(b, "--list")
     assert r.returncode != 0
     assert "Security features are disabled" in r.stderr + r.stdout or "No Authorizer" in r.stderr + r.stdout
+
+
+def test_describe_topic_partitions_hides_what_the_principal_may_not_describe(authz_broker):
+    """DescribeTopicPartitions (75) with kafka-python: a named topic without DESCRIBE is
+    TOPIC_AUTHORIZATION_FAILED (zero topic id, after the others); listing every topic leaves it out;
+    the authorized operations are filled in."""
+    from kafka.admin import KafkaAdminClient
+    b = authz_broker
+    _create_topic(b, "seen", 2)
+    _create_topic(b, "hidden", 1)
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Describe", "--operation",
+                "Read", "--topic", "seen").returncode == 0
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+    a = KafkaAdminClient(bootstrap_servers=f"{host}:{port}", security_protocol="SASL_PLAINTEXT",
+                         sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    try:
+        r = a.describe_topic_partitions(["hidden", "seen"])
+        assert [(t["name"], t["error_code"]) for t in r["topics"]] == [("seen", 0), ("hidden", 29)]
+        hidden = r["topics"][1]
+        assert hidden["topic_id"] is None           # kafka-python's reading of the zero uuid
+        assert r["topics"][0]["topic_id"] is not None
+        assert hidden["partitions"] == []
+        seen = r["topics"][0]
+        assert len(seen["partitions"]) == 2
+        # READ (bit 3) and DESCRIBE (bit 8) of Kafka's AclOperation codes, nothing else
+        assert seen["topic_authorized_operations"] == (1 << 3) | (1 << 8)
+        every = {t["name"] for t in a.describe_topic_partitions([])["topics"]}
+        assert "seen" in every and "hidden" not in every
+    finally:
+        a.close()
