@@ -21,6 +21,7 @@ PKCS12 with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inlin
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 
@@ -39,11 +40,28 @@ def listener_value(cfg, listener: str, key: str, default=None):
     return default
 
 
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str) -> str:
+    """Inline PEM as it comes out of a properties file, made readable for OpenSSL: Kafka accepts
+    the blocks on one line (``-----BEGIN CERTIFICATE----- MIIB... -----END CERTIFICATE-----``,
+    as a value continued with ``\\`` at the ends of lines reads) or with literal ``\\n``; each
+    block's base64 is re-wrapped here.  Text without PEM blocks is returned as it is."""
+    text = text.replace("\\n", "\n")
+    blocks = []
+    for m in _PEM_BLOCK.finditer(text):
+        body = "".join(m.group(2).split())
+        lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+        blocks.append("\n".join([f"-----BEGIN {m.group(1)}-----", *lines, f"-----END {m.group(1)}-----"]))
+    return "\n".join(blocks) + "\n" if blocks else text
+
+
 def _pem_to_files(*texts: str) -> str:
     fd, path = tempfile.mkstemp(prefix="odradek-tls-", suffix=".pem")
     with os.fdopen(fd, "w") as f:
         for t in texts:
-            f.write(t.strip().replace("\\n", "\n") + "\n")
+            f.write(normalize_pem(t.strip()).strip() + "\n")
     return path
 
 
@@ -113,7 +131,7 @@ def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], 
     ts_location, ts_inline = _str(get("ssl.truststore.location")), _str(get("ssl.truststore.certificates"))
     try:
         if ts_inline:
-            ctx.load_verify_locations(cadata=ts_inline.replace("\\n", "\n"))
+            ctx.load_verify_locations(cadata=normalize_pem(ts_inline))
         elif ts_location:
             if ts_type == "PKCS12":
                 path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
@@ -169,6 +187,25 @@ def server_context(cfg, listener: str) -> ssl.SSLContext:
     return ctx
 
 
+def endpoint_identification(cfg, listener: str) -> bool:
+    """Whether host names are checked: ``ssl.endpoint.identification.algorithm`` (listener prefix
+    first) is ``https`` (Kafka's default) or empty (no check).  An empty value counts as set."""
+    for name in (f"listener.name.{listener.lower()}.ssl.endpoint.identification.algorithm",
+                 "ssl.endpoint.identification.algorithm"):
+        try:
+            v = cfg.get(name)
+        except KeyError:
+            continue
+        if v is None:
+            continue
+        v = str(v).strip()
+        if v and v.lower() != "https":
+            raise ConfigError(f"ssl.endpoint.identification.algorithm={v} is not supported (https, or empty for "
+                              "no host name check)", "ssl.endpoint.identification.algorithm")
+        return bool(v)
+    return True
+
+
 def principal_from_peercert(cert: dict | None) -> str | None:
     """The certificate subject as an RFC 2253 distinguished name (most specific first), as Java's
     X500Principal.getName() renders it: ``CN=alice,OU=eng,O=Example,C=US``."""
@@ -196,13 +233,7 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
     get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
-    algo = get("ssl.endpoint.identification.algorithm")
-    if algo is None:
-        try:
-            algo = cfg.get(f"listener.name.{listener.lower()}.ssl.endpoint.identification.algorithm")
-        except KeyError:
-            algo = None
-    ctx.check_hostname = algo is None or str(algo).strip() != ""
+    ctx.check_hostname = endpoint_identification(cfg, listener)
     temp: list[str] = []
     try:
         _load_trust_store(ctx, get, listener, temp, system_default=True)
