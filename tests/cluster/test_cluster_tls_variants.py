@@ -265,3 +265,73 @@ def test_scram_inter_broker_mechanism_over_sasl_ssl(cluster_factory, pki, mechan
         text = log_text(c, i)
         assert f"inter-broker connections on SASL_SSL authenticate with SASL/{mechanism} as admin" in text
         assert "use TLS (host name check on)" in text
+
+
+# ----------------------------------------------------------------------------- 4. certificate principals
+
+def _principal_props(pki: Pki, certs, super_users: list[str], **extra) -> tuple[dict, dict]:
+    props = {"ssl.client.auth": "required", "ssl.truststore.location": str(pki.ca),
+             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+             "super.users": ";".join(super_users), **extra}
+    return props, {i: {"ssl.keystore.location": str(certs[i].pem)} for i in (1, 2, 3)}
+
+
+def test_broker_certificate_subjects_in_super_users_replicate(cluster_factory, pki, certs):
+    """The brokers are ``User:CN=brokerN,OU=brokers,O=Odradek Tests`` to each other (the full
+    subject, RFC 2253 order); with those in super.users replication and the controller's channels
+    pass the authorizer."""
+    brokers = [f"User:{certs[i].subject}" for i in (1, 2, 3)]
+    assert brokers[0] == "User:CN=broker1,OU=brokers,O=Odradek Tests"
+    props, per = _principal_props(pki, certs, brokers + [f"User:{pki.client_subject}"])
+    c = make_cluster(cluster_factory, "SSL", props, per)
+    c.start()
+    replicates(c, conf(c, pki))
+    for i in (1, 2, 3):
+        assert "super users: User:CN=broker1,OU=brokers,O=Odradek Tests" in log_text(c, i)
+
+
+def test_broker_left_out_of_super_users_is_refused_replication_until_granted_cluster_action(
+        cluster_factory, pki, certs):
+    """Broker 3's subject is not a super user: the leader answers its fetches
+    TOPIC_AUTHORIZATION_FAILED (it lacks CLUSTER_ACTION), so it leaves the ISR and acks=all with
+    min.insync.replicas=3 is refused; an ACL allowing its subject ClusterAction on the cluster lets
+    it catch up and rejoin."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+    props, per = _principal_props(pki, certs, [f"User:{certs[i].subject}" for i in (1, 2)]
+                                  + [f"User:{pki.client_subject}"])
+    c = make_cluster(cluster_factory, "SSL", props, per)
+    start_with_controller(c, 1)       # the controller's own requests must pass the others' authorizer
+    cf = conf(c, pki)
+    topic = "denied-" + uuid.uuid4().hex[:6]
+    create_topic(c, cf, topic, assignment=[[1, 2, 3]], configs={"min.insync.replicas": "2"})
+    assert not produce(cf, topic, 20)
+    Cluster.wait_for(lambda: sorted(c.isr(topic, 0)) == [1, 2], 30, "broker 3 out of the ISR")
+    assert metadata_isr(cf, topic) == [1, 2]
+    assert "fetch from leader 1 failed with error 29 (TOPIC_AUTHORIZATION_FAILED)" in log_text(c, 3)
+    raise_min_isr(cf, topic, "3")
+    err = acks_all_error(cf, topic)
+    assert err is not None and err.code() in (ck.KafkaError.NOT_ENOUGH_REPLICAS,
+                                              ck.KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND), err
+
+    admin = AdminClient(cf)
+    acl = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
+                     f"User:{certs[3].subject}", "*", AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)
+    for f in admin.create_acls([acl]).values():
+        f.result(30)
+    assert sorted(c.wait_for_isr(topic, 0, [1, 2, 3], timeout=30)) == [1, 2, 3]
+    assert not produce(cf, topic, 20)                   # min.insync.replicas=3 met again
+    got = consume(cf, topic, 40)
+    assert len(got) == 40, consume.errors[:5]
+
+
+def test_principal_mapping_rules_give_brokers_short_names(cluster_factory, pki, certs):
+    """``ssl.principal.mapping.rules`` maps ``CN=brokerN,OU=brokers,...`` to ``brokerN`` (other
+    subjects keep the DEFAULT form): ``super.users=User:broker1;User:broker2;User:broker3`` (and the
+    test client's full subject) is then what lets them replicate."""
+    props, per = _principal_props(
+        pki, certs, ["User:broker1", "User:broker2", "User:broker3", f"User:{pki.client_subject}"],
+        **{"ssl.principal.mapping.rules": "RULE:^CN=([a-z0-9]+),OU=brokers,O=.*$/$1/L,DEFAULT"})
+    c = make_cluster(cluster_factory, "SSL", props, per)
+    c.start()
+    replicates(c, conf(c, pki))
