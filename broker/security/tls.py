@@ -14,6 +14,12 @@ Key material (``ssl.keystore.type``, default PEM here):
 Trust (for client certificates): ``ssl.truststore.location`` (PEM file of CA certificates, or
 PKCS12 with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inline).
 
+Inline PEM values are re-wrapped (``normalize_pem``): Kafka accepts a block on one line, as a
+properties value continued with ``\\`` reads, or with ``\\n`` escapes.
+
+Inter-broker client contexts (``client_context``) check host names unless
+``ssl.endpoint.identification.algorithm`` is empty (``endpoint_identification``).
+
 ``ssl.client.auth``: ``required`` (CERT_REQUIRED), ``requested`` (CERT_OPTIONAL), ``none``.
 ``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) sets the version range;
 ``ssl.cipher.suites`` (OpenSSL names) restricts ciphers when given.
@@ -207,8 +213,10 @@ def endpoint_identification(cfg, listener: str) -> bool:
 
 
 def principal_from_peercert(cert: dict | None) -> str | None:
-    """The certificate subject as an RFC 2253 distinguished name (most specific first), as Java's
-    X500Principal.getName() renders it: ``CN=alice,OU=eng,O=Example,C=US``."""
+    """The certificate subject as an RFC 2253 distinguished name (most specific first) from
+    Python's decoded certificate: ``CN=alice,OU=eng,O=Example,C=US``.  A fallback only: the
+    broker reads the subject from the DER certificate (``principal.subject_from_der``), which
+    also renders attributes without an RFC 2253 keyword as Java does (OID and hex)."""
     if not cert or "subject" not in cert:
         return None
     short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
