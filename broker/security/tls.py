@@ -71,18 +71,23 @@ def _pem_to_files(*texts: str) -> str:
     return path
 
 
-def _pkcs12_to_pem(path: str, password: str | None) -> str:
+def _pkcs12_to_pem(path: str, password: str | None, key: str = "ssl.keystore.location") -> str:
+    """The contents of a PKCS12 file as a temporary PEM file; ConfigError naming ``key`` when
+    the file cannot be read or opened with ``password``."""
     try:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.serialization import pkcs12
     except ImportError:
         raise ConfigError("ssl.keystore.type=PKCS12 needs the 'cryptography' package; use PEM",
                           "ssl.keystore.type") from None
-    with open(path, "rb") as f:
-        key, cert, extra = pkcs12.load_key_and_certificates(f.read(), password.encode() if password else None)
+    try:
+        with open(path, "rb") as f:
+            pkey, cert, extra = pkcs12.load_key_and_certificates(f.read(), password.encode() if password else None)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read the PKCS12 file {path} ({key}): {e}", key) from None
     parts = []
-    if key is not None:
-        parts.append(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+    if pkey is not None:
+        parts.append(pkey.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                        serialization.NoEncryption()).decode())
     for c in ([cert] if cert is not None else []) + list(extra or []):
         parts.append(c.public_bytes(serialization.Encoding.PEM).decode())
@@ -140,7 +145,7 @@ def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], 
             ctx.load_verify_locations(cadata=normalize_pem(ts_inline))
         elif ts_location:
             if ts_type == "PKCS12":
-                path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
+                path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")), "ssl.truststore.location")
                 temp.append(path)
                 ctx.load_verify_locations(cafile=path)
             else:

@@ -107,3 +107,40 @@ def test_endpoint_identification_empty_value_turns_host_name_checks_off():
     assert client_context(BrokerConfig({"ssl.endpoint.identification.algorithm": ""}), "SSL").check_hostname is False
     with pytest.raises(ConfigError):
         endpoint_identification(BrokerConfig({"ssl.endpoint.identification.algorithm": "ldaps"}), "SSL")
+
+
+def test_pkcs12_stores_written_by_keytool_are_read(tmp_path):
+    """Key and trust stores as Java's keytool writes them (what Kafka users have) load into the
+    listener and inter-broker contexts."""
+    import shutil
+    import subprocess
+    if shutil.which("keytool") is None:
+        pytest.skip("no keytool")
+    pytest.importorskip("cryptography")
+    from tests.support.pki import issue, make_pki
+    pki = make_pki(tmp_path / "pki")
+    cert = issue(pki, "b1", "broker1", ou="brokers", password="changeit")
+    trust, keys = tmp_path / "truststore.p12", tmp_path / "keystore.p12"
+    run = lambda *a: subprocess.run(["keytool", *a], check=True, capture_output=True, timeout=60)  # noqa: E731
+    run("-importcert", "-noprompt", "-alias", "ca", "-file", str(pki.ca), "-keystore", str(trust),
+        "-storetype", "PKCS12", "-storepass", "trust-pw")
+    run("-importkeystore", "-noprompt", "-srckeystore", str(cert.p12), "-srcstoretype", "PKCS12",
+        "-srcstorepass", "changeit", "-destkeystore", str(keys), "-deststoretype", "PKCS12",
+        "-deststorepass", "key-pw")
+    from broker.security.tls import server_context
+    cfg = BrokerConfig({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(keys),
+                        "ssl.keystore.password": "key-pw", "ssl.truststore.type": "PKCS12",
+                        "ssl.truststore.location": str(trust), "ssl.truststore.password": "trust-pw",
+                        "ssl.client.auth": "required"})
+    for ctx in (server_context(cfg, "SSL"), client_context(cfg, "SSL")):
+        assert [dict(x[0] for x in c["subject"])["commonName"] for c in ctx.get_ca_certs()] == ["Odradek Test CA"]
+    # a wrong password or a missing file stops the broker with a message naming the key
+    for change, key in (({"ssl.keystore.password": "wrong"}, "ssl.keystore.location"),
+                        ({"ssl.truststore.location": str(tmp_path / "missing.p12")}, "ssl.truststore.location")):
+        bad = BrokerConfig({k: str(cfg.get(k)) for k in ("ssl.keystore.type", "ssl.keystore.location",
+                                                          "ssl.keystore.password", "ssl.truststore.type",
+                                                          "ssl.truststore.location", "ssl.truststore.password")}
+                           | change)
+        with pytest.raises(ConfigError) as e:
+            server_context(bad, "SSL")
+        assert e.value.args and key in str(e.value), e.value
