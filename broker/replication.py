@@ -567,7 +567,12 @@ class ReplicaFetcher:
                 if self.parts.get(k) is not st:
                     continue
                 if r.error_code:
-                    self._delay(st)
+                    if r.error_code == E.TOPIC_AUTHORIZATION_FAILED and st.last_error != r.error_code:
+                        st.last_error = r.error_code
+                        log.warning("%s-%d: OffsetForLeaderEpoch to leader %d failed with error %d (%s)", k[0], k[1],
+                                    self.leader_id, r.error_code, error_name(r.error_code))
+                    self._delay(st, max(self.backoff or 1.0, 0.2)
+                                if r.error_code == E.TOPIC_AUTHORIZATION_FAILED else None)
                     continue
                 lg = st.part.log
                 leo = lg.log_end_offset
