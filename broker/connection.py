@@ -136,7 +136,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.set_write_buffer_limits(high=1, low=0)
         sm = getattr(self.broker, "security", None)
         if sm is not None:
-            self.security = sm.new_session(self.listener_name, transport)
+            from broker.security.principal import NoMatchingRule
+            try:
+                self.security = sm.new_session(self.listener_name, transport)
+            except NoMatchingRule as e:
+                # Kafka fails the authentication of a client whose certificate no rule maps
+                from broker.security.sasl import SecuritySession
+                log.warning("closing connection from %s:%s: ssl.principal.mapping.rules: %s", *self.peer[:2], e)
+                self.security = SecuritySession(self.listener_name, "SSL")
+                self.security.state = "failed"      # nothing but ApiVersions is answered
+                transport.close()
+                return
         self.broker.connections.add(self)
 
     def get_buffer(self, sizehint):

@@ -39,6 +39,7 @@ from broker.security.interbroker import connect_to_broker
 from protocol import records as rec
 from protocol.client import KafkaClientConnection, KafkaConnectionError
 from protocol.errors import ErrorCode as E
+from protocol.errors import error_name
 from protocol.messages import (FetchRequest, LeaderAndIsrResponse, OffsetForLeaderEpochRequest,
                                StopReplicaResponse)
 from storage.errors import StorageError
@@ -425,7 +426,7 @@ class ReplicationManager:
 
 
 class _FetchState:
-    __slots__ = ("part", "epoch", "truncating", "delay_until", "in_sync")
+    __slots__ = ("part", "epoch", "truncating", "delay_until", "in_sync", "last_error")
 
     def __init__(self, part):
         self.part = part
@@ -433,6 +434,7 @@ class _FetchState:
         self.truncating = True
         self.delay_until = 0.0
         self.in_sync = False        # at the leader's high watermark after the last fetch (Kafka's lag <= 0)
+        self.last_error = 0         # the error code last logged (logged again only when it changes)
 
 
 class ReplicaFetcher:
@@ -565,7 +567,12 @@ class ReplicaFetcher:
                 if self.parts.get(k) is not st:
                     continue
                 if r.error_code:
-                    self._delay(st)
+                    if r.error_code == E.TOPIC_AUTHORIZATION_FAILED and st.last_error != r.error_code:
+                        st.last_error = r.error_code
+                        log.warning("%s-%d: OffsetForLeaderEpoch to leader %d failed with error %d (%s)", k[0], k[1],
+                                    self.leader_id, r.error_code, error_name(r.error_code))
+                    self._delay(st, max(self.backoff or 1.0, 0.2)
+                                if r.error_code == E.TOPIC_AUTHORIZATION_FAILED else None)
                     continue
                 lg = st.part.log
                 leo = lg.log_end_offset
@@ -615,6 +622,7 @@ class ReplicaFetcher:
         lg = part.log
         err = pd.error_code
         if err == 0:
+            st.last_error = 0
             if lg.log_end_offset != offset:
                 return                          # truncated meanwhile
             changed = False
@@ -654,9 +662,11 @@ class ReplicaFetcher:
                    E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_ID):
             self._delay(st, 0.1)
             return
-        log.warning("%s-%d: fetch from leader %d failed with error %d", part.topic, part.partition, self.leader_id,
-                    err)
-        self._delay(st)
+        if err != st.last_error:        # once per distinct error, not on every retry
+            st.last_error = err
+            log.warning("%s-%d: fetch from leader %d failed with error %d (%s)", part.topic, part.partition,
+                        self.leader_id, err, error_name(err))
+        self._delay(st, max(self.backoff or 1.0, 0.2) if err == E.TOPIC_AUTHORIZATION_FAILED else None)
 
     def _append(self, part, data) -> bool:
         lg = part.log

@@ -6,7 +6,9 @@
   None for the others.  Handed to ``loop.create_server(ssl=...)``.
 * ``new_session(listener, transport)`` — a ``SecuritySession`` per connection: the principal
   (``User:ANONYMOUS`` on PLAINTEXT, the certificate subject on SSL when the client presented
-  one, ``User:<name>`` after SASL) and the SASL state machine (``sasl.py``).
+  one, mapped by the listener's ``ssl.principal.mapping.rules`` (``principal.py``; NoMatchingRule
+  when none applies: the connection is refused), ``User:<name>`` after SASL) and the SASL state
+  machine (``sasl.py``).
 * ``authorizer`` — None unless ``authorizer.class.name`` names Kafka's ACL authorizer
   (``authorizer.py``); then ``RequestContext.authorize`` consults it.
 
@@ -25,12 +27,25 @@ from broker.config import ConfigError
 from broker.security import jaas
 from broker.security.authorizer import AUTHORIZER_CLASSES, AclAuthorizer, parse_super_users
 from broker.security.sasl import ANONYMOUS, PlainServer, ScramServer, SecuritySession
+from broker.security.principal import DerError, PrincipalMapper, subject_from_der
 from broker.security.tls import listener_value, principal_from_peercert, server_context
 from protocol import scram as S
 
 log = logging.getLogger("odradek.security")
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def peer_subject(transport) -> str | None:
+    """The verified client certificate's subject (RFC 2253, as Kafka prints it), or None."""
+    obj = transport.get_extra_info("ssl_object")
+    der = obj.getpeercert(binary_form=True) if obj is not None else None
+    if der:
+        try:
+            return subject_from_der(der)
+        except DerError:
+            pass
+    return principal_from_peercert(transport.get_extra_info("peercert"))
 
 
 class SecurityManager:
@@ -41,6 +56,7 @@ class SecurityManager:
         self._mechanisms: dict[str, list[str]] = {}
         self._plain_users: dict[str, dict[str, str]] = {}
         self._protocols: dict[str, str] = {}
+        self._mappers: dict[str, PrincipalMapper] = {}
         self.authorizer: AclAuthorizer | None = None
         self.enforcer = None            # broker.security.enforce.Enforcer when authorizing
         self.configure()
@@ -53,6 +69,13 @@ class SecurityManager:
             self._protocols[name] = proto
             if proto in ("SSL", "SASL_SSL"):
                 self._ssl[name] = server_context(cfg, name)
+            if proto == "SSL":
+                rules = listener_value(cfg, name, "ssl.principal.mapping.rules", "DEFAULT")
+                try:
+                    self._mappers[name] = PrincipalMapper(rules)
+                except ValueError as e:
+                    raise ConfigError(f"Invalid value {rules} for configuration ssl.principal.mapping.rules: {e}",
+                                      "ssl.principal.mapping.rules") from None
             if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
                 self._configure_sasl(name)
         if cfg.zookeeper_connect:
@@ -118,9 +141,10 @@ class SecurityManager:
         protocol = self._protocols.get(listener, "PLAINTEXT")
         principal = ANONYMOUS
         if protocol == "SSL" and transport is not None:
-            subject = principal_from_peercert(transport.get_extra_info("peercert"))
+            subject = peer_subject(transport)
             if subject:
-                principal = "User:" + subject
+                mapper = self._mappers.get(listener)
+                principal = "User:" + (mapper.name(subject) if mapper is not None else subject)
         return SecuritySession(listener, protocol, self._mechanisms.get(listener, ()),
                                lambda mech: self._mechanism_server(listener, mech), principal)
 

@@ -11,7 +11,8 @@ authorization, so with no authorizer nothing changes at all.
 Rules (the operation checked, on which resource):
 
 * Produce: WRITE on each topic; WRITE on the transactional id when one is set.
-* Fetch: from a follower CLUSTER_ACTION on the cluster; from a consumer READ on each topic.
+* Fetch: from a follower CLUSTER_ACTION on the cluster (without it every partition is answered
+  TOPIC_AUTHORIZATION_FAILED, as Kafka does); from a consumer READ on each topic.
 * ListOffsets, OffsetForLeaderEpoch (consumers): DESCRIBE on each topic.
 * Metadata: DESCRIBE on each topic — unauthorized topics are left out of an all-topics answer
   and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CREATE on the cluster
@@ -140,10 +141,21 @@ async def _fetch(ctx, req, call):
     R = RESPONSES[1]
     v = ctx.api_version
     replica = req.replica_id if v < 15 else req.replica_state.replica_id
+    def refused(topics):
+        out = []
+        for t in topics:
+            parts = [R.PartitionData(partition_index=p.partition, error_code=T_AUTH, high_watermark=-1,
+                                     last_stable_offset=-1, log_start_offset=-1, records=None) for p in t.partitions]
+            out.append(R.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts)
+                       if v >= 13 else R.FetchableTopicResponse(topic=t.topic, partitions=parts))
+        return out
+
     if replica is not None and replica >= 0:
         if _cluster(ctx, A.CLUSTER_ACTION):
             return await call(ctx, req)
-        return R(error_code=C_AUTH, responses=[])
+        # as Kafka: a follower without CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED for every partition
+        log.debug("follower fetch of broker %d refused: %s lacks CLUSTER_ACTION", replica, ctx.principal)
+        return R(error_code=0, responses=refused(req.topics))
     names = _topic_names_by_id(ctx) if v >= 13 else None
     name = (lambda t: names.get(t.topic_id, "")) if v >= 13 else (lambda t: t.topic)
     denied = [t for t in req.topics if not _ok(ctx, A.READ, A.TOPIC, name(t))]
@@ -153,13 +165,7 @@ async def _fetch(ctx, req, call):
     resp = await call(ctx, req)
     if resp is None:
         return None
-    extra = []
-    for t in denied:
-        parts = [R.PartitionData(partition_index=p.partition, error_code=T_AUTH, high_watermark=-1,
-                                 last_stable_offset=-1, log_start_offset=-1, records=None) for p in t.partitions]
-        extra.append(R.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts)
-                     if v >= 13 else R.FetchableTopicResponse(topic=t.topic, partitions=parts))
-    resp.responses = list(resp.responses) + extra
+    resp.responses = list(resp.responses) + refused(denied)
     return resp
 
 

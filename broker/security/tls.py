@@ -14,6 +14,12 @@ Key material (``ssl.keystore.type``, default PEM here):
 Trust (for client certificates): ``ssl.truststore.location`` (PEM file of CA certificates, or
 PKCS12 with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inline).
 
+Inline PEM values are re-wrapped (``normalize_pem``): Kafka accepts a block on one line, as a
+properties value continued with ``\\`` reads, or with ``\\n`` escapes.
+
+Inter-broker client contexts (``client_context``) check host names unless
+``ssl.endpoint.identification.algorithm`` is empty (``endpoint_identification``).
+
 ``ssl.client.auth``: ``required`` (CERT_REQUIRED), ``requested`` (CERT_OPTIONAL), ``none``.
 ``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) sets the version range;
 ``ssl.cipher.suites`` (OpenSSL names) restricts ciphers when given.
@@ -21,6 +27,7 @@ PKCS12 with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inlin
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 
@@ -39,26 +46,48 @@ def listener_value(cfg, listener: str, key: str, default=None):
     return default
 
 
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str) -> str:
+    """Inline PEM as it comes out of a properties file, made readable for OpenSSL: Kafka accepts
+    the blocks on one line (``-----BEGIN CERTIFICATE----- MIIB... -----END CERTIFICATE-----``,
+    as a value continued with ``\\`` at the ends of lines reads) or with literal ``\\n``; each
+    block's base64 is re-wrapped here.  Text without PEM blocks is returned as it is."""
+    text = text.replace("\\n", "\n")
+    blocks = []
+    for m in _PEM_BLOCK.finditer(text):
+        body = "".join(m.group(2).split())
+        lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+        blocks.append("\n".join([f"-----BEGIN {m.group(1)}-----", *lines, f"-----END {m.group(1)}-----"]))
+    return "\n".join(blocks) + "\n" if blocks else text
+
+
 def _pem_to_files(*texts: str) -> str:
     fd, path = tempfile.mkstemp(prefix="odradek-tls-", suffix=".pem")
     with os.fdopen(fd, "w") as f:
         for t in texts:
-            f.write(t.strip().replace("\\n", "\n") + "\n")
+            f.write(normalize_pem(t.strip()).strip() + "\n")
     return path
 
 
-def _pkcs12_to_pem(path: str, password: str | None) -> str:
+def _pkcs12_to_pem(path: str, password: str | None, key: str = "ssl.keystore.location") -> str:
+    """The contents of a PKCS12 file as a temporary PEM file; ConfigError naming ``key`` when
+    the file cannot be read or opened with ``password``."""
     try:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.serialization import pkcs12
     except ImportError:
         raise ConfigError("ssl.keystore.type=PKCS12 needs the 'cryptography' package; use PEM",
                           "ssl.keystore.type") from None
-    with open(path, "rb") as f:
-        key, cert, extra = pkcs12.load_key_and_certificates(f.read(), password.encode() if password else None)
+    try:
+        with open(path, "rb") as f:
+            pkey, cert, extra = pkcs12.load_key_and_certificates(f.read(), password.encode() if password else None)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read the PKCS12 file {path} ({key}): {e}", key) from None
     parts = []
-    if key is not None:
-        parts.append(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+    if pkey is not None:
+        parts.append(pkey.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                        serialization.NoEncryption()).decode())
     for c in ([cert] if cert is not None else []) + list(extra or []):
         parts.append(c.public_bytes(serialization.Encoding.PEM).decode())
@@ -113,10 +142,10 @@ def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], 
     ts_location, ts_inline = _str(get("ssl.truststore.location")), _str(get("ssl.truststore.certificates"))
     try:
         if ts_inline:
-            ctx.load_verify_locations(cadata=ts_inline.replace("\\n", "\n"))
+            ctx.load_verify_locations(cadata=normalize_pem(ts_inline))
         elif ts_location:
             if ts_type == "PKCS12":
-                path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")))
+                path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")), "ssl.truststore.location")
                 temp.append(path)
                 ctx.load_verify_locations(cafile=path)
             else:
@@ -169,9 +198,30 @@ def server_context(cfg, listener: str) -> ssl.SSLContext:
     return ctx
 
 
+def endpoint_identification(cfg, listener: str) -> bool:
+    """Whether host names are checked: ``ssl.endpoint.identification.algorithm`` (listener prefix
+    first) is ``https`` (Kafka's default) or empty (no check).  An empty value counts as set."""
+    for name in (f"listener.name.{listener.lower()}.ssl.endpoint.identification.algorithm",
+                 "ssl.endpoint.identification.algorithm"):
+        try:
+            v = cfg.get(name)
+        except KeyError:
+            continue
+        if v is None:
+            continue
+        v = str(v).strip()
+        if v and v.lower() != "https":
+            raise ConfigError(f"ssl.endpoint.identification.algorithm={v} is not supported (https, or empty for "
+                              "no host name check)", "ssl.endpoint.identification.algorithm")
+        return bool(v)
+    return True
+
+
 def principal_from_peercert(cert: dict | None) -> str | None:
-    """The certificate subject as an RFC 2253 distinguished name (most specific first), as Java's
-    X500Principal.getName() renders it: ``CN=alice,OU=eng,O=Example,C=US``."""
+    """The certificate subject as an RFC 2253 distinguished name (most specific first) from
+    Python's decoded certificate: ``CN=alice,OU=eng,O=Example,C=US``.  A fallback only: the
+    broker reads the subject from the DER certificate (``principal.subject_from_der``), which
+    also renders attributes without an RFC 2253 keyword as Java does (OID and hex)."""
     if not cert or "subject" not in cert:
         return None
     short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
@@ -196,13 +246,7 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
     get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
-    algo = get("ssl.endpoint.identification.algorithm")
-    if algo is None:
-        try:
-            algo = cfg.get(f"listener.name.{listener.lower()}.ssl.endpoint.identification.algorithm")
-        except KeyError:
-            algo = None
-    ctx.check_hostname = algo is None or str(algo).strip() != ""
+    ctx.check_hostname = endpoint_identification(cfg, listener)
     temp: list[str] = []
     try:
         _load_trust_store(ctx, get, listener, temp, system_default=True)

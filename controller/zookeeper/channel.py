@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Any, Callable
 
 from broker.security.interbroker import connect_to_broker
@@ -29,6 +30,7 @@ class BrokerChannel:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.conn: KafkaClientConnection | None = None
         self.closed = False
+        self._last_tls_error: str | None = None
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-channel-{broker_id}")
 
     def send(self, request, callback: Callable[[Any], None] | None = None) -> None:
@@ -61,6 +63,12 @@ class BrokerChannel:
                     backoff = 0.05
                     break
                 except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                    tls = e if isinstance(e, ssl.SSLError) else e.__context__
+                    if isinstance(tls, ssl.SSLError) and str(e) != self._last_tls_error:
+                        # an untrusted certificate or a host name mismatch does not heal by retrying
+                        self._last_tls_error = str(e)
+                        log.warning("controller channel to broker %d at %s:%d: TLS handshake failed: %s",
+                                    self.broker_id, self.host, self.port, e)
                     log.debug("request %s to broker %d failed (%s); retrying", type(request).__name__,
                               self.broker_id, e)
                     if self.conn is not None:

@@ -75,6 +75,28 @@ def test_mutual_tls_required(secure_broker, pki):
         a.list_topics(timeout=3)
 
 
+def test_ssl_principal_mapping_rules(secure_broker, pki, tmp_path):
+    """``ssl.principal.mapping.rules`` without DEFAULT: the test client's subject maps to
+    ``User:CLIENT1``, which is the only super user, so it may produce and consume; a certificate
+    that no rule maps is not authenticated (the connection is closed)."""
+    from tests.support.pki import issue
+    b = secure_broker(listeners=("SSL",), client_auth="required", props={
+        "ssl.principal.mapping.rules": "RULE:^CN=(client[0-9]),O=Odradek Tests$/$1/U",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:CLIENT1"})
+    conf = {"bootstrap.servers": b.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca),
+            "ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
+    assert _produce_consume(conf, "mapped", 2) == [b"v0", b"v1"]
+    other = issue(pki, "stranger-" + uuid.uuid4().hex[:4], "stranger")
+    from confluent_kafka.admin import AdminClient
+    a = AdminClient({**conf, "ssl.certificate.location": str(other.chain), "ssl.key.location": str(other.key),
+                     "socket.timeout.ms": 3000})
+    with pytest.raises(ck.KafkaException):
+        a.list_topics(timeout=3)
+    assert "ssl.principal.mapping.rules: No rules apply to CN=stranger,O=Odradek Tests" in \
+        b.proc.log_path.read_text(errors="replace")
+
+
 @pytest.mark.parametrize("mech,user", [("PLAIN", ALICE), ("SCRAM-SHA-256", ALICE), ("SCRAM-SHA-512", ADMIN)])
 def test_sasl_plaintext_good(secure_broker, mech, user):
     b = secure_broker(listeners=("SASL_PLAINTEXT",))
