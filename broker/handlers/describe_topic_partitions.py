@@ -13,7 +13,8 @@ topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION
 name) while listing every topic leaves nothing to report; with an authorizer, a named topic the
 principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED (with a zero topic id, after the others)
 and an unnamed one is left out.  Leader, epoch, replicas, ISR and offline replicas are Metadata's;
-eligible leader replicas (KRaft's ELR) are always null here.
+eligible leader replicas and the last known ELR (KRaft's KIP-966) are always empty lists here --
+not null, which the schema allows but Java's admin client (3.8) does not survive.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _partitions(info, start: int, room: int, live: set[int] | None):
         out.append(R.DescribeTopicPartitionsResponsePartition(
             error_code=E.LEADER_NOT_AVAILABLE if s.leader < 0 else 0, partition_index=p,
             leader_id=s.leader, leader_epoch=s.leader_epoch, replica_nodes=list(s.replicas),
-            isr_nodes=list(s.isr), eligible_leader_replicas=None, last_known_elr=None,
+            isr_nodes=list(s.isr), eligible_leader_replicas=[], last_known_elr=[],
             offline_replicas=[r for r in s.replicas if live is not None and r not in live]))
     return out, (indexes[room] if len(indexes) > room else -1)
 

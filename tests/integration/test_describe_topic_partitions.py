@@ -96,8 +96,22 @@ def test_same_facts_as_metadata(admin, topics):
     for p in t["partitions"]:
         m = by_index[p["partition_index"]]
         assert {k: p[k] for k in fields} == {k: m[k] for k in fields}
-        assert p["eligible_leader_replicas"] is None and p["last_known_elr"] is None
     assert t["topic_authorized_operations"] == INT_MIN      # no authorizer
+
+
+def test_eligible_leader_replicas_are_empty_lists_not_null(kafka, topics):
+    """Kafka answers [] for a partition without ELR; Java's admin client (3.8) throws
+    NullPointerException on null.  kafka-python reads both as None, so look at the raw answer."""
+    from protocol.messages import DescribeTopicPartitionsRequest as Q
+    from tests.support.rawkafka import SyncClient
+    c = SyncClient(kafka.bootstrap)
+    try:
+        r = c(Q(topics=[Q.TopicRequest(name=topics[1])], response_partition_limit=10, cursor=None))
+    finally:
+        c.close()
+    parts = r.topics[0].partitions
+    assert len(parts) == 3
+    assert all(p.eligible_leader_replicas == [] and p.last_known_elr == [] for p in parts)
 
 
 def test_unknown_and_invalid_topics(admin, topics):
