@@ -96,7 +96,7 @@ def test_java_client(results, check):
     assert r["ok"], r["detail"]
 
 
-@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("check", CHECKS + ["cluster_admin"])
 def test_java_client_on_a_cluster(cluster_results, check):
     assert check in cluster_results, f"the driver printed no result for {check}"
     r = cluster_results[check]

@@ -45,6 +45,7 @@ public class JavaClientCheck {
         checks.put("transactions", JavaClientCheck::transactions);
         checks.put("admin_groups", JavaClientCheck::adminGroups);
         checks.put("admin_configs_and_records", JavaClientCheck::adminConfigsAndRecords);
+        if (RF >= 3) checks.put("cluster_admin", JavaClientCheck::clusterAdmin);
         for (Map.Entry<String, Check> e : checks.entrySet()) {
             if (!only.isEmpty() && !only.contains(e.getKey())) continue;
             String detail;
@@ -386,6 +387,71 @@ public class JavaClientCheck {
                 // some versions report the deleted group as DEAD/GroupIdNotFound; both are Kafka's answers
             }
             return "alter/list/delete offsets, list/describe/delete group";
+        }
+    }
+
+    /** Three brokers or more: reassignment, preferred leader election, log dirs of every broker. */
+    static String clusterAdmin() throws Exception {
+        String t = topic("j-cluster");
+        try (Admin a = admin()) {
+            List<Integer> ids = new ArrayList<>();
+            for (Node n : a.describeCluster().nodes().get()) ids.add(n.id());
+            Collections.sort(ids);
+            require(ids.size() >= 3, "nodes " + ids);
+            Integer controller = a.describeCluster().controller().get().id();
+            require(ids.contains(controller), "controller " + controller);
+            // one partition on the first two brokers, led by the first
+            a.createTopics(List.of(new NewTopic(t, Map.of(0, List.of(ids.get(0), ids.get(1))))))
+             .all().get();
+            TopicPartition tp = new TopicPartition(t, 0);
+            // move it to the last two brokers, the last one preferred
+            List<Integer> target = List.of(ids.get(2), ids.get(1));
+            a.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(target)))).all().get();
+            long deadline = System.currentTimeMillis() + 60000;
+            List<Integer> now = null;
+            while (System.currentTimeMillis() < deadline) {
+                TopicDescription d = a.describeTopics(List.of(t)).allTopicNames().get().get(t);
+                now = new ArrayList<>();
+                for (Node n : d.partitions().get(0).replicas()) now.add(n.id());
+                boolean done = a.listPartitionReassignments(Set.of(tp)).reassignments().get().isEmpty();
+                if (done && now.equals(target)) break;
+                Thread.sleep(200);
+            }
+            require(target.equals(now), "replicas after reassignment " + now);
+            // make the preferred replica the leader if it is not already
+            deadline = System.currentTimeMillis() + 30000;
+            int leader = -1;
+            while (System.currentTimeMillis() < deadline) {
+                try {
+                    a.electLeaders(ElectionType.PREFERRED, Set.of(tp)).partitions().get();
+                } catch (ExecutionException e) {
+                    if (!(e.getCause() instanceof ElectionNotNeededException)) throw e;
+                }
+                leader = a.describeTopics(List.of(t)).allTopicNames().get().get(t).partitions().get(0).leader().id();
+                if (leader == target.get(0)) break;
+                Thread.sleep(200);
+            }
+            require(leader == target.get(0), "leader after preferred election " + leader);
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+                for (int i = 0; i < 100; i++) p.send(new ProducerRecord<>(t, b("v" + i))).get();
+            }
+            require(readAll(t, 1, 100, Map.of()).size() == 100, "records after the move");
+            Map<Integer, Map<String, LogDirDescription>> dirs = a.describeLogDirs(ids).allDescriptions().get();
+            int holders = 0;
+            for (int id : ids)
+                for (LogDirDescription ld : dirs.get(id).values())
+                    if (ld.replicaInfos().containsKey(tp)) holders++;
+            deadline = System.currentTimeMillis() + 30000;
+            while (holders != 2 && System.currentTimeMillis() < deadline) {   // the removed replica's log goes
+                Thread.sleep(200);
+                dirs = a.describeLogDirs(ids).allDescriptions().get();
+                holders = 0;
+                for (int id : ids)
+                    for (LogDirDescription ld : dirs.get(id).values())
+                        if (ld.replicaInfos().containsKey(tp)) holders++;
+            }
+            require(holders == 2, "log dirs holding the partition: " + holders);
+            return "reassigned to " + target + ", preferred leader " + leader + ", 100 records, log dirs on 2 brokers";
         }
     }
 
