@@ -48,13 +48,19 @@ def _classpath() -> str:
     return cp
 
 
-def _run_checks(work, bootstrap: str, rf: int) -> dict:
-    """Compile the driver into ``work`` and run every check once against ``bootstrap``."""
+def run_checks(work, bootstrap: str, rf: int = 1, checks=(), client_config: dict | None = None) -> dict:
+    """Compile the driver into ``work`` and run ``checks`` (default: all) once against
+    ``bootstrap``; ``client_config``: properties every Java client gets (security settings)."""
     cp = _classpath()
     classes = work / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, SOURCE], check=True, timeout=300)
-    out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Drf={rf}",
-                          "-cp", f"{cp}{os.pathsep}{classes}", "JavaClientCheck", bootstrap],
+    props = []
+    if client_config:
+        path = work / "client.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in client_config.items()))
+        props.append(f"-Dclient.config={path}")
+    out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Drf={rf}", *props,
+                          "-cp", f"{cp}{os.pathsep}{classes}", "JavaClientCheck", bootstrap, *checks],
                          capture_output=True, text=True, timeout=900)
     (work / "java.err").write_text(out.stderr)
     got = {}
@@ -70,7 +76,7 @@ def _run_checks(work, bootstrap: str, rf: int) -> dict:
 def results(tmp_path_factory):
     work = tmp_path_factory.mktemp("java-client")
     with running(BrokerProcess(work, name="broker", props={"num.partitions": 1})) as b:
-        return _run_checks(work, b.bootstrap, 1)
+        return run_checks(work, b.bootstrap)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +90,7 @@ def cluster_results(tmp_path_factory, zookeeper):
                                            "transaction.state.log.min.isr": 2})
     try:
         c.start()
-        return _run_checks(work, c.bootstrap, 3)
+        return run_checks(work, c.bootstrap, 3)
     finally:
         c.shutdown()
 

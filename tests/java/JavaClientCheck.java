@@ -1,7 +1,7 @@
 // Drives Apache Kafka's Java client (kafka-clients, not shipped here) against a running broker and
 // prints one JSON line per check: {"check": name, "ok": true|false, "detail": "..."}.
 // Run by tests/integration/test_java_client.py (docs/clients.md says how to get the jar):
-//   java [-Drf=3] -cp kafka-clients.jar:slf4j-api.jar:lz4-java.jar:snappy-java.jar:zstd-jni.jar:. \
+//   java [-Drf=3] [-Dclient.config=FILE] -cp kafka-clients.jar:slf4j-api.jar:lz4-java.jar:snappy-java.jar:zstd-jni.jar:. \
 //        JavaClientCheck HOST:PORT[,HOST:PORT...] [CHECK...]
 // Each check is independent: one failing prints its exception and the next one runs.
 
@@ -64,8 +64,17 @@ public class JavaClientCheck {
     }
 
     // ---------------------------------------------------------------------------- helpers
+    /** -Dclient.config=FILE: properties (security settings) every client gets. */
     static Properties base() {
         Properties p = new Properties();
+        String extra = System.getProperty("client.config");
+        if (extra != null) {
+            try (java.io.FileReader r = new java.io.FileReader(extra)) {
+                p.load(r);
+            } catch (java.io.IOException e) {
+                throw new IllegalStateException("cannot read " + extra, e);
+            }
+        }
         p.put("bootstrap.servers", bootstrap);
         return p;
     }
