@@ -439,3 +439,22 @@ def test_request_percentage_throttles_only_its_client(kafka):
     ok(configs(kafka, "--alter", "--client", "busy-producer", "--delete-config", "request_percentage"))
     _, lifted = run("busy-producer")
     assert not any(lifted), lifted
+
+
+def test_kafka_topics_tool_waits_out_the_mutation_quota(kafka, tmp_path):
+    """kafka-topics.sh retries topics refused with THROTTLING_QUOTA_EXCEEDED after the throttle
+    time, as Java's admin client does: the second create succeeds, after waiting."""
+    props = tmp_path / "tool.properties"
+    props.write_text("client.id=topics-tool\n")
+    ok(configs(kafka, "--alter", "--client", "topics-tool", "--add-config", "controller_mutation_rate=5"))
+
+    def topics(*args):
+        return subprocess.run([str(BIN / "kafka-topics.sh"), "--bootstrap-server", kafka.bootstrap,
+                               "--command-config", str(props), *args], capture_output=True, text=True,
+                              timeout=120)
+    assert ok(topics("--create", "--topic", "tool-big", "--partitions", "30")) == ["Created topic tool-big."]
+    start = time.monotonic()                 # the bucket (10) is now 20 below zero: 4 s at 5/s
+    assert ok(topics("--create", "--topic", "tool-next", "--partitions", "1")) == ["Created topic tool-next."]
+    assert time.monotonic() - start > 1.5
+    assert {"tool-big", "tool-next"} <= _topic_names(kafka)
+    ok(configs(kafka, "--alter", "--client", "topics-tool", "--delete-config", "controller_mutation_rate"))
