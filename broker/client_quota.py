@@ -1,5 +1,6 @@
-"""Client quotas: produce and fetch byte rates per (user principal, client id), Kafka's
-ClientQuotaManager with its default quota callback.
+"""Client quotas per (user principal, client id), Kafka's ClientQuotaManager with its default
+quota callback: produce and fetch byte rates, request time (``request_percentage``) and
+controller mutations (``controller_mutation_rate``).
 
 Where quotas come from
 ----------------------
@@ -17,8 +18,7 @@ users/<default>/clients/<c>, users/<default>/clients/<default>, users/<default>,
 clients/<default>).  The level that matches also decides who shares one rate: a user-level
 quota is shared by every client id of that user, a client-id-level one by every user of that
 client id, a user+client one belongs to the pair.  The user of an unauthenticated connection is
-``ANONYMOUS``.  Each quota type (``producer_byte_rate``, ``consumer_byte_rate``) is resolved on
-its own.
+``ANONYMOUS``.  Each quota type is resolved on its own.
 
 How a rate is measured and a throttle computed
 ----------------------------------------------
@@ -37,12 +37,21 @@ What a throttle does
   ``max_bytes`` is capped at what the quota allows in one window span; the answer's record bytes
   are counted, and when that puts the client over its quota the bytes are taken back and the
   answer is empty (no partitions), with ``throttle_time_ms`` — as Kafka does.
+* Request time (``RequestQuotaManager``): the event-loop time of each request of a quota'd
+  client — its decoding, every step of its handler coroutine (not the time it awaits), the
+  encoding of its answer — in percent of a second, over the same windows; throttle at most one
+  window.  Cluster-internal requests, follower fetches, acks=0 produces and SASL are exempt.
+* Controller mutations (``MutationQuotaManager``): partitions created or deleted, against a token
+  bucket; strict for CreateTopics v6+ / CreatePartitions v3+ / DeleteTopics v5+ (topics refused
+  with THROTTLING_QUOTA_EXCEEDED once the bucket is below zero), permissive before.
 * The connection is muted: no further request of it is read or handled for the throttle time
   (``KafkaConnection._throttle``).  Clients that throttle themselves (KIP-219: Produce v6+, Fetch
-  v8+) get the response at once; older versions get it when the throttle time has passed.
+  v8+, ... ``CLIENT_THROTTLES_FROM``) get the response at once; older versions get it when the
+  throttle time has passed.
 
-When no quota of a type is configured anywhere, ``broker.produce_quota`` / ``broker.fetch_quota``
-is None and the hot paths do nothing but that check.
+When no quota of a type is configured anywhere, ``broker.produce_quota`` / ``fetch_quota`` /
+``request_quota`` / ``mutation_quota`` is None and the hot paths do nothing but that check.
+docs/quotas.md explains the measures and why.
 """
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ proceed concurrently.
 * A handler returning ``None`` sends nothing (acks=0 Produce).
 * Responses whose records are file regions are written header-first, then the region bytes.
 * Reading pauses while too many requests are queued; writing waits for the transport to drain.
+* Client quotas (broker/client_quota.py): a handler over a quota sets ``throttle_ms`` and the
+  connection is muted for it; while a ``request_percentage`` quota exists the handler runs through
+  ``broker.request_quota.handle``, which times it.
 """
 from __future__ import annotations
 
