@@ -300,3 +300,69 @@ def test_timed_passes_exceptions_and_cancellation_through():
         return await _Timed(coro)
     asyncio.run(main())
     assert caught == [True]
+
+
+class _Conn:
+    def __init__(self):
+        self.throttle_ms = 0
+        self.charge = None
+
+
+class _Broker:
+    fetch_quota = None
+
+
+class _ReqCtx(_Ctx):
+    def __init__(self, client="c", version=12):
+        super().__init__(client)
+        self.api_version = version
+        self.connection = _Conn()
+        self.broker = _Broker()
+
+
+def test_request_quota_handle_times_throttles_and_charges_the_encoding():
+    from protocol.messages import MetadataResponse
+    m = RequestQuotaManager(2, 1.0)
+    m.update({quota_entity(client_id="c"): {"request_percentage": 1.0}})     # 10 ms per second
+
+    async def handler():
+        _spin(0.05)                          # 5 % of a 1 s window: over the quota
+        return MetadataResponse(throttle_time_ms=0, brokers=[], topics=[])
+
+    ctx = _ReqCtx()
+    resp = asyncio.run(m.handle(ctx, 3, None, handler(), time.monotonic()))
+    assert 0 < resp.throttle_time_ms <= 1000 and ctx.connection.throttle_ms == resp.throttle_time_ms
+    assert ctx.connection.charge is not None
+    before = m.sensors[("", "c")].rate(time.monotonic())
+    ctx.connection.charge(0.5)                # the encoding's half second weighs on what follows
+    assert m.sensors[("", "c")].rate(time.monotonic()) > before
+    # another client id: no quota, not timed, untouched
+    other = _ReqCtx(client="d")
+    resp = asyncio.run(m.handle(other, 3, None, handler(), time.monotonic()))
+    assert resp.throttle_time_ms == 0 and other.connection.throttle_ms == 0 and other.connection.charge is None
+    # exempt: the controller's UpdateMetadata
+    exempt = _ReqCtx()
+    asyncio.run(m.handle(exempt, 6, None, handler(), time.monotonic()))
+    assert exempt.connection.throttle_ms == 0 and exempt.connection.charge is None
+
+
+def test_request_quota_empties_a_throttled_fetch_and_returns_its_bytes():
+    from protocol.messages import FetchResponse as F
+    m = RequestQuotaManager(2, 1.0)
+    m.update({quota_entity(client_id="c"): {"request_percentage": 1.0}})
+    fq = ClientQuotaManager("consumer_byte_rate", 2, 1.0)
+    fq.update({quota_entity(client_id="c"): {"consumer_byte_rate": 1e9}})
+    fq.record("u", "c", 300)                  # what the fetch handler counted for this answer
+
+    async def handler():
+        _spin(0.05)
+        return F(throttle_time_ms=0, error_code=0, session_id=0, responses=[F.FetchableTopicResponse(
+            topic="t", partitions=[F.PartitionData(partition_index=0, records=b"x" * 300)])])
+
+    class Body:
+        replica_id = -1
+    ctx = _ReqCtx(version=12)
+    ctx.broker.fetch_quota = fq
+    resp = asyncio.run(m.handle(ctx, 1, Body, handler(), time.monotonic()))
+    assert resp.responses == [] and resp.throttle_time_ms > 0
+    assert fq.sensors[("", "c")].rate(time.monotonic()) == 0     # the 300 bytes were taken back
