@@ -485,11 +485,15 @@ class MutationQuotaManager(ClientQuotaManager):
         return MutationQuota(b, bound, self.samples * self.window * bound, strict, self.clock)
 
     def _forget_full(self) -> None:
+        """Drop the buckets that are full again (or lost their quota): a new one starts full."""
         now = self.clock()
         for tags, b in list(self.buckets.items()):
             bound = self.quota_limit(tags)
-            if bound is None or b.measure(bound, self.samples * self.window * bound, now) >= \
-                    self.samples * self.window * bound:
+            if bound is None:
+                del self.buckets[tags]
+                continue
+            burst = self.samples * self.window * bound
+            if b.measure(bound, burst, now) >= burst:
                 del self.buckets[tags]
 
 

@@ -366,3 +366,14 @@ def test_request_quota_empties_a_throttled_fetch_and_returns_its_bytes():
     resp = asyncio.run(m.handle(ctx, 1, Body, handler(), time.monotonic()))
     assert resp.responses == [] and resp.throttle_time_ms > 0
     assert fq.sensors[("", "c")].rate(time.monotonic()) == 0     # the 300 bytes were taken back
+
+
+def test_full_buckets_are_forgotten_when_too_many(monkeypatch):
+    import broker.client_quota as cq
+    monkeypatch.setattr(cq, "MAX_SENSORS", 2)
+    clock = Clock()
+    m = mutation_manager({quota_entity(client_id=None): 1.0}, samples=2, clock=clock)
+    m.quota_for(_Ctx(client="a"), strict=True).admit(5)          # in debt: kept
+    m.quota_for(_Ctx(client="b"), strict=True).admit(0)          # full: may go
+    m.quota_for(_Ctx(client="c"), strict=True)
+    assert set(m.buckets) == {("", "a"), ("", "c")}
