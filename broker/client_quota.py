@@ -1,5 +1,6 @@
-"""Client quotas: produce and fetch byte rates per (user principal, client id), Kafka's
-ClientQuotaManager with its default quota callback.
+"""Client quotas per (user principal, client id), Kafka's ClientQuotaManager with its default
+quota callback: produce and fetch byte rates, request time (``request_percentage``) and
+controller mutations (``controller_mutation_rate``).
 
 Where quotas come from
 ----------------------
@@ -17,8 +18,7 @@ users/<default>/clients/<c>, users/<default>/clients/<default>, users/<default>,
 clients/<default>).  The level that matches also decides who shares one rate: a user-level
 quota is shared by every client id of that user, a client-id-level one by every user of that
 client id, a user+client one belongs to the pair.  The user of an unauthenticated connection is
-``ANONYMOUS``.  Each quota type (``producer_byte_rate``, ``consumer_byte_rate``) is resolved on
-its own.
+``ANONYMOUS``.  Each quota type is resolved on its own.
 
 How a rate is measured and a throttle computed
 ----------------------------------------------
@@ -37,21 +37,32 @@ What a throttle does
   ``max_bytes`` is capped at what the quota allows in one window span; the answer's record bytes
   are counted, and when that puts the client over its quota the bytes are taken back and the
   answer is empty (no partitions), with ``throttle_time_ms`` — as Kafka does.
+* Request time (``RequestQuotaManager``): the event-loop time of each request of a quota'd
+  client — its decoding, every step of its handler coroutine (not the time it awaits), the
+  encoding of its answer — in percent of a second, over the same windows; throttle at most one
+  window.  Cluster-internal requests, follower fetches, acks=0 produces and SASL are exempt.
+* Controller mutations (``MutationQuotaManager``): partitions created or deleted, against a token
+  bucket; strict for CreateTopics v6+ / CreatePartitions v3+ / DeleteTopics v5+ (topics refused
+  with THROTTLING_QUOTA_EXCEEDED once the bucket is below zero), permissive before.
 * The connection is muted: no further request of it is read or handled for the throttle time
   (``KafkaConnection._throttle``).  Clients that throttle themselves (KIP-219: Produce v6+, Fetch
-  v8+) get the response at once; older versions get it when the throttle time has passed.
+  v8+, ... ``CLIENT_THROTTLES_FROM``) get the response at once; older versions get it when the
+  throttle time has passed.
 
-When no quota of a type is configured anywhere, ``broker.produce_quota`` / ``broker.fetch_quota``
-is None and the hot paths do nothing but that check.
+When no quota of a type is configured anywhere, ``broker.produce_quota`` / ``fetch_quota`` /
+``request_quota`` / ``mutation_quota`` is None and the hot paths do nothing but that check.
+docs/quotas.md explains the measures and why.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Callable
 
 from broker.quota import SampledRate
-from controller.api import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QUOTA_CLIENT_ID, QUOTA_USER
+from controller.api import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QUOTA_CLIENT_ID,
+                            QUOTA_USER, REQUEST_PERCENTAGE)
 
 log = logging.getLogger("odradek.quota")
 
@@ -187,6 +198,11 @@ class ClientQuotaManager:
         tags, _ = self.resolve(user, client)
         self._sensor(tags).record(-amount, self.clock())
 
+    def record_no_throttle(self, user: str, client: str, amount: float) -> None:
+        """Count ``amount`` without asking whether that throttles (it weighs on later requests)."""
+        tags, _ = self.resolve(user, client)
+        self._sensor(tags).record(amount, self.clock())
+
     def max_value_in_window(self, user: str, client: str) -> float | None:
         """The most one request may be given without certainly being throttled (Kafka's
         getMaxValueInQuotaWindow); None: no quota."""
@@ -236,8 +252,264 @@ def _text(k) -> str:
     return ",".join(parts)
 
 
+# -------------------------------------------------------------------------- request_percentage
+#: Requests never charged to the request quota: the controller's and other brokers' requests
+#: (Kafka answers them "exempt from throttling"), and SASL, which Kafka handles in its network
+#: layer before a request reaches the handlers.  A follower's Fetch and an acks=0 Produce are
+#: exempt too (``RequestQuotaManager.exempt``).
+REQUEST_QUOTA_EXEMPT = frozenset((
+    4,      # LeaderAndIsr
+    5,      # StopReplica
+    6,      # UpdateMetadata
+    7,      # ControlledShutdown
+    17,     # SaslHandshake
+    27,     # WriteTxnMarkers
+    36,     # SaslAuthenticate
+    56,     # AlterPartition
+))
+
+
+class _Timed:
+    """Await a coroutine and add up the time the event loop spends inside it.
+
+    Each step of the coroutine (from resuming it to its next suspension) runs on the loop's
+    thread and nothing else runs meanwhile, so the sum of the steps is what this request cost the
+    broker, while the time it sits waiting (a long-polling fetch, acks=all replication, the
+    controller) costs nothing: Kafka's request-handler time, without its purgatory time.
+    """
+
+    __slots__ = ("coro", "busy", "first")
+
+    def __init__(self, coro):
+        self.coro = coro
+        self.busy = 0.0
+        self.first = None           # when the first step began
+
+    def __await__(self):
+        coro = self.coro
+        clock = time.monotonic
+        value = None
+        error = None
+        while True:
+            t = clock()
+            if self.first is None:
+                self.first = t
+            try:
+                step = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as done:
+                self.busy += clock() - t
+                return done.value
+            except BaseException:
+                self.busy += clock() - t
+                raise
+            self.busy += clock() - t
+            value = error = None
+            try:
+                value = yield step
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as e:      # cancellation and the like go on into the handler
+                error = e
+
+
+class RequestQuotaManager(ClientQuotaManager):
+    """``request_percentage`` (KIP-124): the share of one request thread a client may use.
+
+    The time the event loop spends on a request (decoding it, every step of its handler,
+    encoding the answer) is recorded as a percentage of a second: 10 ms is 1.  The rate of that
+    over the quota windows is the client's share of the loop; above its quota the throttle time
+    is computed as for the byte quotas but never more than one window (Kafka's
+    ``ClientRequestQuotaManager``).  The answer carries the throttle time (when its version has
+    the field) and the connection is muted for it.
+    """
+
+    def __init__(self, samples: int = 11, window_s: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__(REQUEST_PERCENTAGE, samples, window_s, clock)
+        self.max_throttle_ms = int(self.window * 1000)
+
+    def record(self, user: str, client: str, amount: float) -> int:
+        ms = super().record(user, client, amount)
+        return ms if ms <= self.max_throttle_ms else self.max_throttle_ms
+
+    @staticmethod
+    def exempt(key: int, body, version: int) -> bool:
+        if key in REQUEST_QUOTA_EXEMPT:
+            return True
+        if key == 0:
+            return body.acks == 0
+        if key == 1:
+            return (body.replica_state.replica_id if version >= 15 else body.replica_id) >= 0
+        return False
+
+    async def handle(self, ctx, key: int, body, coro, started: float):
+        """Run a request's handler coroutine, charging its time to the client's quota; called by
+        the connection for every request while some request quota exists."""
+        user, client = user_of(ctx.principal), ctx.client_id or ""
+        if self.quota(user, client) is None or self.exempt(key, body, ctx.api_version):
+            return await coro
+        timed = _Timed(coro)
+        response = await timed
+        busy = timed.busy + max(timed.first - started, 0.0)       # + decoding the request
+        ms = self.record(user, client, busy * 100)
+        conn = ctx.connection
+        if ms > 0:
+            if response is not None:
+                if key == 1 and response.responses:
+                    _drop_fetch_answer(ctx, response)
+                if hasattr(response, "throttle_time_ms") and (response.throttle_time_ms or 0) < ms:
+                    response.throttle_time_ms = ms
+            if conn.throttle_ms < ms:
+                conn.throttle_ms = ms
+        if response is not None:            # encoding the answer is charged too, when it is done
+            conn.charge = functools.partial(self._charge, user, client)
+        return response
+
+    def _charge(self, user: str, client: str, seconds: float) -> None:
+        self.record_no_throttle(user, client, seconds * 100)
+
+
+def _drop_fetch_answer(ctx, response) -> None:
+    """A consumer's Fetch over its request quota gets an empty answer, as in Kafka; bytes the
+    fetch quota has counted for it are taken back."""
+    fq = ctx.broker.fetch_quota
+    if fq is not None and not response.throttle_time_ms:
+        size = 0
+        for t in response.responses:
+            for p in t.partitions:
+                r = p.records
+                if r is not None:
+                    size += r.length if hasattr(r, "length") else len(r)
+        if size:
+            fq.unrecord(user_of(ctx.principal), ctx.client_id or "", size)
+    response.responses = []
+
+
+# -------------------------------------------------------------------------- controller_mutation_rate
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat: credits refill at the quota per second up to a burst of
+    ``samples x window x quota``; a new bucket starts full.  Recording takes credits away and
+    may leave the bucket below zero (debt the refill pays off)."""
+
+    __slots__ = ("tokens", "last")
+
+    def __init__(self):
+        self.tokens: float | None = None
+        self.last = 0.0
+
+    def measure(self, quota: float, burst: float, now: float) -> float:
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * max(now - self.last, 0.0))
+        self.last = now
+        return self.tokens
+
+    def record(self, amount: float, quota: float, burst: float, now: float) -> float:
+        self.tokens = min(burst, self.measure(quota, burst, now) - amount)
+        return self.tokens
+
+
+class MutationQuota:
+    """One request's view of its client's mutation bucket (Kafka's Strict- and
+    PermissiveControllerMutationQuota).
+
+    Strict (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+): a topic is admitted while
+    the bucket is not below zero — then all its partitions are taken, even if that goes below —
+    and refused once it is; a refusal sets the throttle time to what refills the bucket to zero.
+    Permissive (older versions): everything is admitted and recorded; a bucket left below zero
+    sets the throttle time.
+    """
+
+    __slots__ = ("bucket", "bound", "burst", "strict", "clock", "_throttle_ms", "_at")
+
+    def __init__(self, bucket: TokenBucket, bound: float, burst: float, strict: bool, clock):
+        self.bucket = bucket
+        self.bound = bound
+        self.burst = burst
+        self.strict = strict
+        self.clock = clock
+        self._throttle_ms = 0
+        self._at = 0.0
+
+    def admit(self, partitions: int) -> bool:
+        """Take ``partitions`` mutations; False: refused (THROTTLING_QUOTA_EXCEEDED)."""
+        now = self.clock()
+        b = self.bucket
+        if self.strict:
+            tokens = b.measure(self.bound, self.burst, now)
+            if tokens < 0:
+                self._violated(tokens, now)
+                return False
+            b.record(partitions, self.bound, self.burst, now)
+            return True
+        tokens = b.record(partitions, self.bound, self.burst, now)
+        if tokens < 0:
+            self._violated(tokens, now)
+        return True
+
+    def _violated(self, tokens: float, now: float) -> None:
+        self._throttle_ms = int(round(-tokens / self.bound * 1000))
+        self._at = now
+
+    @property
+    def exceeded(self) -> bool:
+        return self.strict and self._throttle_ms > 0
+
+    def throttle_ms(self) -> int:
+        """The throttle time of the last violation, less the time since (Kafka's throttleTime)."""
+        if not self._throttle_ms:
+            return 0
+        return max(0, self._throttle_ms - int((self.clock() - self._at) * 1000))
+
+
+class MutationQuotaManager(ClientQuotaManager):
+    """``controller_mutation_rate`` (KIP-599): partitions created or deleted per second, measured
+    with a token bucket per user / client id (same precedence and sharing as the other types) over
+    ``controller.quota.window.num`` windows of ``controller.quota.window.size.seconds``."""
+
+    def __init__(self, samples: int = 11, window_s: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__(CONTROLLER_MUTATION_RATE, samples, window_s, clock)
+        self.buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def quota_for(self, ctx, strict: bool) -> MutationQuota | None:
+        """The request's quota; None when its client has none (nothing is counted then)."""
+        tags, bound = self.resolve(user_of(ctx.principal), ctx.client_id or "")
+        if bound is None:
+            return None
+        b = self.buckets.get(tags)
+        if b is None:
+            if len(self.buckets) >= MAX_SENSORS:
+                self._forget_full()
+            b = self.buckets[tags] = TokenBucket()
+        return MutationQuota(b, bound, self.samples * self.window * bound, strict, self.clock)
+
+    def _forget_full(self) -> None:
+        """Drop the buckets that are full again (or lost their quota): a new one starts full."""
+        now = self.clock()
+        for tags, b in list(self.buckets.items()):
+            bound = self.quota_limit(tags)
+            if bound is None:
+                del self.buckets[tags]
+                continue
+            burst = self.samples * self.window * bound
+            if b.measure(bound, burst, now) >= burst:
+                del self.buckets[tags]
+
+
+def apply_mutation_throttle(ctx, quota: MutationQuota | None) -> int:
+    """After a CreateTopics / CreatePartitions / DeleteTopics: the throttle time its answer
+    carries, and the connection is muted for it."""
+    if quota is None:
+        return 0
+    ms = quota.throttle_ms()
+    if ms > 0 and ctx.connection.throttle_ms < ms:
+        ctx.connection.throttle_ms = ms
+    return ms
+
+
 class ClientQuotas:
-    """The broker's produce and fetch quota managers, fed from the controller."""
+    """The broker's quota managers, fed from the controller."""
 
     def __init__(self, broker):
         self.broker = broker
@@ -245,6 +517,9 @@ class ClientQuotas:
         samples, window = cfg.get("quota.window.num"), cfg.get("quota.window.size.seconds")
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window)
+        self.request = RequestQuotaManager(samples, window)
+        self.mutation = MutationQuotaManager(cfg.get("controller.quota.window.num"),
+                                             cfg.get("controller.quota.window.size.seconds"))
 
     def refresh(self) -> None:
         """Re-read the quotas; the broker's hooks are set only for types with a quota."""
@@ -252,14 +527,23 @@ class ClientQuotas:
         b = self.broker
         b.produce_quota = self.produce if self.produce.update(quotas) else None
         b.fetch_quota = self.fetch if self.fetch.update(quotas) else None
+        b.request_quota = self.request if self.request.update(quotas) else None
+        b.mutation_quota = self.mutation if self.mutation.update(quotas) else None
+
+
+# KIP-219: from which version a client throttles itself after a response with a throttle time
+# (Kafka's ``shouldClientThrottle`` of each response); other APIs and older versions rely on the
+# broker, which then holds the response back for the throttle time.
+CLIENT_THROTTLES_FROM = {
+    0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2, 18: 2,
+    19: 3, 20: 2, 21: 1, 22: 1, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1, 31: 1, 32: 2, 33: 1,
+    34: 1, 35: 1, 37: 1, 38: 1, 39: 1, 40: 1, 41: 1, 42: 1, 43: 0, 44: 0, 45: 0, 46: 0, 47: 0,
+    50: 0, 51: 0, 62: 0, 63: 0, 64: 0, 75: 0,
+}
 
 
 def shall_client_throttle(api_key: int, version: int) -> bool:
     """KIP-219: does the client throttle itself after this response (so the broker sends it at
-    once and only mutes the connection)?  Produce v6+, Fetch v8+ (AbstractResponse
-    .shouldClientThrottle)."""
-    if api_key == 0:
-        return version >= 6
-    if api_key == 1:
-        return version >= 8
-    return True
+    once and only mutes the connection)?  E.g. Produce v6+, Fetch v8+, CreateTopics v3+."""
+    since = CLIENT_THROTTLES_FROM.get(api_key)
+    return since is not None and version >= since

@@ -206,6 +206,12 @@ BROKER_KEYS: list[ConfigKey] = [
     # Client quotas (broker/client_quota.py): the sampled rate window of Kafka's ClientQuotaManager.
     _k("quota.window.num", "int", 11, "Samples kept for client quota rates.", L, validator=at_least(1)),
     _k("quota.window.size.seconds", "int", 1, "Time span of each client quota sample.", L, validator=at_least(1)),
+    # controller_mutation_rate quotas (broker/client_quota.py): the token bucket holds up to
+    # num x size x quota mutations
+    _k("controller.quota.window.num", "int", 11, "Samples of controller mutation quotas (the bucket's burst).", L,
+       validator=at_least(1)),
+    _k("controller.quota.window.size.seconds", "int", 1, "Time span of each controller mutation quota sample.", L,
+       validator=at_least(1)),
     _k("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed.", H),
     _k("replica.selector.class", "string", None, "Replica selector for follower fetching; unset = leader only."),
     _k("fetch.purgatory.purge.interval.requests", "int", 1000, "Fetch purgatory purge interval.", validator=None),

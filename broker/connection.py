@@ -14,6 +14,9 @@ proceed concurrently.
 * A handler returning ``None`` sends nothing (acks=0 Produce).
 * Responses whose records are file regions are written header-first, then the region bytes.
 * Reading pauses while too many requests are queued; writing waits for the transport to drain.
+* Client quotas (broker/client_quota.py): a handler over a quota sets ``throttle_ms`` and the
+  connection is muted for it; while a ``request_percentage`` quota exists the handler runs through
+  ``broker.request_quota.handle``, which times it.
 """
 from __future__ import annotations
 
@@ -101,6 +104,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._wsock = None      # socket on a dup of the fd: direct sends and writability waits
         self.security = None    # SecuritySession: principal and SASL state (broker/security)
         self.throttle_ms = 0    # set by a handler when the client is over a quota (broker/client_quota.py)
+        self.charge = None      # request quota: gets the time spent encoding the next response
 
     @property
     def peer_host(self):
@@ -259,17 +263,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
                      api.REQUESTS[key].__name__, version, e)
             self.close()
             return
+        started = received
         if not self.broker.serving and key not in _SERVED_WHILE_STARTING:
             await self.broker.until_serving()
             if self.closed:
                 return
+            started = time.monotonic()
         ctx = RequestContext(self.broker, header, self, received)
         metrics = self.broker.metrics
         enforcer = self.broker.security.enforcer if self.security is not None else None
         if enforcer is None:
-            response = await h.fn(ctx, body)
+            call = h.fn(ctx, body)
         else:           # authorizer configured: per-API ACL rules (broker/security/enforce.py)
-            response = await enforcer.handle(ctx, key, body, h.fn)
+            call = enforcer.handle(ctx, key, body, h.fn)
+        rq = self.broker.request_quota
+        if rq is None:
+            response = await call
+        else:           # some request_percentage quota exists: time the handler (broker/client_quota.py)
+            response = await rq.handle(ctx, key, body, call, started)
         if metrics is not None:
             metrics.observe_request(h.name, time.monotonic() - received)
         if self.throttle_ms:    # over a client quota: mute the connection (broker/client_quota.py)
@@ -316,6 +327,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport.write(out)
 
     async def send_response(self, correlation_id, body, api_key, version):
+        charge = self.charge
+        if charge is not None:
+            self.charge = None
+            t0 = time.monotonic()
         out = bytearray(4)
         regions = []
         api.encode_response_into(out, correlation_id, body, api_key, version, regions)
@@ -323,7 +338,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         _SIZE.pack_into(out, 0, total)
         if not regions:
             self.transport.write(out)
-        else:
+        if charge is not None:
+            charge(time.monotonic() - t0)
+        if regions:
             await self._write_with_regions(out, regions)
         if not self._can_write.is_set():
             await self._can_write.wait()

@@ -44,6 +44,8 @@ class Broker:
         self.client_quotas = None       # broker/client_quota.py
         self.produce_quota = None       # set only while some producer_byte_rate is configured
         self.fetch_quota = None         # set only while some consumer_byte_rate is configured
+        self.request_quota = None       # set only while some request_percentage is configured
+        self.mutation_quota = None      # set only while some controller_mutation_rate is configured
         self.started_at = time.time()
         self._stopping = False
         # Client requests wait until start-up has finished (Kafka enables request processing

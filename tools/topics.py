@@ -1,7 +1,14 @@
-"""kafka-topics.sh: create, list, describe, alter (partitions) and delete topics."""
+"""kafka-topics.sh: create, list, describe, alter (partitions) and delete topics.
+
+Topics refused with THROTTLING_QUOTA_EXCEEDED (a ``controller_mutation_rate`` quota) are sent
+again after the answer's throttle time until the API timeout, as Java's admin client does by
+default (``retryOnQuotaViolation``), so the tool waits out the quota as Kafka's does.
+"""
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 
 from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DeleteTopicsRequest, DescribeConfigsRequest,
@@ -14,6 +21,28 @@ DESCRIPTION = "This tool helps to create, delete, describe, or change a topic."
 ACTIONS = ["list", "describe", "create", "alter", "delete"]
 TOPIC_RESOURCE = 2
 DEFAULT_CONFIG_SOURCE = 5
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+async def to_controller_retrying_quota(client, make, entries, name_of, version=None):
+    """Send ``make(None)`` to the controller; while topics come back THROTTLING_QUOTA_EXCEEDED and
+    the client's API timeout has not passed, wait the throttle time and send ``make(names)`` for
+    just those.  The last result of each topic, in the first answer's order."""
+    deadline = time.monotonic() + client.timeout
+    final = {}
+    names = None
+    while True:
+        resp = await client.send_to_controller(make(names), version=version)
+        retry = []
+        for r in entries(resp):
+            final[name_of(r)] = r
+            if r.error_code == THROTTLING_QUOTA_EXCEEDED and time.monotonic() < deadline:
+                retry.append(name_of(r))
+        if not retry:
+            return list(final.values())
+        wait = max(getattr(resp, "throttle_time_ms", 0) or 0, 100) / 1000
+        await asyncio.sleep(min(wait, max(deadline - time.monotonic(), 0.0)))
+        names = retry
 
 
 def build_parser() -> OptionParser:
@@ -155,8 +184,9 @@ async def create(client, o):
     if version < 4 and (topic.num_partitions < 0 or topic.replication_factor < 0) \
             and not topic.assignments:
         raise ToolError("this broker needs explicit --partitions and --replication-factor")
-    resp = await client.send_to_controller(T(topics=[topic], timeout_ms=30000))
-    for r in resp.topics:
+    results = await to_controller_retrying_quota(
+        client, lambda _: T(topics=[topic], timeout_ms=30000), lambda resp: resp.topics, lambda r: r.name)
+    for r in results:
         if r.error_code == 36 and o.has("if-not-exists"):
             return
         raise_error(r.error_code, r.error_message)
@@ -316,9 +346,11 @@ async def alter(client, o):
                 count = len(full)
             assignments = [R.CreatePartitionsAssignment(broker_ids=b) for b in full[current:]]
         topics.append(R.CreatePartitionsTopic(name=name, count=count, assignments=assignments))
-    resp = await client.send_to_controller(R(topics=topics, timeout_ms=30000,
-                                             validate_only=False))
-    for r in resp.results:
+    results = await to_controller_retrying_quota(
+        client, lambda retry: R(topics=[t for t in topics if retry is None or t.name in retry],
+                                timeout_ms=30000, validate_only=False),
+        lambda resp: resp.results, lambda r: r.name)
+    for r in results:
         raise_error(r.error_code, r.error_message)
 
 
@@ -330,13 +362,16 @@ async def delete(client, o):
         return
     conn = await client.any_connection()
     version = conn.pick_version(DeleteTopicsRequest.API_KEY)
-    if version >= 6:
-        req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=n)
-                                          for n in names], timeout_ms=30000)
-    else:
-        req = DeleteTopicsRequest(topic_names=names, timeout_ms=30000)
-    resp = await client.send_to_controller(req, version=version)
-    for r in resp.responses:
+
+    def request(retry):
+        todo = names if retry is None else [n for n in names if n in retry]
+        if version >= 6:
+            return DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=n)
+                                               for n in todo], timeout_ms=30000)
+        return DeleteTopicsRequest(topic_names=todo, timeout_ms=30000)
+    results = await to_controller_retrying_quota(client, request, lambda resp: resp.responses,
+                                                 lambda r: r.name, version=version)
+    for r in results:
         raise_error(r.error_code, getattr(r, "error_message", None))
 
 

@@ -7,6 +7,8 @@ v9+ flexible.  v10+ topic ids.  v12 topics may be looked up by id.
 
 Unknown topics are created when ``auto.create.topics.enable`` is true and the request allows it
 (v4+; always for older versions) — with ``num.partitions`` and ``default.replication.factor``.
+Their partitions count against the client's ``controller_mutation_rate`` quota as in Kafka
+(permissively: the creation is never refused or throttled for it, later CreateTopics feel it).
 """
 from __future__ import annotations
 
@@ -82,6 +84,12 @@ async def metadata(ctx, req):
                     topic_authorized_operations=INT_MIN))
         if to_create:
             results = await ctrl.create_topics([CreatableTopic(n) for n in to_create])
+            mq = broker.mutation_quota
+            quota = mq.quota_for(ctx, strict=False) if mq is not None else None
+            if quota is not None:   # counted against the client's mutation quota, never throttled here
+                for r in results:
+                    if not r.error_code:
+                        quota.admit(r.num_partitions)
             errors = {r.name: r.error_code for r in results}
             for i, entry in enumerate(topics_out):
                 if isinstance(entry, str):

@@ -2,9 +2,9 @@
 
 Quotas are kept by the controller per entity: a user, a client id, or both, each possibly the
 default entity (name null) — ``/config/users/<u>``, ``/config/users/<u>/clients/<c>``,
-``/config/clients/<c>`` in ZooKeeper.  Keys: ``producer_byte_rate`` and ``consumer_byte_rate``
-(enforced, broker/client_quota.py), ``request_percentage`` and ``controller_mutation_rate``
-(stored and described, not enforced).  IP entities (``connection_creation_rate``) are refused.
+``/config/clients/<c>`` in ZooKeeper.  Keys: ``producer_byte_rate``, ``consumer_byte_rate``,
+``request_percentage`` and ``controller_mutation_rate``, all enforced (broker/client_quota.py).
+IP entities (``connection_creation_rate``) are refused.
 
 Describe follows Kafka's ZkAdminManager.describeClientQuotas: a component per entity type, match
 type 0 = that name (null: the default), 1 = the default entity, 2 = any name; without ``strict``

@@ -18,6 +18,15 @@ DeleteTopics
 CreatePartitions
     v1 as v0, v2+ flexible, v3 as v2.  A topic listed twice is INVALID_REQUEST for both.
 
+Controller mutation quotas (``controller_mutation_rate``, KIP-599; broker/client_quota.py)
+    Each created partition, new partition or deleted topic's partition is one mutation.
+    CreateTopics v6+, CreatePartitions v3+ and DeleteTopics v5+ are strict: going through the
+    request's topics in order, a topic that passes its checks is admitted while the client's
+    token bucket is not below zero, and refused with THROTTLING_QUOTA_EXCEEDED once it is;
+    older versions are permissive: everything is done and counted.  Either way a bucket below
+    zero sets ``throttle_time_ms`` (the time it takes to refill to zero) and mutes the
+    connection.  ``validate_only`` requests count nothing.
+
 Timeouts: the embedded controller applies a change before answering, so every request
 completes inside its timeout; unlike a ZooKeeper-mode Kafka broker, ``timeout_ms <= 0`` is
 not answered with REQUEST_TIMED_OUT (KRaft brokers behave like this too).
@@ -26,9 +35,10 @@ from __future__ import annotations
 
 import logging
 
+from broker.client_quota import apply_mutation_throttle
 from broker.config import describe_topic_configs
 from broker.dispatch import handler
-from controller.api import CreatableTopic
+from controller.api import CreatableTopic, TopicResult
 from protocol.errors import ErrorCode as E
 from protocol.messages import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 from protocol.primitives import UUID0
@@ -38,6 +48,35 @@ log = logging.getLogger("odradek.admin")
 CR = CreateTopicsResponse
 DR = DeleteTopicsResponse
 PR = CreatePartitionsResponse
+
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def _mutation_quota(ctx, strict_since: int, validate_only: bool = False):
+    """The request's controller mutation quota (None: no quota applies to its client)."""
+    mq = ctx.broker.mutation_quota
+    if mq is None or validate_only:
+        return None
+    return mq.quota_for(ctx, strict=ctx.api_version >= strict_since)
+
+
+async def _create_within_quota(ctrl, specs, quota):
+    """Strict quota: check every topic first, then admit the valid ones in order while the
+    bucket allows, and create those."""
+    outcome = list(await ctrl.create_topics(specs, validate_only=True))
+    admitted = []
+    for i, r in enumerate(outcome):
+        if r.error_code:
+            continue
+        if quota.admit(r.num_partitions):
+            admitted.append(i)
+        else:
+            outcome[i] = TopicResult(specs[i].name, E.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+    if admitted:
+        done = await ctrl.create_topics([specs[i] for i in admitted])
+        for i, r in zip(admitted, done):
+            outcome[i] = r
+    return outcome
 
 
 # ----------------------------------------------------------------------------- CreateTopics
@@ -86,8 +125,16 @@ async def create_topics(ctx, req):
             res.error_code, res.error_message = err
             continue
         specs.append((res, spec))
+    quota = _mutation_quota(ctx, 6, validate_only)
     if specs:
-        outcome = await ctrl.create_topics([s for _, s in specs], validate_only=validate_only)
+        if quota is not None and quota.strict:
+            outcome = await _create_within_quota(ctrl, [s for _, s in specs], quota)
+        else:
+            outcome = await ctrl.create_topics([s for _, s in specs], validate_only=validate_only)
+            if quota is not None:           # permissive: count what was created
+                for r in outcome:
+                    if not r.error_code:
+                        quota.admit(r.num_partitions)
         for (res, spec), r in zip(specs, outcome):
             res.error_code = r.error_code
             res.error_message = r.error_message if r.error_code else None
@@ -102,7 +149,7 @@ async def create_topics(ctx, req):
             if not validate_only:
                 log.info("created topic %s (%d partitions, replication factor %d) for %s",
                          spec.name, r.num_partitions, r.replication_factor, ctx.client_id)
-    return CR(throttle_time_ms=0, topics=results)
+    return CR(throttle_time_ms=apply_mutation_throttle(ctx, quota), topics=results)
 
 
 # ----------------------------------------------------------------------------- DeleteTopics
@@ -143,6 +190,16 @@ async def delete_topics(ctx, req):
             res.error_message = "Topic deletion is disabled."
             continue
         targets.append((res, res.name))
+    quota = _mutation_quota(ctx, 5)
+    if quota is not None and targets:
+        admitted = []
+        for res, name in targets:           # each topic counts its partitions; an unknown one is
+            info = ctrl.topic(name)         # refused as such by the controller, as in Kafka
+            if info is None or quota.admit(len(info.partitions)):
+                admitted.append((res, name))
+            else:
+                res.error_code, res.error_message = E.THROTTLING_QUOTA_EXCEEDED, THROTTLED
+        targets = admitted
     if targets:
         outcome = await ctrl.delete_topics([n for _, n in targets])
         for (res, _), r in zip(targets, outcome):
@@ -152,7 +209,7 @@ async def delete_topics(ctx, req):
                 res.topic_id = r.topic_id
             if not r.error_code:
                 log.info("deleted topic %s for %s", res.name, ctx.client_id)
-    return DR(throttle_time_ms=0, responses=results)
+    return DR(throttle_time_ms=apply_mutation_throttle(ctx, quota), responses=results)
 
 
 # ----------------------------------------------------------------------------- CreatePartitions
@@ -160,6 +217,7 @@ async def delete_topics(ctx, req):
 @handler(37, 0, 3)
 async def create_partitions(ctx, req):
     ctrl = ctx.broker.controller
+    quota = _mutation_quota(ctx, 3, bool(req.validate_only))
     counts: dict[str, int] = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -174,12 +232,32 @@ async def create_partitions(ctx, req):
         assignments = None
         if t.assignments is not None:
             assignments = [list(a.broker_ids) for a in t.assignments]
-        r = await ctrl.create_partitions(t.name, t.count, assignments,
-                                         validate_only=bool(req.validate_only))
+        if quota is None:
+            r = await ctrl.create_partitions(t.name, t.count, assignments,
+                                             validate_only=bool(req.validate_only))
+        else:
+            r = await _create_partitions_within_quota(ctrl, t, assignments, quota)
         if r.error_code:
             res.error_code = r.error_code
             res.error_message = r.error_message
         elif not req.validate_only:
             log.info("topic %s now has %d partitions (requested by %s)", t.name, t.count,
                      ctx.client_id)
-    return PR(throttle_time_ms=0, results=results)
+    return PR(throttle_time_ms=apply_mutation_throttle(ctx, quota), results=results)
+
+
+async def _create_partitions_within_quota(ctrl, t, assignments, quota):
+    """The new partitions count as mutations: checked first, then admitted (strict) or just
+    counted (permissive)."""
+    info = ctrl.topic(t.name)
+    added = t.count - (len(info.partitions) if info is not None else 0)
+    if quota.strict:
+        r = await ctrl.create_partitions(t.name, t.count, assignments, validate_only=True)
+        if r.error_code:
+            return r
+        if not quota.admit(added):
+            return TopicResult(t.name, E.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+    r = await ctrl.create_partitions(t.name, t.count, assignments)
+    if not quota.strict and not r.error_code:
+        quota.admit(added)
+    return r

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client_quota import ClientQuotaManager, ClientRate, shall_client_throttle, user_of
+import asyncio
+import time
+
+from broker.client_quota import (ClientQuotaManager, ClientRate, MutationQuotaManager, RequestQuotaManager,
+                                 TokenBucket, _Timed, shall_client_throttle, user_of)
 from broker.handlers.quotas import _FilterError, describe
 from controller.api import (apply_client_quota_changes, check_client_quota_entry, quota_entity,
                             quota_entity_from_path, quota_entity_path)
@@ -92,6 +96,11 @@ def test_user_of_and_kip219_versions():
     assert user_of("User:alice") == "alice" and user_of("User:ANONYMOUS") == "ANONYMOUS"
     assert shall_client_throttle(0, 6) and not shall_client_throttle(0, 5)
     assert shall_client_throttle(1, 8) and not shall_client_throttle(1, 7)
+    assert shall_client_throttle(19, 3) and not shall_client_throttle(19, 2)     # CreateTopics
+    assert shall_client_throttle(20, 2) and not shall_client_throttle(20, 1)     # DeleteTopics
+    assert shall_client_throttle(37, 1) and not shall_client_throttle(37, 0)     # CreatePartitions
+    assert shall_client_throttle(44, 0)                                           # IncrementalAlterConfigs
+    assert not shall_client_throttle(48, 1) and not shall_client_throttle(60, 0)  # Kafka: broker delays
 
 
 def test_entity_paths_round_trip():
@@ -166,3 +175,205 @@ def test_describe_filters():
         assert ei.value.code == code
         if msg:
             assert str(ei.value) == msg
+
+
+# ----------------------------------------------------------------------- controller_mutation_rate
+M = "controller_mutation_rate"
+
+
+class _Ctx:
+    """What the quota managers read of a request context."""
+
+    def __init__(self, client="c", principal="User:u"):
+        self.client_id = client
+        self.principal = principal
+
+
+def mutation_manager(quotas, samples=11, window=1.0, clock=None):
+    m = MutationQuotaManager(samples, window, clock or Clock())
+    m.update({e: {M: v} for e, v in quotas.items()})
+    return m
+
+
+def test_token_bucket_starts_full_refills_and_caps_at_the_burst():
+    b = TokenBucket()
+    assert b.measure(2.0, 22.0, 100.0) == 22.0             # new bucket: full
+    assert b.record(30, 2.0, 22.0, 100.0) == -8.0           # may go below zero
+    assert b.measure(2.0, 22.0, 102.0) == pytest.approx(-4.0)   # refills at the quota
+    assert b.measure(2.0, 22.0, 200.0) == 22.0              # never above the burst
+
+
+def test_strict_quota_admits_while_not_below_zero_then_refuses():
+    clock = Clock()
+    m = mutation_manager({quota_entity(client_id="c"): 2.0}, clock=clock)    # burst 11 x 1 s x 2 = 22
+    q = m.quota_for(_Ctx(), strict=True)
+    assert [q.admit(10), q.admit(10), q.admit(5)] == [True, True, True]     # 22 -> 12 -> 2 -> -3
+    assert q.throttle_ms() == 0 and not q.exceeded         # admitted: no throttle yet (Kafka's strict quota)
+    assert q.admit(1) is False and q.exceeded
+    assert q.throttle_ms() == 1500                         # 3 tokens short at 2/s
+    clock.t += 1.0
+    assert q.throttle_ms() == 500                          # less the time since the refusal
+    q2 = m.quota_for(_Ctx(), strict=True)                  # a later request shares the bucket
+    assert q2.admit(1) is False
+    clock.t += 1.0                                          # refilled to +1: admitted again
+    assert q2.admit(4) is True
+    assert m.quota_for(_Ctx(client="other"), strict=True) is None    # no quota, nothing counted
+
+
+def test_permissive_quota_admits_everything_and_throttles_the_debt():
+    clock = Clock()
+    m = mutation_manager({quota_entity(user="u"): 1.0}, samples=2, clock=clock)    # burst 2
+    q = m.quota_for(_Ctx(client="a"), strict=False)
+    assert q.admit(2) and q.throttle_ms() == 0
+    assert q.admit(3) and q.throttle_ms() == 3000          # 3 below zero at 1/s
+    # user-level quota: every client id of the user draws on one bucket
+    assert m.quota_for(_Ctx(client="b"), strict=True).admit(1) is False
+
+
+# ----------------------------------------------------------------------- request_percentage
+def test_request_quota_throttle_is_capped_at_one_window():
+    clock = Clock()
+    m = RequestQuotaManager(2, 1.0, clock)
+    m.update({quota_entity(client_id="c"): {"request_percentage": 10.0}})
+    assert m.record("u", "c", 10.0) == 0                   # 100 ms in a 1 s window: 10 %
+    assert m.record("u", "c", 10.0) == 1000                # 20 %: (20-10)/10 x 1 s
+    assert m.record("u", "c", 100.0) == 1000               # far over: still one window at most
+
+
+def test_request_quota_exemptions():
+    class Body:
+        acks = 0
+        replica_id = 1
+    assert RequestQuotaManager.exempt(4, None, 0) and RequestQuotaManager.exempt(36, None, 2)
+    assert RequestQuotaManager.exempt(0, Body, 9)          # acks=0 produce
+    assert RequestQuotaManager.exempt(1, Body, 12)         # follower fetch
+    Body.acks, Body.replica_id = 1, -1
+    assert not RequestQuotaManager.exempt(0, Body, 9) and not RequestQuotaManager.exempt(1, Body, 12)
+    assert not RequestQuotaManager.exempt(3, None, 12) and not RequestQuotaManager.exempt(18, None, 3)
+
+
+def _spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_timed_counts_the_steps_not_the_waits():
+    async def handler():
+        _spin(0.02)
+        await asyncio.sleep(0.3)            # waiting (a long poll, replication) costs nothing
+        _spin(0.02)
+        return "answer"
+
+    async def main():
+        t = _Timed(handler())
+        assert await t == "answer"
+        return t.busy
+    busy = asyncio.run(main())
+    assert 0.035 < busy < 0.2, busy
+
+
+def test_timed_passes_exceptions_and_cancellation_through():
+    async def failing():
+        await asyncio.sleep(0)
+        raise KeyError("x")
+
+    caught = []
+
+    async def cancelled():
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            caught.append(True)
+            raise
+
+    async def main():
+        with pytest.raises(KeyError):
+            await _Timed(failing())
+        task = asyncio.ensure_future(_wrap(cancelled()))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async def _wrap(coro):
+        return await _Timed(coro)
+    asyncio.run(main())
+    assert caught == [True]
+
+
+class _Conn:
+    def __init__(self):
+        self.throttle_ms = 0
+        self.charge = None
+
+
+class _Broker:
+    fetch_quota = None
+
+
+class _ReqCtx(_Ctx):
+    def __init__(self, client="c", version=12):
+        super().__init__(client)
+        self.api_version = version
+        self.connection = _Conn()
+        self.broker = _Broker()
+
+
+def test_request_quota_handle_times_throttles_and_charges_the_encoding():
+    from protocol.messages import MetadataResponse
+    m = RequestQuotaManager(2, 1.0)
+    m.update({quota_entity(client_id="c"): {"request_percentage": 1.0}})     # 10 ms per second
+
+    async def handler():
+        _spin(0.05)                          # 5 % of a 1 s window: over the quota
+        return MetadataResponse(throttle_time_ms=0, brokers=[], topics=[])
+
+    ctx = _ReqCtx()
+    resp = asyncio.run(m.handle(ctx, 3, None, handler(), time.monotonic()))
+    assert 0 < resp.throttle_time_ms <= 1000 and ctx.connection.throttle_ms == resp.throttle_time_ms
+    assert ctx.connection.charge is not None
+    before = m.sensors[("", "c")].rate(time.monotonic())
+    ctx.connection.charge(0.5)                # the encoding's half second weighs on what follows
+    assert m.sensors[("", "c")].rate(time.monotonic()) > before
+    # another client id: no quota, not timed, untouched
+    other = _ReqCtx(client="d")
+    resp = asyncio.run(m.handle(other, 3, None, handler(), time.monotonic()))
+    assert resp.throttle_time_ms == 0 and other.connection.throttle_ms == 0 and other.connection.charge is None
+    # exempt: the controller's UpdateMetadata
+    exempt = _ReqCtx()
+    asyncio.run(m.handle(exempt, 6, None, handler(), time.monotonic()))
+    assert exempt.connection.throttle_ms == 0 and exempt.connection.charge is None
+
+
+def test_request_quota_empties_a_throttled_fetch_and_returns_its_bytes():
+    from protocol.messages import FetchResponse as F
+    m = RequestQuotaManager(2, 1.0)
+    m.update({quota_entity(client_id="c"): {"request_percentage": 1.0}})
+    fq = ClientQuotaManager("consumer_byte_rate", 2, 1.0)
+    fq.update({quota_entity(client_id="c"): {"consumer_byte_rate": 1e9}})
+    fq.record("u", "c", 300)                  # what the fetch handler counted for this answer
+
+    async def handler():
+        _spin(0.05)
+        return F(throttle_time_ms=0, error_code=0, session_id=0, responses=[F.FetchableTopicResponse(
+            topic="t", partitions=[F.PartitionData(partition_index=0, records=b"x" * 300)])])
+
+    class Body:
+        replica_id = -1
+    ctx = _ReqCtx(version=12)
+    ctx.broker.fetch_quota = fq
+    resp = asyncio.run(m.handle(ctx, 1, Body, handler(), time.monotonic()))
+    assert resp.responses == [] and resp.throttle_time_ms > 0
+    assert fq.sensors[("", "c")].rate(time.monotonic()) == 0     # the 300 bytes were taken back
+
+
+def test_full_buckets_are_forgotten_when_too_many(monkeypatch):
+    import broker.client_quota as cq
+    monkeypatch.setattr(cq, "MAX_SENSORS", 2)
+    clock = Clock()
+    m = mutation_manager({quota_entity(client_id=None): 1.0}, samples=2, clock=clock)
+    m.quota_for(_Ctx(client="a"), strict=True).admit(5)          # in debt: kept
+    m.quota_for(_Ctx(client="b"), strict=True).admit(0)          # full: may go
+    m.quota_for(_Ctx(client="c"), strict=True)
+    assert set(m.buckets) == {("", "a"), ("", "c")}

@@ -2,7 +2,8 @@
 (/config/clients/<c>, /config/users/<u>[/clients/<c>] plus a /config/changes notification),
 every broker applies it (a producer on another broker is throttled), a user's quota and SCRAM
 credentials share /config/users/<u>, and a node written straight into ZooKeeper with a
-notification (as ``kafka-configs.sh --zookeeper`` does) is picked up."""
+notification (as ``kafka-configs.sh --zookeeper`` does) is picked up; a controller_mutation_rate
+quota refuses kafka-python's topics past the bucket with THROTTLING_QUOTA_EXCEEDED."""
 from __future__ import annotations
 
 import json
@@ -111,3 +112,32 @@ def test_node_written_into_zookeeper_is_picked_up(cluster_factory):
                          20, f"quotas at broker {b}")
         Cluster.wait_for(lambda b=b: describe_lines(c, b, "--entity-type", "clients") == [
             "Quota configs for client-id '<default>-not-default' are producer_byte_rate=1000.0"], 20, "client quota")
+
+
+def test_mutation_quota_in_a_cluster(cluster_factory):
+    """controller_mutation_rate set through broker 1 is stored in ZooKeeper and held by the
+    broker kafka-python's admin sends CreateTopics (v7, strict) to: the topics after the bucket ran
+    dry get THROTTLING_QUOTA_EXCEEDED and are not created."""
+    kafka_admin = pytest.importorskip("kafka")
+    c = cluster_factory(2, props={"controller.quota.window.num": 2})
+    r = configs(c, 1, "--alter", "--client", "zk-mut", "--add-config", "controller_mutation_rate=2")
+    assert r.returncode == 0, r.stderr
+    assert c.get_json("/config/clients/zk-mut") == {"version": 1, "config": {"controller_mutation_rate": "2.0"}}
+    want = ["Quota configs for client-id 'zk-mut' are controller_mutation_rate=2.0"]
+    for b in (1, 2):
+        Cluster.wait_for(lambda b=b: describe_lines(c, b, "--client", "zk-mut") == want, 20, f"quota at broker {b}")
+    admin = kafka_admin.KafkaAdminClient(bootstrap_servers=c.brokers[2].bootstrap, client_id="zk-mut")
+    try:
+        names = [f"zk-mut-{i}" for i in range(8)]
+        result = admin.create_topics({n: {"num_partitions": 1, "replication_factor": 2} for n in names},
+                                     raise_errors=False)
+    finally:
+        admin.close()
+    codes = {t["name"]: t["error_code"] for t in result["topics"]}
+    admitted = [n for n in names if codes[n] == 0]
+    assert admitted + [n for n in names if codes[n] == 89] == names, codes
+    assert 5 <= len(admitted) <= 6, codes                  # bucket 2 x 2 = 4: 4 -> ... -> -1, then refused
+    for n in admitted:
+        c.wait_for_leader(n, 0)
+    in_zk = set(c.zk().get_children("/brokers/topics"))
+    assert set(admitted) <= in_zk and not in_zk & (set(names) - set(admitted))

@@ -2,9 +2,15 @@
 confluent-kafka clients are throttled (throttle_time_ms reported through ``throttle_cb``, measured
 rate near the quota), other client ids are not, removing the quota lifts it, user/client-id
 precedence, raw DescribeClientQuotas/AlterClientQuotas answers, and quotas survive a restart.
+controller_mutation_rate: confluent-kafka's admin (CreateTopics v4, permissive) gets everything
+created but throttled, kafka-python's (v7, strict) gets THROTTLING_QUOTA_EXCEEDED for the topics
+past the point the bucket ran dry, the raw API versions split strict/permissive as Kafka does.
+request_percentage: a confluent producer held to 1 % of the event loop is throttled while another
+client id on the same broker is not.
 
 The broker runs with ``quota.window.num=2`` (one full window of one second), so a client is held
-to its quota within about a second instead of after Kafka's default ten-second burst allowance.
+to its quota within about a second instead of after Kafka's default ten-second burst allowance,
+and ``controller.quota.window.num=2``: a mutation bucket holds two seconds' worth.
 Neither confluent-kafka nor kafka-python has a client-quota admin API, so the API checks use the
 project's raw client.  Rates are checked against generous bands only.
 """
@@ -31,7 +37,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("quota-broker"), name="quota-broker",
-                      props={"quota.window.num": 2, "quota.window.size.seconds": 1})
+                      props={"quota.window.num": 2, "quota.window.size.seconds": 1,
+                             "controller.quota.window.num": 2})
     with running(b):
         yield b
 
@@ -256,3 +263,198 @@ def test_quotas_survive_restart(broker_factory):
         "Quota configs for user-principal 'carol', client-id 'app' are producer_byte_rate=2048.0"]
     assert ok(configs(b, "--describe", "--client-defaults")) == [
         "Quota configs for the default client-id are consumer_byte_rate=4096.0"]
+
+
+# ----------------------------------------------------------------------- controller_mutation_rate
+THROTTLED = 89          # THROTTLING_QUOTA_EXCEEDED
+
+
+def _topic_names(kafka):
+    from confluent_kafka.admin import AdminClient
+    return set(AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).topics)
+
+
+def test_mutation_quota_confluent_admin_creates_everything_but_is_throttled(kafka):
+    """librdkafka speaks CreateTopics v4: below v6 the quota is permissive, as in Kafka — every
+    topic is created, the answer carries the throttle time (librdkafka's throttle_cb) and the
+    connection is muted, so the admin's next request waits.  Another client id is not held."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    ok(configs(kafka, "--alter", "--client", "conf-admin", "--add-config", "controller_mutation_rate=5"))
+    throttles = []
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap, "client.id": "conf-admin",
+                         "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    names = [f"conf-mut-{i}" for i in range(20)]         # 20 partitions, the bucket holds 2 s x 5 = 10
+    for name, f in admin.create_topics([NewTopic(n, 1, 1) for n in names], operation_timeout=30).items():
+        f.result()                                        # raises on any error
+    admin.poll(1.0)
+    assert throttles and max(throttles) > 0.5, throttles  # seconds; about 2 (10 below zero at 5/s)
+    assert set(names) <= _topic_names(kafka)
+    start = time.monotonic()
+    for f in admin.create_topics([NewTopic("conf-mut-late", 1, 1)], operation_timeout=30).values():
+        f.result()
+    assert time.monotonic() - start > 0.5                 # held back while the connection was muted
+
+    free_throttles = []
+    free = AdminClient({"bootstrap.servers": kafka.bootstrap, "client.id": "conf-free-admin",
+                        "throttle_cb": lambda ev: free_throttles.append(ev.throttle_time)})
+    for f in free.create_topics([NewTopic(f"conf-free-{i}", 1, 1) for i in range(20)],
+                                operation_timeout=30).values():
+        f.result()
+    free.poll(0.5)
+    assert not any(free_throttles), free_throttles
+    ok(configs(kafka, "--alter", "--client", "conf-admin", "--delete-config", "controller_mutation_rate"))
+
+
+def test_mutation_quota_kafka_python_admin_gets_throttling_quota_exceeded(kafka):
+    """kafka-python speaks CreateTopics v7: strict.  Topics are admitted in order while the
+    bucket is not below zero (the one that empties it is still admitted whole); the rest get
+    THROTTLING_QUOTA_EXCEEDED and are not created.  After the throttle time they can be."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import ThrottlingQuotaExceededError
+    ok(configs(kafka, "--alter", "--client", "kp-admin", "--add-config", "controller_mutation_rate=5"))
+    ok(configs(kafka, "--alter", "--client", "kp-raise", "--add-config", "controller_mutation_rate=5"))
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap, client_id="kp-admin")
+    try:
+        names = [f"kp-mut-{i}" for i in range(10)]
+        spec = {n: {"num_partitions": 3, "replication_factor": 1} for n in names}
+        result = admin.create_topics(spec, raise_errors=False)
+        codes = {t["name"]: t["error_code"] for t in result["topics"]}
+        # bucket 10: 10 -> 7 -> 4 -> 1 -> -2, then refused (refill during the request is negligible)
+        admitted = [n for n in names if codes[n] == 0]
+        refused = [n for n in names if codes[n] == THROTTLED]
+        assert admitted + refused == names, codes          # admitted first, refused after
+        assert 4 <= len(admitted) <= 5, codes
+        existing = _topic_names(kafka)
+        assert set(admitted) <= existing and not set(refused) & existing
+        time.sleep(1.0)                                     # the throttle time: ~0.4 s
+        again = admin.create_topics({n: spec[n] for n in refused[:1]}, raise_errors=False)
+        assert [t["error_code"] for t in again["topics"]] == [0]
+    finally:
+        admin.close()
+    raising = KafkaAdminClient(bootstrap_servers=kafka.bootstrap, client_id="kp-raise")
+    try:
+        with pytest.raises(ThrottlingQuotaExceededError):
+            raising.create_topics({f"kp-raise-{i}": {"num_partitions": 4, "replication_factor": 1}
+                                   for i in range(5)})
+    finally:
+        raising.close()
+    for c in ("kp-admin", "kp-raise"):
+        ok(configs(kafka, "--alter", "--client", c, "--delete-config", "controller_mutation_rate"))
+
+
+def test_mutation_quota_versions_validate_only_partitions_and_deletes(kafka):
+    """Raw requests on fresh connections of one client id (they share its bucket; a connection
+    that was throttled is muted, so each step uses a new one).  Rate 1/s, bucket 2: a debt of
+    tens of mutations lasts tens of seconds, far longer than the steps take."""
+    from protocol.messages import (CreatePartitionsRequest as CP, CreateTopicsRequest as CT,
+                                   DeleteTopicsRequest as DT)
+    from protocol.primitives import UUID0
+    from tests.support.rawkafka import RawConnection
+    host, port = kafka.bootstrap.rsplit(":", 1)
+
+    def send(api_key, version, body):
+        with RawConnection(host, int(port), client_id="raw-mut") as c:
+            return c.request(api_key, version, body)
+
+    def create(names, version, validate_only=False, partitions=1):
+        return send(19, version, CT(topics=[CT.CreatableTopic(name=n, num_partitions=partitions,
+                                                             replication_factor=1, assignments=[], configs=[])
+                                            for n in names], timeout_ms=10000, validate_only=validate_only))
+
+    create(["raw-mut-a", "raw-mut-b", "raw-mut-c"], 7)      # before the quota exists
+    ok(configs(kafka, "--alter", "--client", "raw-mut", "--add-config", "controller_mutation_rate=1"))
+    # validate_only counts nothing: 50 partitions validated, the bucket stays full
+    r = create([f"raw-mut-v{i}" for i in range(50)], 7, validate_only=True)
+    assert {t.error_code for t in r.topics} == {0} and r.throttle_time_ms == 0
+    # CreatePartitions v3, strict: admitted while not below zero (2 -> -18), no throttle for it
+    r = send(37, 3, CP(topics=[CP.CreatePartitionsTopic(name="raw-mut-a", count=21, assignments=None)],
+                       timeout_ms=10000, validate_only=False))
+    assert [t.error_code for t in r.results] == [0] and r.throttle_time_ms == 0
+    r = send(37, 3, CP(topics=[CP.CreatePartitionsTopic(name="raw-mut-b", count=2, assignments=None)],
+                       timeout_ms=10000, validate_only=False))
+    assert [(t.error_code, t.error_message) for t in r.results] == [
+        (THROTTLED, "The throttling quota has been exceeded.")]
+    assert r.throttle_time_ms > 5000                         # ~18 s of debt at 1/s
+    # a check failing comes before the quota: the topic's own error, not 89
+    r = send(37, 3, CP(topics=[CP.CreatePartitionsTopic(name="raw-mut-nope", count=2, assignments=None)],
+                       timeout_ms=10000, validate_only=False))
+    assert r.results[0].error_code == 3                      # UNKNOWN_TOPIC_OR_PARTITION
+    # CreateTopics v6 strict: refused; v5 permissive: created, throttled
+    r = create(["raw-mut-s6"], 6)
+    assert [t.error_code for t in r.topics] == [THROTTLED] and r.throttle_time_ms > 5000
+    r = create(["raw-mut-p5"], 5)
+    assert [t.error_code for t in r.topics] == [0] and r.throttle_time_ms > 5000
+    # DeleteTopics v6 strict: refused (topic stays); v4 permissive: deleted, throttled
+    r = send(20, 6, DT(topics=[DT.DeleteTopicState(name="raw-mut-b", topic_id=UUID0)], timeout_ms=10000))
+    assert [t.error_code for t in r.responses] == [THROTTLED] and r.throttle_time_ms > 5000
+    r = send(20, 4, DT(topic_names=["raw-mut-c"], timeout_ms=10000))
+    assert [t.error_code for t in r.responses] == [0] and r.throttle_time_ms > 5000
+    names = _topic_names(kafka)
+    assert "raw-mut-b" in names and "raw-mut-c" not in names
+    assert "raw-mut-p5" in names and "raw-mut-s6" not in names and "raw-mut-v0" not in names
+    # removing the quota lifts it at once
+    ok(configs(kafka, "--alter", "--client", "raw-mut", "--delete-config", "controller_mutation_rate"))
+    r = create(["raw-mut-s6"], 7)
+    assert [t.error_code for t in r.topics] == [0] and r.throttle_time_ms == 0
+
+
+# ----------------------------------------------------------------------- request_percentage
+def test_request_percentage_throttles_only_its_client(kafka):
+    """1 % of the event loop is 10 ms of request handling per second: a producer sending a request
+    per record (linger.ms=0) uses more, gets throttle times through throttle_cb and is muted; a
+    producer with another client id on the same broker is never throttled."""
+    topic = "quota-request-time"
+    create_topic(kafka, topic)
+    ok(configs(kafka, "--alter", "--client", "busy-producer", "--add-config", "request_percentage=1"))
+    assert ok(configs(kafka, "--describe", "--client", "busy-producer")) == [
+        "Quota configs for client-id 'busy-producer' are request_percentage=1.0"]
+
+    def run(client_id):
+        throttles = []
+        p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "client.id": client_id,
+                                      "linger.ms": 0, "acks": 1,
+                                      "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+        acked = [0]
+
+        def done(err, msg):
+            if err is None:
+                acked[0] += 1
+        start = time.monotonic()
+        while time.monotonic() - start < RUN_S:
+            try:
+                p.produce(topic, b"r" * 100, callback=done)
+            except BufferError:
+                p.poll(0.01)
+                continue
+            p.poll(0.001)
+        p.purge(in_queue=True)
+        p.flush(30)
+        return acked[0], throttles
+
+    busy_acked, busy_throttles = run("busy-producer")
+    free_acked, free_throttles = run("free-producer")
+    assert busy_throttles and max(busy_throttles) > 0, busy_throttles
+    assert not any(free_throttles), free_throttles
+    assert busy_acked < free_acked, (busy_acked, free_acked)
+    ok(configs(kafka, "--alter", "--client", "busy-producer", "--delete-config", "request_percentage"))
+    _, lifted = run("busy-producer")
+    assert not any(lifted), lifted
+
+
+def test_kafka_topics_tool_waits_out_the_mutation_quota(kafka, tmp_path):
+    """kafka-topics.sh retries topics refused with THROTTLING_QUOTA_EXCEEDED after the throttle
+    time, as Java's admin client does: the second create succeeds, after waiting."""
+    props = tmp_path / "tool.properties"
+    props.write_text("client.id=topics-tool\n")
+    ok(configs(kafka, "--alter", "--client", "topics-tool", "--add-config", "controller_mutation_rate=5"))
+
+    def topics(*args):
+        return subprocess.run([str(BIN / "kafka-topics.sh"), "--bootstrap-server", kafka.bootstrap,
+                               "--command-config", str(props), *args], capture_output=True, text=True,
+                              timeout=120)
+    assert ok(topics("--create", "--topic", "tool-big", "--partitions", "30")) == ["Created topic tool-big."]
+    start = time.monotonic()                 # the bucket (10) is now 20 below zero: 4 s at 5/s
+    assert ok(topics("--create", "--topic", "tool-next", "--partitions", "1")) == ["Created topic tool-next."]
+    assert time.monotonic() - start > 1.5
+    assert {"tool-big", "tool-next"} <= _topic_names(kafka)
+    ok(configs(kafka, "--alter", "--client", "topics-tool", "--delete-config", "controller_mutation_rate"))
