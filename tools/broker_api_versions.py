@@ -12,8 +12,8 @@ DESCRIPTION = "This tool shows the API versions each broker of the cluster suppo
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server(s) to use for bootstrapping")
     p.add("command-config", "A properties file of settings for the admin client.",
           "command config property file")

@@ -16,8 +16,8 @@ DESCRIPTION = "This tool reads records from Kafka topics and writes them to stan
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("topic", "The topic to consume.", "topic")
     p.add("include", "A regular expression of the topics to consume (internal topics are left "
                      "out).", "Java regex (String)", alias=("whitelist",))

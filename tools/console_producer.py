@@ -15,8 +15,8 @@ DESCRIPTION = "This tool reads lines from standard input and publishes them to K
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("topic", "REQUIRED: the topic to produce to.", "topic")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to, as "
                               "HOST1:PORT1,HOST2:PORT2.", "server to connect to")

@@ -18,8 +18,8 @@ DESCRIPTION = "This tool is used to verify the consumer performance."
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server to connect to")
     p.add("topic", "REQUIRED: the topic to consume.", "topic")
     p.add("group", "The consumer group id.", "gid",

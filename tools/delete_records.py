@@ -16,8 +16,8 @@ DESCRIPTION = ("This tool deletes the records of partitions below the offsets gi
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server(s) to use for bootstrapping")
     p.add("offset-json-file", "REQUIRED: a JSON file with the offset per partition, like "
                               '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], '

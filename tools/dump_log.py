@@ -21,8 +21,8 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADE
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("files", "REQUIRED: comma-separated data (.log) and index (.index, .timeindex) files "
                    "to dump.", "file1, file2, ...")
     p.add("print-data-log", "Print record keys and values too (implies --deep-iteration).")

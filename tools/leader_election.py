@@ -30,8 +30,8 @@ JAVA_EXCEPTIONS = {
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to, host:port[,host:port...].",
           "host:port")
     p.add("command-config", "A properties file of settings for the admin client.", "Config file")

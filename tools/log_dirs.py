@@ -14,8 +14,8 @@ DESCRIPTION = ("This tool queries brokers for their log directories and the repl
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "The server(s) to use for bootstrapping")
     p.add("command-config", "A properties file of settings for the admin client.", "Admin client property file")
     p.add("describe", "Describe the log directories of the given brokers.")

@@ -65,8 +65,8 @@ class Terse(ToolError):
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Print the tool's version and exit.")
     p.add("generate", "Propose a new assignment for the partitions of the topics in "
                       "--topics-to-move-json-file over the brokers of --broker-list. Nothing "
                       "is changed.")
