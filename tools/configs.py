@@ -43,7 +43,7 @@ def build_parser() -> OptionParser:
                         "group values that contain commas).", "String")
     p.add("add-config-file", "A properties file of settings to add or change.", "String")
     p.add("delete-config", "Settings to remove, k1,k2 (repeatable).", "String", multi=True)
-    p.add("force", "Accepted for compatibility.")
+    p.add("force", "Accepted and ignored: this tool never asks for confirmation.")
     p.add("topic", "Short for --entity-type topics --entity-name <topic>.", "String")
     p.add("broker", "Short for --entity-type brokers --entity-name <id>.", "String")
     p.add("broker-defaults", "Short for --entity-type brokers --entity-default.")

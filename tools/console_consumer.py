@@ -46,9 +46,9 @@ def build_parser() -> OptionParser:
           type=int)
     p.add("skip-message-on-error", "Skip a message that cannot be printed instead of stopping.")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server to connect to")
-    p.add("key-deserializer", "Only byte keys are supported; accepted for compatibility.",
+    p.add("key-deserializer", "Accepted and ignored: keys are printed as raw bytes.",
           "deserializer for key")
-    p.add("value-deserializer", "Only byte values are supported; accepted for compatibility.",
+    p.add("value-deserializer", "Accepted and ignored: values are printed as raw bytes.",
           "deserializer for values")
     p.add("enable-systest-events", "Print 'shutdown_complete' when the consumer stops.")
     p.add("isolation-level", "read_committed hides records of aborted transactions; "

@@ -36,17 +36,17 @@ def build_parser() -> OptionParser:
           "request required acks", default="-1")
     p.add("request-timeout-ms", "How long the broker may take to acknowledge, in ms.",
           "request timeout ms", type=int, default=1500)
-    p.add("metadata-expiry-ms", "Accepted for compatibility (metadata is refreshed on errors).",
+    p.add("metadata-expiry-ms", "Accepted and ignored (metadata is refreshed after errors).",
           "metadata expiration interval", type=int, default=300000)
     p.add("max-block-ms", "How long to wait for the topic's metadata before giving up, in ms.",
           "max block on send", type=int, default=60000)
-    p.add("max-memory-bytes", "Accepted for compatibility.", "total memory in bytes",
+    p.add("max-memory-bytes", "Accepted and ignored.", "total memory in bytes",
           type=int, default=33554432)
-    p.add("max-partition-memory-bytes", "Accepted for compatibility (see --batch-size).",
+    p.add("max-partition-memory-bytes", "Accepted and ignored (see --batch-size).",
           "memory in bytes per partition", type=int, default=16384)
     p.add("line-reader", "Only the built-in line reader is available.", "reader_class",
           default="org.apache.kafka.tools.LineMessageReader")
-    p.add("socket-buffer-size", "Accepted for compatibility.", "size", type=int, default=102400)
+    p.add("socket-buffer-size", "Accepted and ignored.", "size", type=int, default=102400)
     p.add("property", "A line-reader setting, key=value (repeatable): parse.key, key.separator, "
                       "parse.headers, headers.delimiter, headers.separator, "
                       "headers.key.separator, null.marker, ignore.error.", "prop", multi=True)
