@@ -13,7 +13,8 @@ import time
 
 from tools.common import (OptionParser, ToolError, load_properties, parse_or_exit, require, run)
 
-DESCRIPTION = "This tool is used to verify the consumer performance."
+DESCRIPTION = ("Measures consumer throughput: reads a given number of messages from a topic and "
+               "prints the data and message rates.")
 
 
 def build_parser() -> OptionParser:
@@ -21,17 +22,18 @@ def build_parser() -> OptionParser:
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
     p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server to connect to")
-    p.add("topic", "REQUIRED: the topic to consume.", "topic")
-    p.add("group", "The consumer group id.", "gid",
+    p.add("topic", "REQUIRED: the topic to read from.", "topic")
+    p.add("group", "group.id given to the consumer (partitions are assigned directly; no group is "
+                   "joined).", "gid",
           default=f"perf-consumer-{random.randrange(100000)}")
     p.add("fetch-size", "Bytes to fetch per partition per request.", "size", type=int,
           default=1048576)
     p.add("from-latest", "Start at the end of each partition instead of the beginning.")
-    p.add("socket-buffer-size", "Accepted for compatibility.", "size", type=int,
+    p.add("socket-buffer-size", "Accepted and ignored.", "size", type=int,
           default=2097152)
     p.add("consumer.config", "A properties file of consumer settings.", "config file")
     p.add("command-config", "Same as --consumer.config.", "config file")
-    p.add("print-metrics", "Print client statistics at the end.")
+    p.add("print-metrics", "Accepted and ignored.")
     p.add("show-detailed-stats", "Print a line per reporting interval instead of one summary.")
     p.add("timeout", "Give up when no record arrives for this long, in ms.", "milliseconds",
           type=int, default=10000)
