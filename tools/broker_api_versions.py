@@ -7,7 +7,7 @@ from protocol.client import KafkaConnectionError
 from protocol.messages import REQUESTS
 from tools.common import OptionParser, cluster_from, parse_or_exit, require, run
 
-DESCRIPTION = "This tool shows the API versions each broker of the cluster supports."
+DESCRIPTION = "Lists, for every broker of the cluster, the request types and versions it accepts."
 
 
 def build_parser() -> OptionParser:

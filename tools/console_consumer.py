@@ -11,7 +11,7 @@ from tools.common import (OptionParser, ToolError, UsageError, cluster_from, loa
                           parse_kv_list, parse_or_exit, require, run, topic_matcher)
 from tools.kclient import EARLIEST, LATEST, Consumer
 
-DESCRIPTION = "This tool reads records from Kafka topics and writes them to standard output."
+DESCRIPTION = "Prints the messages of a topic (or of the topics matching --include) on standard output."
 
 
 def build_parser() -> OptionParser:

@@ -10,7 +10,7 @@ from tools.common import (OptionParser, ToolError, UsageError, cluster_from, loa
                           parse_kv_list, parse_or_exit, require, run)
 from tools.kclient import Producer
 
-DESCRIPTION = "This tool reads lines from standard input and publishes them to Kafka."
+DESCRIPTION = "Sends each line read from standard input as a message to a topic."
 
 
 def build_parser() -> OptionParser:

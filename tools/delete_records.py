@@ -10,8 +10,8 @@ from protocol.messages import DeleteRecordsRequest
 from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, require, run
 from tools.kclient import _err
 
-DESCRIPTION = ("This tool deletes the records of partitions below the offsets given in a "
-               "JSON file.")
+DESCRIPTION = ("Removes the records before the given offsets from partitions; the partitions and "
+               "offsets come from a JSON file.")
 
 
 def build_parser() -> OptionParser:

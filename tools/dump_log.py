@@ -12,8 +12,8 @@ from protocol import records as rec
 from protocol.compression import CODEC_NAMES
 from tools.common import OptionParser, ToolError, parse_or_exit, require, run
 
-DESCRIPTION = ("This tool prints the contents of log segment and index files, useful for "
-               "debugging a segment that seems corrupt.")
+DESCRIPTION = ("Prints what is stored in segment files (.log) and their offset and time indexes, "
+               "for inspecting data on disk or checking suspect files.")
 TS_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
                  4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}

@@ -8,7 +8,8 @@ from tools.common import (OptionParser, ToolError, cluster_from, internal_topic,
                           require, run, topic_matcher)
 from tools.kclient import list_offsets
 
-DESCRIPTION = "An interactive shell for getting topic-partition offsets."
+DESCRIPTION = ("Prints topic:partition:offset for each matching partition, at the end, the start, "
+               "or a point in time.")
 TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local": -4,
          "latest-tiered": -5}
 RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
@@ -28,8 +29,8 @@ def build_parser() -> OptionParser:
     p.add("topic", "The topic (a regular expression; default: every topic).", "topic")
     p.add("partitions", "Comma-separated partition ids (default: every partition).",
           "partition ids")
-    p.add("time", "-1/latest, -2/earliest, -3/max-timestamp, or a timestamp in ms: the "
-                  "first offset whose record timestamp is at or after it.",
+    p.add("time", "-1/latest, -2/earliest, -3/max-timestamp, -4/earliest-local, -5/latest-tiered, "
+                  "or a timestamp in ms: the first offset whose record timestamp is at or after it.",
           "<timestamp> / -1 or latest / -2 or earliest / -3 or max-timestamp",
           default="latest")
     p.add("command-config", "A properties file of settings for the admin client.",

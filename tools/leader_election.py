@@ -12,8 +12,8 @@ from protocol.messages import ElectLeadersRequest
 from tools.common import (OptionParser, ToolError, cluster_from, command_config, parse_or_exit,
                           raise_error, run)
 
-DESCRIPTION = ("This tool attempts to elect a new leader for a set of topic partitions. The type "
-               "of elections supported are preferred replicas and unclean replicas.")
+DESCRIPTION = ("Asks the controller to choose new leaders for some or all partitions, either "
+               "giving leadership back to the preferred replica or (unclean) to a replica outside the ISR.")
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 ELECTION_NOT_NEEDED = 84
 NOT_CONTROLLER = 41
@@ -36,7 +36,7 @@ def build_parser() -> OptionParser:
           "host:port")
     p.add("command-config", "A properties file of settings for the admin client.", "Config file")
     p.add("admin.config", "(DEPRECATED) The same as --command-config.", "config file")
-    p.add("path-to-json-file", "A JSON file with the partitions to elect leaders for, like "
+    p.add("path-to-json-file", "JSON file naming the partitions to act on, e.g. "
           '{"partitions": [{"topic": "foo", "partition": 1}, {"topic": "foobar", "partition": '
           '2}]}. Not allowed with --all-topic-partitions or --topic.', "Path to JSON file")
     p.add("topic", "The topic of the partition to elect a leader for (with --partition). Not "

@@ -9,7 +9,7 @@ from protocol.errors import error_name
 from protocol.messages import DescribeLogDirsRequest
 from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, raise_error, require, run
 
-DESCRIPTION = ("This tool queries brokers for their log directories and the replicas in them.")
+DESCRIPTION = ("Shows the log directories of brokers: their replicas, sizes and offset lags.")
 
 
 def build_parser() -> OptionParser:
