@@ -14,8 +14,8 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server(s) to use for bootstrapping")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server(s) to use for bootstrapping")
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "command config property file")
     return p
 

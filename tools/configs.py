@@ -28,10 +28,10 @@ KNOWN = ("topics", "clients", "users", "brokers", "broker-loggers", "ips", "clie
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    standard_options(p, "A properties file of settings for the admin client.",
+    standard_options(p, "Properties file with admin client settings (security, timeouts, client.id, ...).",
                      bootstrap_required=False)
-    p.add("alter", "Change the configuration of the entity.")
-    p.add("describe", "Show the configuration of the entity.")
+    p.add("alter", "Apply --add-config, --add-config-file and --delete-config to the entity.")
+    p.add("describe", "Print the entity's configuration (only dynamic overrides unless --all).")
     p.add("all", "With --describe, show every configuration (static and default ones too), "
                  "not only dynamic overrides.")
     p.add("entity-type", "The kind of entity: topics, brokers, users or clients (users and clients "

@@ -18,7 +18,7 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
-    p.add("topic", "The topic to consume.", "topic")
+    p.add("topic", "Topic to read from.", "topic")
     p.add("include", "A regular expression of the topics to consume (internal topics are left "
                      "out).", "Java regex (String)", alias=("whitelist",))
     p.add("partition", "Consume only this partition (without a group); starts at the end "
@@ -45,7 +45,7 @@ def build_parser() -> OptionParser:
     p.add("timeout-ms", "Exit when no message arrives for this long, in ms.", "timeout_ms",
           type=int)
     p.add("skip-message-on-error", "Skip a message that cannot be printed instead of stopping.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server to connect to")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server to connect to")
     p.add("key-deserializer", "Accepted and ignored: keys are printed as raw bytes.",
           "deserializer for key")
     p.add("value-deserializer", "Accepted and ignored: values are printed as raw bytes.",

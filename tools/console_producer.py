@@ -17,13 +17,13 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
-    p.add("topic", "REQUIRED: the topic to produce to.", "topic")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to, as "
-                              "HOST1:PORT1,HOST2:PORT2.", "server to connect to")
+    p.add("topic", "REQUIRED: where the messages go.", "topic")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, "
+                              "host:port[,host:port...].", "server to connect to")
     p.add("sync", "Send each message on its own and wait for its acknowledgement before "
                   "reading the next line.")
-    p.add("compression-codec", "Compression: 'none', 'gzip', 'snappy', 'lz4' or 'zstd'. "
-                               "Given without a value it means 'gzip'.", "compression-codec",
+    p.add("compression-codec", "Codec for the produced batches, one of none, gzip, snappy, lz4 "
+                               "and zstd; the option alone (no value) selects gzip.", "compression-codec",
           optional=True)
     p.add("batch-size", "Bytes of messages gathered per partition before a batch is sent "
                         "(when not --sync).", "size", type=int, default=16384)

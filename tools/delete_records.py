@@ -18,12 +18,12 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server(s) to use for bootstrapping")
-    p.add("offset-json-file", "REQUIRED: a JSON file with the offset per partition, like "
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server(s) to use for bootstrapping")
+    p.add("offset-json-file", "REQUIRED: JSON file giving, for each partition, the offset before which records go, e.g. "
                               '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], '
-                              '"version": 1}; offset -1 means the high watermark.',
+                              '"version": 1}. Offset -1 stands for the high watermark.',
           "Offset json file path")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "command config property file path")
     return p
 

@@ -23,13 +23,13 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
-    p.add("files", "REQUIRED: comma-separated data (.log) and index (.index, .timeindex) files "
-                   "to dump.", "file1, file2, ...")
+    p.add("files", "REQUIRED: the segment (.log) and index (.index, .timeindex) files to "
+                   "print, separated by commas.", "file1, file2, ...")
     p.add("print-data-log", "Print record keys and values too (implies --deep-iteration).")
     p.add("deep-iteration", "Print every record, not only the batch lines.")
     p.add("verify-index-only", "Check index entries against the log without printing them.")
     p.add("index-sanity-check", "Only check that index files look sane.")
-    p.add("max-message-size", "The largest message size expected.", "Integer", type=int,
+    p.add("max-message-size", "Upper bound on a message's size, in bytes.", "Integer", type=int,
           default=5 * 1024 * 1024)
     p.add("max-bytes", "Read at most this many bytes of each .log file.", "Integer", type=int,
           default=2 ** 31 - 1)
@@ -37,7 +37,8 @@ def build_parser() -> OptionParser:
                              "(implies --print-data-log).")
     p.add("transaction-log-decoder", "Decode the records as __transaction_state keys "
                                      "(implies --print-data-log).")
-    p.add("skip-record-metadata", "Do not print the metadata of each record.")
+    p.add("skip-record-metadata", "Leave out each record's offset, timestamp, sizes, sequence and "
+                                  "header keys (keys and payloads are still printed).")
     p.add("key-decoder-class", "Only the string decoder is available.", "String",
           default="org.apache.kafka.tools.api.StringDecoder")
     p.add("value-decoder-class", "Only the string decoder is available.", "String",

@@ -19,8 +19,8 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to, as "
-                              "HOST1:PORT1,HOST2:PORT2.", "HOST1:PORT1,...,HOST3:PORT3",
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, "
+                              "host:port[,host:port...].", "HOST1:PORT1,...,HOST3:PORT3",
           alias=("broker-list",))
     p.add("topic-partitions", "Comma-separated topic:partition rules, each "
                               "'topic_regex[:partition|:start-end]' (an open end is allowed). "
@@ -33,7 +33,7 @@ def build_parser() -> OptionParser:
                   "or a timestamp in ms: the first offset whose record timestamp is at or after it.",
           "<timestamp> / -1 or latest / -2 or earliest / -3 or max-timestamp",
           default="latest")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "config file")
     p.add("exclude-internal-topics", "Leave internal topics out.")
     return p

@@ -16,9 +16,10 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
     p.add("version", "Print the tool's version and exit.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "The server(s) to use for bootstrapping")
-    p.add("command-config", "A properties file of settings for the admin client.", "Admin client property file")
-    p.add("describe", "Describe the log directories of the given brokers.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "The server(s) to use for bootstrapping")
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).", "Admin client property file")
+    p.add("describe", "REQUIRED: print, as JSON, the log directories of the brokers in --broker-list "
+                     "(all brokers by default).")
     p.add("topic-list", "Comma-separated topics to show (default: all).", "Topic list")
     p.add("broker-list", "Comma-separated broker ids to query (default: every broker).",
           "Broker list")

@@ -76,9 +76,9 @@ def build_parser() -> OptionParser:
     p.add("cancel", "Cancel the active reassignments of the partitions in "
                     "--reassignment-json-file.")
     p.add("list", "List the partition reassignments in progress.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.",
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].",
           "Server(s) to use for bootstrapping")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "Admin client property file")
     p.add("reassignment-json-file", "The reassignment, as JSON:\n"
           '{"partitions": [{"topic": "foo", "partition": 1, "replicas": [1,2,3], '

@@ -18,7 +18,7 @@ DEFAULT_CONFIG_SOURCE = 5
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    standard_options(p, "A properties file of settings for the admin client.")
+    standard_options(p, "Properties file with admin client settings (security, timeouts, client.id, ...).")
     p.add("list", "List the topics.")
     p.add("create", "Create a topic.")
     p.add("delete", "Delete the matching topics.")
