@@ -31,7 +31,7 @@ DEPRECATION = ("Warning: managing ACLs directly in ZooKeeper (--authorizer / --a
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("bootstrap-server", "Broker address(es) to contact first, as host:port[,host:port...].",
           "server to connect to")
     p.add("command-config", "Properties file with settings for the admin client (security, timeouts, "

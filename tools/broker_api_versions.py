@@ -13,7 +13,7 @@ DESCRIPTION = "Lists, for every broker of the cluster, the request types and ver
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server(s) to use for bootstrapping")
     p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "command config property file")

@@ -173,7 +173,7 @@ class OptionParser:
 def standard_options(parser: OptionParser, command_config_help: str | None = None,
                      bootstrap_required: bool = True):
     parser.add("help", "Show this help and exit.")
-    parser.add("version", "Print the tool's version and exit.")
+    parser.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     parser.add("bootstrap-server",
                ("REQUIRED: " if bootstrap_required else "")
                + "Broker address(es) to contact first, as host:port[,host:port...].",

@@ -17,7 +17,7 @@ DESCRIPTION = "Prints the messages of a topic (or of the topics matching --inclu
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("topic", "Topic to read from.", "topic")
     p.add("include", "A regular expression of the topics to consume (internal topics are left "
                      "out).", "Java regex (String)", alias=("whitelist",))

@@ -16,7 +16,7 @@ DESCRIPTION = "Sends each line read from standard input as a message to a topic.
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("topic", "REQUIRED: where the messages go.", "topic")
     p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, "
                               "host:port[,host:port...].", "server to connect to")

@@ -20,7 +20,7 @@ DESCRIPTION = ("Measures consumer throughput: reads a given number of messages f
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server to connect to")
     p.add("topic", "REQUIRED: topic whose messages are read.", "topic")
     p.add("group", "group.id given to the consumer (partitions are assigned directly; no group is "

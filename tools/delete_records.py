@@ -17,7 +17,7 @@ DESCRIPTION = ("Removes the records before the given offsets from partitions; th
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server(s) to use for bootstrapping")
     p.add("offset-json-file", "REQUIRED: JSON file giving, for each partition, the offset before which records go, e.g. "
                               '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], '

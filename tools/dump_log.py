@@ -22,7 +22,7 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADE
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("files", "REQUIRED: the segment (.log) and index (.index, .timeindex) files to "
                    "print, separated by commas.", "file1, file2, ...")
     p.add("print-data-log", "Print record keys and values too (implies --deep-iteration).")

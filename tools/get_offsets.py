@@ -18,7 +18,7 @@ RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, "
                               "host:port[,host:port...].", "HOST1:PORT1,...,HOST3:PORT3",
           alias=("broker-list",))

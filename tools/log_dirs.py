@@ -15,7 +15,7 @@ DESCRIPTION = ("Shows the log directories of brokers: their replicas, sizes and 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "The server(s) to use for bootstrapping")
     p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).", "Admin client property file")
     p.add("describe", "REQUIRED: print, as JSON, the log directories of the brokers in --broker-list "

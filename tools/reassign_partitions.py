@@ -67,7 +67,7 @@ class Terse(ToolError):
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     p.add("help", "Show this help and exit.")
-    p.add("version", "Print the tool's version and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("generate", "Propose a new assignment for the partitions of the topics in "
                       "--topics-to-move-json-file over the brokers of --broker-list. Nothing "
                       "is changed.")

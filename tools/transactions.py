@@ -81,7 +81,7 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description="Inspects the transactions and producer state kept by the brokers, "
                "and finds and aborts transactions that were left open (hanging).")
     p.add_argument("-v", "--version", action="version", version=VERSION,
-                   help="print the tool's version and exit")
+                   help="show the version (the Kafka release these tools follow, and Odradek) and exit")
     p.add_argument("--command-config", metavar="FILE",
                    help="properties file with admin client settings (security, timeouts, ...)")
     p.add_argument("--bootstrap-server", metavar="host:port", required=True,
