@@ -11,8 +11,8 @@ from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsReq
 from tools.common import (OptionParser, ToolError, cluster_from, load_properties, parse_or_exit,
                           raise_error, run, standard_options)
 
-DESCRIPTION = ("This tool describes and changes the configuration of topics, brokers, users and "
-               "clients (quotas, SCRAM credentials).")
+DESCRIPTION = ("Shows and changes dynamic configuration: topic and broker configs, user and "
+               "client-id quotas, and users' SCRAM credentials.")
 TOPIC, BROKER = 2, 4
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
