@@ -20,7 +20,7 @@ from broker.security import acl as A
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, raise_error, require, run
 
-DESCRIPTION = "This tool helps to manage acls on kafka."
+DESCRIPTION = "Adds, removes and lists ACLs (access control lists) on the cluster."
 NL = "\n"
 ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 DEPRECATION = ("Warning: managing ACLs directly in ZooKeeper (--authorizer / --authorizer-properties) is "
@@ -30,56 +30,51 @@ DEPRECATION = ("Warning: managing ACLs directly in ZooKeeper (--authorizer / --a
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("bootstrap-server", "A list of host/port pairs to use for establishing the connection to the Kafka "
-                              "cluster.", "server to connect to")
-    p.add("command-config", "A property file containing configs to be passed to Admin Client.",
-          "command-config")
-    p.add("add", "Indicates you are trying to add ACLs.")
-    p.add("remove", "Indicates you are trying to remove ACLs.")
-    p.add("list", "List ACLs for the specified resource, use --topic <topic> or --group <group> or --cluster "
-                  "to specify a resource.")
-    p.add("topic", "topic to which ACLs should be added or removed. A value of '*' indicates ACL should apply "
-                   "to all topics.", "topic", multi=True)
-    p.add("cluster", "Add/Remove cluster ACLs.")
-    p.add("group", "Consumer Group to which the ACLs should be added or removed. A value of '*' indicates the "
-                   "ACLs should apply to all groups.", "group", multi=True)
-    p.add("transactional-id", "The transactionalId to which ACLs should be added or removed. A value of '*' "
-                              "indicates the ACLs should apply to all transactionalIds.", "transactional-id",
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("bootstrap-server", "Broker address(es) to contact first, as host:port[,host:port...].",
+          "server to connect to")
+    p.add("command-config", "Properties file with settings for the admin client (security, timeouts, "
+                            "client.id, ...).", "command-config")
+    p.add("add", "Action: create the ACLs described by the other options.")
+    p.add("remove", "Action: delete the ACLs matching the other options.")
+    p.add("list", "Action: show ACLs, optionally only those of the resources named with --topic, --group, "
+                  "--cluster, etc.")
+    p.add("topic", "Topic the ACLs are about; '*' stands for every topic. May be repeated.", "topic",
           multi=True)
-    p.add("resource-pattern-type", "The type of the resource pattern or pattern filter. When adding acls, this "
-                                   "should be a specific pattern type, e.g. 'literal' or 'prefixed'. When listing "
-                                   "or removing acls, a specific pattern type can be used to list or remove acls "
-                                   "from specific resource patterns, or use the filter values of 'any' or "
-                                   "'match'. (default: LITERAL)", "ANY|MATCH|LITERAL|PREFIXED")
-    p.add("allow-principal", "principal is in principalType:name format. Note that principalType must be "
-                             "supported by the Authorizer being used.", "allow-principal", multi=True)
-    p.add("deny-principal", "principal is in principalType:name format. By default anyone not added through "
-                            "--allow-principal is denied.", "deny-principal", multi=True)
-    p.add("principal", "List ACLs for the specified principal. principal is in principalType:name format. "
-                       "Multiple --principal option can be passed.", "principal", multi=True)
-    p.add("allow-host", "Host from which principals listed in --allow-principal will have access. If you have "
-                        "specified --allow-principal then the default for this option will be set to '*'.",
-          "allow-host", multi=True)
-    p.add("deny-host", "Host from which principals listed in --deny-principal will be denied access. If you "
-                       "have specified --deny-principal then the default for this option will be set to '*'.",
-          "deny-host", multi=True)
-    p.add("operation", "Operation that is being allowed or denied. Valid operation names are: Describe, "
-                       "DescribeConfigs, Alter, IdempotentWrite, Read, Delete, Create, ClusterAction, All, "
-                       "CreateTokens, DescribeTokens, Write, AlterConfigs (default: All)", "operation", multi=True)
-    p.add("producer", "Convenience option to add/remove ACLs for producer role. This will generate ACLs that "
-                      "allows WRITE,DESCRIBE and CREATE on topic.")
-    p.add("consumer", "Convenience option to add/remove ACLs for consumer role. This will generate ACLs that "
-                      "allows READ,DESCRIBE on topic and READ on group.")
-    p.add("idempotent", "Enable idempotence for the producer. This should be used in combination with the "
-                        "--producer option.")
-    p.add("force", "Assume Yes to all queries and do not prompt.")
-    p.add("delegation-token", "Delegation token to which ACLs should be added or removed. A value of '*' "
-                              "indicates ACL should apply to all tokens.", "delegation-token", multi=True)
-    p.add("user-principal", "Specifies a user principal as a resource in relation with the operation, e.g. "
-                            "CreateTokens or DescribeTokens on a given user principal.", "user-principal",
+    p.add("cluster", "The ACLs are about the cluster resource.")
+    p.add("group", "Consumer group the ACLs are about; '*' stands for every group. May be repeated.", "group",
           multi=True)
+    p.add("transactional-id", "Transactional id the ACLs are about; '*' stands for every transactional id. "
+                              "May be repeated.", "transactional-id", multi=True)
+    p.add("resource-pattern-type", "How resource names are matched. --add takes LITERAL (exact name) or "
+                                   "PREFIXED (name prefix); --list and --remove also take ANY (any pattern "
+                                   "type) and MATCH (every pattern that would apply to the named resource). "
+                                   "(default: LITERAL)", "ANY|MATCH|LITERAL|PREFIXED")
+    p.add("allow-principal", "Principal, as type:name (e.g. User:alice), that the new ACLs allow; the "
+                             "authorizer must know the type. May be repeated.", "allow-principal", multi=True)
+    p.add("deny-principal", "Principal, as type:name, that the new ACLs deny. Principals without a matching "
+                            "allow ACL are refused anyway. May be repeated.", "deny-principal", multi=True)
+    p.add("principal", "With --list: show only the ACLs of this principal (type:name). May be repeated.",
+          "principal", multi=True)
+    p.add("allow-host", "Client host the --allow-principal ACLs apply to; '*' (any host) when left out and "
+                        "an allowed principal is given.", "allow-host", multi=True)
+    p.add("deny-host", "Client host the --deny-principal ACLs apply to; '*' (any host) when left out and "
+                       "a denied principal is given.", "deny-host", multi=True)
+    p.add("operation", "Operation to allow or deny, one of: Describe, DescribeConfigs, Alter, IdempotentWrite, "
+                       "Read, Delete, Create, ClusterAction, All, CreateTokens, DescribeTokens, Write, "
+                       "AlterConfigs. May be repeated. (default: All)", "operation", multi=True)
+    p.add("producer", "Shortcut for a producer's ACLs: WRITE, DESCRIBE and CREATE on the given topic(s), "
+                      "and WRITE and DESCRIBE on any --transactional-id.")
+    p.add("consumer", "Shortcut for a consumer's ACLs: READ and DESCRIBE on the given topic(s) and READ on "
+                      "the given group.")
+    p.add("idempotent", "With --producer: also allow IdempotentWrite on the cluster.")
+    p.add("force", "Do not ask for confirmation before removing ACLs.")
+    p.add("delegation-token", "Delegation token id the ACLs are about; '*' stands for every token. May be "
+                              "repeated.", "delegation-token", multi=True)
+    p.add("user-principal", "User principal the ACLs are about, as a resource (for operations such as "
+                            "CreateTokens or DescribeTokens on behalf of that user). May be repeated.",
+          "user-principal", multi=True)
     p.add("authorizer", "DEPRECATED: the authorizer whose ACLs are managed without a broker; only "
                         f"{ACL_AUTHORIZER} (the default when --bootstrap-server is not given) is "
                         "supported. " + DEPRECATION, "authorizer")

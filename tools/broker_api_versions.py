@@ -7,15 +7,15 @@ from protocol.client import KafkaConnectionError
 from protocol.messages import REQUESTS
 from tools.common import OptionParser, cluster_from, parse_or_exit, require, run
 
-DESCRIPTION = "This tool shows the API versions each broker of the cluster supports."
+DESCRIPTION = "Lists, for every broker of the cluster, the request types and versions it accepts."
 
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server(s) to use for bootstrapping")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server(s) to use for bootstrapping")
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "command config property file")
     return p
 

@@ -172,15 +172,15 @@ class OptionParser:
 
 def standard_options(parser: OptionParser, command_config_help: str | None = None,
                      bootstrap_required: bool = True):
-    parser.add("help", "Print usage information.")
-    parser.add("version", "Display Kafka version.")
+    parser.add("help", "Show this help and exit.")
+    parser.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     parser.add("bootstrap-server",
                ("REQUIRED: " if bootstrap_required else "")
-               + "The Kafka broker(s) to connect to, as host:port[,host:port...].",
+               + "Broker address(es) to contact first, as host:port[,host:port...].",
                "server to connect to")
     parser.add("command-config",
-               command_config_help or "A properties file of client settings (e.g. "
-               "request.timeout.ms, default.api.timeout.ms, client.id).",
+               command_config_help or "Properties file with client settings (security, "
+               "request.timeout.ms, default.api.timeout.ms, client.id, ...).",
                "command config property file")
 
 

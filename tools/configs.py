@@ -11,8 +11,8 @@ from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsReq
 from tools.common import (OptionParser, ToolError, cluster_from, load_properties, parse_or_exit,
                           raise_error, run, standard_options)
 
-DESCRIPTION = ("This tool describes and changes the configuration of topics, brokers, users and "
-               "clients (quotas, SCRAM credentials).")
+DESCRIPTION = ("Shows and changes dynamic configuration: topic and broker configs, user and "
+               "client-id quotas, and users' SCRAM credentials.")
 TOPIC, BROKER = 2, 4
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
@@ -28,10 +28,10 @@ KNOWN = ("topics", "clients", "users", "brokers", "broker-loggers", "ips", "clie
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    standard_options(p, "A properties file of settings for the admin client.",
+    standard_options(p, "Properties file with admin client settings (security, timeouts, client.id, ...).",
                      bootstrap_required=False)
-    p.add("alter", "Change the configuration of the entity.")
-    p.add("describe", "Show the configuration of the entity.")
+    p.add("alter", "Apply --add-config, --add-config-file and --delete-config to the entity.")
+    p.add("describe", "Print the entity's configuration (only dynamic overrides unless --all).")
     p.add("all", "With --describe, show every configuration (static and default ones too), "
                  "not only dynamic overrides.")
     p.add("entity-type", "The kind of entity: topics, brokers, users or clients (users and clients "
@@ -43,7 +43,7 @@ def build_parser() -> OptionParser:
                         "group values that contain commas).", "String")
     p.add("add-config-file", "A properties file of settings to add or change.", "String")
     p.add("delete-config", "Settings to remove, k1,k2 (repeatable).", "String", multi=True)
-    p.add("force", "Accepted for compatibility.")
+    p.add("force", "Accepted and ignored: this tool never asks for confirmation.")
     p.add("topic", "Short for --entity-type topics --entity-name <topic>.", "String")
     p.add("broker", "Short for --entity-type brokers --entity-name <id>.", "String")
     p.add("broker-defaults", "Short for --entity-type brokers --entity-default.")

@@ -11,14 +11,14 @@ from tools.common import (OptionParser, ToolError, UsageError, cluster_from, loa
                           parse_kv_list, parse_or_exit, require, run, topic_matcher)
 from tools.kclient import EARLIEST, LATEST, Consumer
 
-DESCRIPTION = "This tool reads records from Kafka topics and writes them to standard output."
+DESCRIPTION = "Prints the messages of a topic (or of the topics matching --include) on standard output."
 
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("topic", "The topic to consume.", "topic")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("topic", "Topic to read from.", "topic")
     p.add("include", "A regular expression of the topics to consume (internal topics are left "
                      "out).", "Java regex (String)", alias=("whitelist",))
     p.add("partition", "Consume only this partition (without a group); starts at the end "
@@ -45,10 +45,10 @@ def build_parser() -> OptionParser:
     p.add("timeout-ms", "Exit when no message arrives for this long, in ms.", "timeout_ms",
           type=int)
     p.add("skip-message-on-error", "Skip a message that cannot be printed instead of stopping.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server to connect to")
-    p.add("key-deserializer", "Only byte keys are supported; accepted for compatibility.",
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server to connect to")
+    p.add("key-deserializer", "Accepted and ignored: keys are printed as raw bytes.",
           "deserializer for key")
-    p.add("value-deserializer", "Only byte values are supported; accepted for compatibility.",
+    p.add("value-deserializer", "Accepted and ignored: values are printed as raw bytes.",
           "deserializer for values")
     p.add("enable-systest-events", "Print 'shutdown_complete' when the consumer stops.")
     p.add("isolation-level", "read_committed hides records of aborted transactions; "

@@ -10,20 +10,20 @@ from tools.common import (OptionParser, ToolError, UsageError, cluster_from, loa
                           parse_kv_list, parse_or_exit, require, run)
 from tools.kclient import Producer
 
-DESCRIPTION = "This tool reads lines from standard input and publishes them to Kafka."
+DESCRIPTION = "Sends each line read from standard input as a message to a topic."
 
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("topic", "REQUIRED: the topic to produce to.", "topic")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to, as "
-                              "HOST1:PORT1,HOST2:PORT2.", "server to connect to")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("topic", "REQUIRED: where the messages go.", "topic")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, "
+                              "host:port[,host:port...].", "server to connect to")
     p.add("sync", "Send each message on its own and wait for its acknowledgement before "
                   "reading the next line.")
-    p.add("compression-codec", "Compression: 'none', 'gzip', 'snappy', 'lz4' or 'zstd'. "
-                               "Given without a value it means 'gzip'.", "compression-codec",
+    p.add("compression-codec", "Codec for the produced batches, one of none, gzip, snappy, lz4 "
+                               "and zstd; the option alone (no value) selects gzip.", "compression-codec",
           optional=True)
     p.add("batch-size", "Bytes of messages gathered per partition before a batch is sent "
                         "(when not --sync).", "size", type=int, default=16384)
@@ -36,17 +36,17 @@ def build_parser() -> OptionParser:
           "request required acks", default="-1")
     p.add("request-timeout-ms", "How long the broker may take to acknowledge, in ms.",
           "request timeout ms", type=int, default=1500)
-    p.add("metadata-expiry-ms", "Accepted for compatibility (metadata is refreshed on errors).",
+    p.add("metadata-expiry-ms", "Accepted and ignored (metadata is refreshed after errors).",
           "metadata expiration interval", type=int, default=300000)
     p.add("max-block-ms", "How long to wait for the topic's metadata before giving up, in ms.",
           "max block on send", type=int, default=60000)
-    p.add("max-memory-bytes", "Accepted for compatibility.", "total memory in bytes",
+    p.add("max-memory-bytes", "Accepted and ignored.", "total memory in bytes",
           type=int, default=33554432)
-    p.add("max-partition-memory-bytes", "Accepted for compatibility (see --batch-size).",
+    p.add("max-partition-memory-bytes", "Accepted and ignored (see --batch-size).",
           "memory in bytes per partition", type=int, default=16384)
     p.add("line-reader", "Only the built-in line reader is available.", "reader_class",
           default="org.apache.kafka.tools.LineMessageReader")
-    p.add("socket-buffer-size", "Accepted for compatibility.", "size", type=int, default=102400)
+    p.add("socket-buffer-size", "Accepted and ignored.", "size", type=int, default=102400)
     p.add("property", "A line-reader setting, key=value (repeatable): parse.key, key.separator, "
                       "parse.headers, headers.delimiter, headers.separator, "
                       "headers.key.separator, null.marker, ignore.error.", "prop", multi=True)

@@ -57,7 +57,7 @@ def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
     standard_options(p, "A properties file of client settings (request.timeout.ms, "
                         "default.api.timeout.ms, client.id).")
-    p.specs["bootstrap-server"].help = "REQUIRED: the broker(s) to connect to."
+    p.specs["bootstrap-server"].help = "REQUIRED: broker address(es) to contact first, host:port[,host:port...]."
     p.add("group", "The consumer group to act on (repeatable for --describe, --delete and "
                    "--reset-offsets).", "consumer group", multi=True)
     p.add("topic", "With --delete-offsets: a topic whose committed offsets are deleted; with "

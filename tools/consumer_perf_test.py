@@ -13,29 +13,31 @@ import time
 
 from tools.common import (OptionParser, ToolError, load_properties, parse_or_exit, require, run)
 
-DESCRIPTION = "This tool is used to verify the consumer performance."
+DESCRIPTION = ("Measures consumer throughput: reads a given number of messages from a topic and "
+               "prints the data and message rates.")
 
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server to connect to")
-    p.add("topic", "REQUIRED: the topic to consume.", "topic")
-    p.add("group", "The consumer group id.", "gid",
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server to connect to")
+    p.add("topic", "REQUIRED: topic whose messages are read.", "topic")
+    p.add("group", "group.id given to the consumer (partitions are assigned directly; no group is "
+                   "joined).", "gid",
           default=f"perf-consumer-{random.randrange(100000)}")
-    p.add("fetch-size", "Bytes to fetch per partition per request.", "size", type=int,
+    p.add("fetch-size", "Most bytes a fetch asks for per partition.", "size", type=int,
           default=1048576)
     p.add("from-latest", "Start at the end of each partition instead of the beginning.")
-    p.add("socket-buffer-size", "Accepted for compatibility.", "size", type=int,
+    p.add("socket-buffer-size", "Accepted and ignored.", "size", type=int,
           default=2097152)
     p.add("consumer.config", "A properties file of consumer settings.", "config file")
     p.add("command-config", "Same as --consumer.config.", "config file")
-    p.add("print-metrics", "Print client statistics at the end.")
+    p.add("print-metrics", "Accepted and ignored.")
     p.add("show-detailed-stats", "Print a line per reporting interval instead of one summary.")
     p.add("timeout", "Give up when no record arrives for this long, in ms.", "milliseconds",
           type=int, default=10000)
-    p.add("messages", "REQUIRED: how many messages to consume.", "count", type=int)
+    p.add("messages", "REQUIRED: stop after reading this many messages.", "count", type=int)
     p.add("reporting-interval", "Interval of --show-detailed-stats lines, in ms.",
           "interval_ms", type=int, default=5000)
     p.add("date-format", "strftime-like format of the time columns (Java pattern "

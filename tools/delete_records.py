@@ -10,20 +10,20 @@ from protocol.messages import DeleteRecordsRequest
 from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, require, run
 from tools.kclient import _err
 
-DESCRIPTION = ("This tool deletes the records of partitions below the offsets given in a "
-               "JSON file.")
+DESCRIPTION = ("Removes the records before the given offsets from partitions; the partitions and "
+               "offsets come from a JSON file.")
 
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "server(s) to use for bootstrapping")
-    p.add("offset-json-file", "REQUIRED: a JSON file with the offset per partition, like "
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "server(s) to use for bootstrapping")
+    p.add("offset-json-file", "REQUIRED: JSON file giving, for each partition, the offset before which records go, e.g. "
                               '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], '
-                              '"version": 1}; offset -1 means the high watermark.',
+                              '"version": 1}. Offset -1 stands for the high watermark.',
           "Offset json file path")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "command config property file path")
     return p
 

@@ -12,8 +12,8 @@ from protocol import records as rec
 from protocol.compression import CODEC_NAMES
 from tools.common import OptionParser, ToolError, parse_or_exit, require, run
 
-DESCRIPTION = ("This tool prints the contents of log segment and index files, useful for "
-               "debugging a segment that seems corrupt.")
+DESCRIPTION = ("Prints what is stored in segment files (.log) and their offset and time indexes, "
+               "for inspecting data on disk or checking suspect files.")
 TS_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
                  4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
@@ -21,15 +21,15 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADE
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("files", "REQUIRED: comma-separated data (.log) and index (.index, .timeindex) files "
-                   "to dump.", "file1, file2, ...")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("files", "REQUIRED: the segment (.log) and index (.index, .timeindex) files to "
+                   "print, separated by commas.", "file1, file2, ...")
     p.add("print-data-log", "Print record keys and values too (implies --deep-iteration).")
     p.add("deep-iteration", "Print every record, not only the batch lines.")
     p.add("verify-index-only", "Check index entries against the log without printing them.")
     p.add("index-sanity-check", "Only check that index files look sane.")
-    p.add("max-message-size", "The largest message size expected.", "Integer", type=int,
+    p.add("max-message-size", "Upper bound on a message's size, in bytes.", "Integer", type=int,
           default=5 * 1024 * 1024)
     p.add("max-bytes", "Read at most this many bytes of each .log file.", "Integer", type=int,
           default=2 ** 31 - 1)
@@ -37,7 +37,8 @@ def build_parser() -> OptionParser:
                              "(implies --print-data-log).")
     p.add("transaction-log-decoder", "Decode the records as __transaction_state keys "
                                      "(implies --print-data-log).")
-    p.add("skip-record-metadata", "Do not print the metadata of each record.")
+    p.add("skip-record-metadata", "Leave out each record's offset, timestamp, sizes, sequence and "
+                                  "header keys (keys and payloads are still printed).")
     p.add("key-decoder-class", "Only the string decoder is available.", "String",
           default="org.apache.kafka.tools.api.StringDecoder")
     p.add("value-decoder-class", "Only the string decoder is available.", "String",

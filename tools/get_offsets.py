@@ -8,7 +8,8 @@ from tools.common import (OptionParser, ToolError, cluster_from, internal_topic,
                           require, run, topic_matcher)
 from tools.kclient import list_offsets
 
-DESCRIPTION = "An interactive shell for getting topic-partition offsets."
+DESCRIPTION = ("Prints topic:partition:offset for each matching partition, at the end, the start, "
+               "or a point in time.")
 TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local": -4,
          "latest-tiered": -5}
 RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
@@ -16,10 +17,10 @@ RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to, as "
-                              "HOST1:PORT1,HOST2:PORT2.", "HOST1:PORT1,...,HOST3:PORT3",
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, "
+                              "host:port[,host:port...].", "HOST1:PORT1,...,HOST3:PORT3",
           alias=("broker-list",))
     p.add("topic-partitions", "Comma-separated topic:partition rules, each "
                               "'topic_regex[:partition|:start-end]' (an open end is allowed). "
@@ -28,11 +29,11 @@ def build_parser() -> OptionParser:
     p.add("topic", "The topic (a regular expression; default: every topic).", "topic")
     p.add("partitions", "Comma-separated partition ids (default: every partition).",
           "partition ids")
-    p.add("time", "-1/latest, -2/earliest, -3/max-timestamp, or a timestamp in ms: the "
-                  "first offset whose record timestamp is at or after it.",
+    p.add("time", "-1/latest, -2/earliest, -3/max-timestamp, -4/earliest-local, -5/latest-tiered, "
+                  "or a timestamp in ms: the first offset whose record timestamp is at or after it.",
           "<timestamp> / -1 or latest / -2 or earliest / -3 or max-timestamp",
           default="latest")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "config file")
     p.add("exclude-internal-topics", "Leave internal topics out.")
     return p

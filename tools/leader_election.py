@@ -12,8 +12,8 @@ from protocol.messages import ElectLeadersRequest
 from tools.common import (OptionParser, ToolError, cluster_from, command_config, parse_or_exit,
                           raise_error, run)
 
-DESCRIPTION = ("This tool attempts to elect a new leader for a set of topic partitions. The type "
-               "of elections supported are preferred replicas and unclean replicas.")
+DESCRIPTION = ("Asks the controller to choose new leaders for some or all partitions, either "
+               "giving leadership back to the preferred replica or (unclean) to a replica outside the ISR.")
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 ELECTION_NOT_NEEDED = 84
 NOT_CONTROLLER = 41
@@ -30,21 +30,21 @@ JAVA_EXCEPTIONS = {
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to, host:port[,host:port...].",
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].",
           "host:port")
-    p.add("command-config", "A properties file of settings for the admin client.", "Config file")
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).", "Config file")
     p.add("admin.config", "(DEPRECATED) The same as --command-config.", "config file")
-    p.add("path-to-json-file", "A JSON file with the partitions to elect leaders for, like "
+    p.add("path-to-json-file", "JSON file naming the partitions to act on, e.g. "
           '{"partitions": [{"topic": "foo", "partition": 1}, {"topic": "foobar", "partition": '
-          '2}]}. Not allowed with --all-topic-partitions or --topic.', "Path to JSON file")
-    p.add("topic", "The topic of the partition to elect a leader for (with --partition). Not "
-                   "allowed with --path-to-json-file or --all-topic-partitions.", "topic name")
-    p.add("partition", "The partition to elect a leader for. REQUIRED with --topic.",
+          '2}]}. Excludes --all-topic-partitions and --topic.', "Path to JSON file")
+    p.add("topic", "Act on one partition of this topic (named by --partition). Excludes "
+                   "--path-to-json-file and --all-topic-partitions.", "topic name")
+    p.add("partition", "Partition number of the --topic partition; --topic needs it.",
           "partition id", type=int)
-    p.add("all-topic-partitions", "Elect leaders for every partition that needs it for the "
-          "chosen --election-type. Not allowed with --topic or --path-to-json-file.")
+    p.add("all-topic-partitions", "Act on every partition where the --election-type election "
+          "would change something. Excludes --topic and --path-to-json-file.")
     p.add("election-type", 'REQUIRED: "preferred" (move leadership back to the first replica '
           'when it is in sync and the current leader is another one) or "unclean" (give a '
           "leaderless partition a leader outside the ISR).", "election type")

@@ -9,16 +9,17 @@ from protocol.errors import error_name
 from protocol.messages import DescribeLogDirsRequest
 from tools.common import OptionParser, ToolError, cluster_from, parse_or_exit, raise_error, require, run
 
-DESCRIPTION = ("This tool queries brokers for their log directories and the replicas in them.")
+DESCRIPTION = ("Shows the log directories of brokers: their replicas, sizes and offset lags.")
 
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.", "The server(s) to use for bootstrapping")
-    p.add("command-config", "A properties file of settings for the admin client.", "Admin client property file")
-    p.add("describe", "Describe the log directories of the given brokers.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].", "The server(s) to use for bootstrapping")
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).", "Admin client property file")
+    p.add("describe", "REQUIRED: print, as JSON, the log directories of the brokers in --broker-list "
+                     "(all brokers by default).")
     p.add("topic-list", "Comma-separated topics to show (default: all).", "Topic list")
     p.add("broker-list", "Comma-separated broker ids to query (default: every broker).",
           "Broker list")

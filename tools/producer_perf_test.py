@@ -25,13 +25,14 @@ JAVA_ONLY = {"key.serializer", "value.serializer", "buffer.memory", "max.block.m
 def build_parser():
     ap = argparse.ArgumentParser(
         prog="kafka-producer-perf-test.sh",
-        description="This tool is used to verify the producer performance.")
-    ap.add_argument("--topic", required=True, metavar="TOPIC", help="produce messages to this topic")
+        description="Measures producer throughput and latency: sends a given number of records, "
+                    "optionally at a capped rate, and prints progress lines and a summary.")
+    ap.add_argument("--topic", required=True, metavar="TOPIC", help="topic the records are sent to")
     ap.add_argument("--num-records", required=True, type=int, metavar="NUM-RECORDS",
-                    help="number of messages to produce")
+                    help="how many records to send in total")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--record-size", type=int, metavar="RECORD-SIZE",
-                   help="message size in bytes")
+                   help="size of each generated record value, in bytes (this or --payload-file is required)")
     g.add_argument("--payload-file", metavar="PAYLOAD-FILE",
                    help="file of payloads, split by --payload-delimiter; records are picked "
                         "from it at random")
@@ -40,7 +41,7 @@ def build_parser():
     ap.add_argument("--payload-monotonic", action="store_true",
                     help="payloads are the record numbers as text")
     ap.add_argument("--throughput", required=True, type=float, metavar="THROUGHPUT",
-                    help="maximum messages/sec; -1 for no limit")
+                    help="cap on records sent per second; -1 sends as fast as possible")
     ap.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE",
                     help="producer settings, e.g. bootstrap.servers=host:port acks=1")
     ap.add_argument("--producer.config", dest="producer_config", metavar="CONFIG-FILE",
@@ -50,9 +51,9 @@ def build_parser():
     ap.add_argument("--command-config", metavar="CONFIG-FILE", help="same as --producer.config")
     ap.add_argument("--print-metrics", action="store_true", help="print client statistics at the end")
     ap.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID",
-                    help="not supported yet")
+                    help="not supported: the tool exits with an error when it is given")
     ap.add_argument("--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION",
-                    help="not supported yet")
+                    help="not supported: the tool exits with an error when it is given")
     ap.add_argument("--client", choices=["auto", "confluent", "odradek"], default="auto",
                     help="data-path client (Odradek extension; default: confluent-kafka when "
                          "installed)")

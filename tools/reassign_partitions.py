@@ -20,7 +20,8 @@ from protocol.messages import (AlterPartitionReassignmentsRequest,
 from tools.common import (OptionParser, ToolError, cluster_from, command_config, parse_or_exit,
                           raise_error, require, run)
 
-DESCRIPTION = "This tool helps to move topic partitions between replicas."
+DESCRIPTION = ("Moves partition replicas between brokers: proposes a plan, starts it, follows its "
+               "progress, cancels it, or lists the moves under way.")
 ACTIONS = ["generate", "execute", "verify", "cancel", "list"]
 ANY_LOG_DIR = "any"
 TOPIC, BROKER = 2, 4
@@ -65,20 +66,20 @@ class Terse(ToolError):
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    p.add("help", "Print usage information.")
-    p.add("version", "Display Kafka version.")
+    p.add("help", "Show this help and exit.")
+    p.add("version", "Show the version (the Kafka release these tools follow, and Odradek) and exit.")
     p.add("generate", "Propose a new assignment for the partitions of the topics in "
                       "--topics-to-move-json-file over the brokers of --broker-list. Nothing "
                       "is changed.")
-    p.add("execute", "Start the reassignment described by --reassignment-json-file.")
+    p.add("execute", "Submit the moves written in --reassignment-json-file.")
     p.add("verify", "Report whether the reassignment in --reassignment-json-file has "
                     "completed; once it has, remove the throttles it set.")
     p.add("cancel", "Cancel the active reassignments of the partitions in "
                     "--reassignment-json-file.")
-    p.add("list", "List the partition reassignments in progress.")
-    p.add("bootstrap-server", "REQUIRED: the broker(s) to connect to.",
+    p.add("list", "Print the partitions whose replicas are being moved right now.")
+    p.add("bootstrap-server", "REQUIRED: broker address(es) to contact first, host:port[,host:port...].",
           "Server(s) to use for bootstrapping")
-    p.add("command-config", "A properties file of settings for the admin client.",
+    p.add("command-config", "Properties file with admin client settings (security, timeouts, client.id, ...).",
           "Admin client property file")
     p.add("reassignment-json-file", "The reassignment, as JSON:\n"
           '{"partitions": [{"topic": "foo", "partition": 1, "replicas": [1,2,3], '
@@ -98,11 +99,12 @@ def build_parser() -> OptionParser:
     p.add("replica-alter-log-dirs-throttle", "With --execute: limit moves between log "
           "directories of one broker to this many bytes/sec.", "replicaAlterLogDirsThrottle",
           type=int, default=-1)
-    p.add("timeout", "The maximum time in ms to wait for log directory replica assignment to "
-                     "begin.", "timeout", type=int, default=10000)
-    p.add("additional", "Execute this reassignment in addition to the ongoing ones (also "
-                        "used to change the throttle of an ongoing reassignment).")
-    p.add("preserve-throttles", "Leave broker and topic throttles as they are.")
+    p.add("timeout", "Accepted and ignored: Odradek does not move replicas between log "
+                     "directories, so there is nothing to wait for.", "timeout", type=int, default=10000)
+    p.add("additional", "With --execute: submit even while other moves are under way; "
+                        "resubmitting the current plan this way updates its throttle.")
+    p.add("preserve-throttles", "With --verify or --cancel: keep the throttle configs instead of "
+                                "clearing them.")
     return p
 
 

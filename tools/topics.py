@@ -17,7 +17,7 @@ from tools.common import (OptionParser, ToolError, check_invalid, cluster_from, 
                           internal_topic, parse_or_exit, raise_error, require, run,
                           standard_options, topic_matcher)
 
-DESCRIPTION = "This tool helps to create, delete, describe, or change a topic."
+DESCRIPTION = "Creates, lists, describes, deletes topics, or adds partitions to them."
 ACTIONS = ["list", "describe", "create", "alter", "delete"]
 TOPIC_RESOURCE = 2
 DEFAULT_CONFIG_SOURCE = 5
@@ -47,16 +47,18 @@ async def to_controller_retrying_quota(client, make, entries, name_of, version=N
 
 def build_parser() -> OptionParser:
     p = OptionParser(DESCRIPTION)
-    standard_options(p, "A properties file of settings for the admin client.")
-    p.add("list", "List the topics.")
-    p.add("create", "Create a topic.")
-    p.add("delete", "Delete the matching topics.")
+    standard_options(p, "Properties file with admin client settings (security, timeouts, client.id, ...).")
+    p.add("list", "Print the names of the topics (or of those matching --topic).")
+    p.add("create", "Make the topic named by --topic.")
+    p.add("delete", "Remove every topic matching --topic.")
     p.add("alter", "Change the number of partitions (and their replica assignment). Topic "
                    "configurations are changed with kafka-configs.sh.")
-    p.add("describe", "Show the details of the matching topics.")
-    p.add("topic", "The topic to create, alter, describe or delete. Except with --create it "
-                   "is a regular expression matched against whole topic names.", "topic")
-    p.add("topic-id", "The id of the topic to describe.", "topic-id")
+    p.add("describe", "Print partitions, leaders, replicas, ISR and configuration overrides of the "
+                      "matching topics.")
+    p.add("topic", "Which topic(s) to act on. With --create it is the new topic's name; with the "
+                   "other actions it is a regular expression that must match a whole topic name.",
+          "topic")
+    p.add("topic-id", "With --describe: select the topic by its id instead of its name.", "topic-id")
     p.add("config", "A topic configuration override, name=value (repeatable); only with "
                     "--create.", "name=value", multi=True)
     p.add("partitions", "Partition count for --create (default: the broker's num.partitions) "
@@ -81,7 +83,7 @@ def build_parser() -> OptionParser:
                        "no topic matches.")
     p.add("if-not-exists", "With --create, do nothing (successfully) when the topic exists.")
     p.add("exclude-internal", "Leave internal topics out of --list and --describe.")
-    p.add("partition-size-limit-per-response", "Accepted for compatibility; ignored.",
+    p.add("partition-size-limit-per-response", "Accepted and ignored.",
           "maximum number of partitions per response", type=int)
     return p
 

@@ -78,53 +78,54 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> Parser:
-    p = Parser(prog=PROG, description="This tool is used to analyze the transactional state of producers in "
-               "the cluster. It can be used to detect and recover from hanging transactions.")
+    p = Parser(prog=PROG, description="Inspects the transactions and producer state kept by the brokers, "
+               "and finds and aborts transactions that were left open (hanging).")
     p.add_argument("-v", "--version", action="version", version=VERSION,
-                   help="show the version of this Kafka distribution and exit")
+                   help="show the version (the Kafka release these tools follow, and Odradek) and exit")
     p.add_argument("--command-config", metavar="FILE",
-                   help="property file containing configs to be passed to admin client")
+                   help="properties file with admin client settings (security, timeouts, ...)")
     p.add_argument("--bootstrap-server", metavar="host:port", required=True,
-                   help="hostname and port for the broker to connect to, in the form `host:port`  "
-                        "(multiple comma-separated entries can be given)")
+                   help="broker address(es) to contact first, host:port[,host:port...]")
     sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 
-    s = sub.add_parser("list", help="list transactions")
+    s = sub.add_parser("list", help="print every transactional id known to the coordinators, with its state")
     s.add_argument("--duration-filter", type=int, metavar="DURATION_FILTER",
-                   help="Duration (in millis) to filter by: if < 0, all transactions will be returned; "
-                        "otherwise, only transactions running longer than this duration will be returned")
+                   help="show only transactions open for longer than this many milliseconds; a negative "
+                        "value shows them all")
 
-    s = sub.add_parser("describe", help="describe the state of an active transactional-id",
-                       description="Describe the state of an active transactional-id.")
-    s.add_argument("--transactional-id", required=True, metavar="TRANSACTIONAL_ID", help="transactional id")
+    s = sub.add_parser("describe", help="print the coordinator's view of one transactional id",
+                       description="Print what the transaction coordinator holds for one transactional id: "
+                                   "producer id and epoch, state, timeout and the partitions in the transaction.")
+    s.add_argument("--transactional-id", required=True, metavar="TRANSACTIONAL_ID", help="the transactional id to look up")
 
-    s = sub.add_parser("describe-producers", help="describe the states of active producers for a topic partition")
+    s = sub.add_parser("describe-producers", help="print the producers a partition's log has state for "
+                       "(ids, epochs, sequences, open transactions)")
     s.add_argument("--broker-id", type=int, metavar="BROKER_ID",
-                   help="optional broker id to describe the producer state on a specific replica")
-    s.add_argument("--topic", required=True, metavar="TOPIC", help="topic name")
-    s.add_argument("--partition", type=int, required=True, metavar="PARTITION", help="partition number")
+                   help="ask this replica's broker instead of the partition leader")
+    s.add_argument("--topic", required=True, metavar="TOPIC", help="the topic of the partition")
+    s.add_argument("--partition", type=int, required=True, metavar="PARTITION", help="the partition's number")
 
-    s = sub.add_parser("abort", help="abort a hanging transaction (requires administrative privileges)")
-    s.add_argument("--topic", required=True, metavar="TOPIC", help="topic name")
-    s.add_argument("--partition", type=int, required=True, metavar="PARTITION", help="partition number")
-    g = s.add_argument_group("Brokers on versions 3.0 and above",
-                             "For newer brokers, only the start offset of the transaction to be aborted is required")
-    g.add_argument("--start-offset", type=int, metavar="START_OFFSET", help="start offset of the transaction to abort")
-    g = s.add_argument_group("Brokers on versions older than 3.0",
-                             "For older brokers, you must provide all of these arguments")
-    g.add_argument("--producer-id", type=int, metavar="PRODUCER_ID", help="producer id")
-    g.add_argument("--producer-epoch", type=int, metavar="PRODUCER_EPOCH", help="producer epoch")
-    g.add_argument("--coordinator-epoch", type=int, metavar="COORDINATOR_EPOCH", help="coordinator epoch")
+    s = sub.add_parser("abort", help="write an abort marker for a transaction left open on a partition "
+                       "(needs cluster-level permissions)")
+    s.add_argument("--topic", required=True, metavar="TOPIC", help="the topic of the partition")
+    s.add_argument("--partition", type=int, required=True, metavar="PARTITION", help="the partition's number")
+    g = s.add_argument_group("Brokers 3.0 and newer",
+                             "The transaction is found from its first offset alone")
+    g.add_argument("--start-offset", type=int, metavar="START_OFFSET", help="offset of the first record of the open transaction")
+    g = s.add_argument_group("Brokers before 3.0",
+                             "All three values are needed to identify the transaction")
+    g.add_argument("--producer-id", type=int, metavar="PRODUCER_ID", help="id of the producer that opened it")
+    g.add_argument("--producer-epoch", type=int, metavar="PRODUCER_EPOCH", help="that producer's epoch")
+    g.add_argument("--coordinator-epoch", type=int, metavar="COORDINATOR_EPOCH", help="the transaction coordinator's epoch")
 
-    s = sub.add_parser("find-hanging", help="find hanging transactions")
-    s.add_argument("--broker-id", type=int, metavar="BROKER_ID", help="broker id to search for hanging transactions")
+    s = sub.add_parser("find-hanging", help="list transactions that stayed open longer than any timeout allows")
+    s.add_argument("--broker-id", type=int, metavar="BROKER_ID", help="look at the partitions this broker holds (this or --topic is required)")
     s.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MAX_TRANSACTION_TIMEOUT",
-                   help="maximum transaction timeout in minutes to limit the scope of the search "
-                        "(15 minutes by default)")
-    s.add_argument("--topic", metavar="TOPIC", help="topic name to limit search to (required if --partition "
-                   "is specified)")
-    s.add_argument("--partition", type=int, metavar="PARTITION", help="partition number")
+                   help="a transaction counts as hanging once it has been open this many minutes "
+                        "(default: 15)")
+    s.add_argument("--topic", metavar="TOPIC", help="look only at this topic's partitions (needed by --partition)")
+    s.add_argument("--partition", type=int, metavar="PARTITION", help="the partition's number")
     return p
 
 

@@ -120,7 +120,7 @@ def test_usage_errors():
     r = tool("kafka-transactions", "--help")
     assert r.rc == 0 and "describe-producers" in r.out and "find-hanging" in r.out, r
     r = tool("kafka-transactions", "--bootstrap-server", "localhost:1", "abort", "--help")
-    assert r.rc == 0 and "--start-offset" in r.out and "Brokers on versions older than 3.0" in r.out
+    assert r.rc == 0 and "--start-offset" in r.out and "Brokers before 3.0" in r.out
 
 
 def test_bad_config_file_and_broker_down(down_port, fast_fail):
