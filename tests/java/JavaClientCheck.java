@@ -253,37 +253,39 @@ public class JavaClientCheck {
         }
     }
 
-    static String groupCommitResume() throws Exception {
-        String t = topic("j-group"), g = topic("jg");
-        try (Admin a = admin()) { create(a, t, 3); }
+    /** Values ``prefix-i`` (keys ``k-i``), i < n. */
+    static void produceValues(String t, String prefix, int n) {
         try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
-            for (int i = 0; i < 300; i++) p.send(new ProducerRecord<>(t, b("k" + i), b("first-" + i)));
+            for (int i = 0; i < n; i++) p.send(new ProducerRecord<>(t, b("k" + i), b(prefix + "-" + i)));
             p.flush();
         }
-        Set<String> first = new HashSet<>();
+    }
+
+    /** What a member of group ``g`` reads of ``t`` (until n values, then one more short poll for
+     *  duplicates), committed before it leaves. */
+    static List<String> readAsMember(String t, String g, int n) {
+        List<String> got = new ArrayList<>();
         try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of("group.id", g))) {
             c.subscribe(List.of(t));
             long deadline = System.currentTimeMillis() + 30000;
-            while (first.size() < 300 && System.currentTimeMillis() < deadline)
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) first.add(s(r.value()));
-            c.commitSync();
-        }
-        require(first.size() == 300, "first read " + first.size());
-        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
-            for (int i = 0; i < 300; i++) p.send(new ProducerRecord<>(t, b("k" + i), b("second-" + i)));
-            p.flush();
-        }
-        List<String> second = new ArrayList<>();
-        try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of("group.id", g))) {
-            c.subscribe(List.of(t));
-            long deadline = System.currentTimeMillis() + 30000;
-            while (second.size() < 300 && System.currentTimeMillis() < deadline)
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) second.add(s(r.value()));
-            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) second.add(s(r.value()));
+            while (got.size() < n && System.currentTimeMillis() < deadline)
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) got.add(s(r.value()));
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) got.add(s(r.value()));
             c.commitSync();
             OffsetAndMetadata om = c.committed(Set.of(new TopicPartition(t, 0))).get(new TopicPartition(t, 0));
             require(om != null && om.offset() > 0, "committed " + om);
         }
+        return got;
+    }
+
+    static String groupCommitResume() throws Exception {
+        String t = topic("j-group"), g = topic("jg");
+        try (Admin a = admin()) { create(a, t, 3); }
+        produceValues(t, "first", 300);
+        List<String> first = readAsMember(t, g, 300);
+        require(first.size() == 300 && new HashSet<>(first).size() == 300, "first read " + first.size());
+        produceValues(t, "second", 300);
+        List<String> second = readAsMember(t, g, 300);
         require(second.size() == 300, "second read " + second.size());
         for (String v : second) require(v.startsWith("second-"), "resumed from the wrong place: " + v);
         return "300 + 300 records, resumed exactly at the committed offsets";
