@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -27,23 +26,14 @@ import pytest
 
 from tests.conftest import _track
 from tests.support.cluster import Cluster
-from tests.support.net import LOOPBACK, free_port
-from tests.support.sasl import login_error as sasl_login_error
+from tests.support.net import LOOPBACK
+from tests.support.sasl import ADMIN, ALICE, BOB, jaas_config, login_error as sasl_login_error
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-ADMIN = ("admin", "admin-secret")
-ALICE = ("alice", "alice-secret")
-BOB = ("bob", "bob-secret")
 PROPAGATION_S = 15
-
-
-def _jaas(username="admin", password="admin-secret", module="plain.PlainLoginModule"):
-    users = " ".join(f'user_{u}="{p}"' for u, p in (ADMIN, ALICE, BOB))
-    return (f"org.apache.kafka.common.security.{module} required "
-            f'username="{username}" password="{password}" {users};')
 
 
 def sasl_props(mechanism="PLAIN") -> dict[str, str]:
@@ -52,11 +42,11 @@ def sasl_props(mechanism="PLAIN") -> dict[str, str]:
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "sasl.mechanism.inter.broker.protocol": mechanism,
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": _jaas(),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas_config(),
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
-            _jaas(module="scram.ScramLoginModule"),
+            jaas_config("scram.ScramLoginModule"),
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
-            _jaas(module="scram.ScramLoginModule"),
+            jaas_config("scram.ScramLoginModule"),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin",
     }
@@ -65,12 +55,7 @@ def sasl_props(mechanism="PLAIN") -> dict[str, str]:
 def make_sasl_cluster(workdir, zookeeper, props=None, prepare=None) -> Cluster:
     """A 3-broker cluster (not started): PLAINTEXT (probe) + SASL_PLAINTEXT (everything else)."""
     c = Cluster(workdir, zookeeper, 3, props={**sasl_props(), **(props or {})})
-    c.sasl_ports = {}
-    for i, b in c.brokers.items():
-        sp = free_port(LOOPBACK)
-        c.sasl_ports[i] = sp
-        eps = f"PLAINTEXT://{b.host}:{b.port},SASL_PLAINTEXT://{b.host}:{sp}"
-        b.overrides.update({"listeners": eps, "advertised.listeners": eps})
+    c.sasl_ports = c.add_listener("SASL_PLAINTEXT")
     admin_cfg = Path(workdir) / "admin.properties"
     admin_cfg.parent.mkdir(parents=True, exist_ok=True)
     admin_cfg.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
@@ -169,7 +154,7 @@ def test_scram_user_created_through_one_broker_logs_in_at_another(sc):
     until(lambda: login_error(sc, 3, (user, pw), "SCRAM-SHA-512") is None, what="SCRAM-SHA-512 login at broker 3")
     assert login_error(sc, 2, (user, "wrong"), "SCRAM-SHA-256") is not None
     # kafka-python too
-    kafka = pytest.importorskip("kafka")
+    pytest.importorskip("kafka")
     from kafka.admin import KafkaAdminClient
     a = KafkaAdminClient(bootstrap_servers=sc.sasl_addr(3), security_protocol="SASL_PLAINTEXT",
                          sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user, sasl_plain_password=pw,

@@ -18,14 +18,13 @@ import uuid
 import pytest
 
 from tests.support.cluster import Cluster
-from tests.support.net import LOOPBACK, free_port
+from tests.support.net import LOOPBACK
 from tests.support.pki import Pki, make_pki
+from tests.support.sasl import ADMIN, ALICE, jaas_config
 
 ck = pytest.importorskip("confluent_kafka")
 pytest.importorskip("cryptography")
 
-ADMIN = ("admin", "admin-secret")
-ALICE = ("alice", "alice-secret")
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +36,6 @@ def pki(tmp_path_factory) -> Pki:
 def other_pki(tmp_path_factory) -> Pki:
     """A second, unrelated CA (with its own broker certificate)."""
     return make_pki(tmp_path_factory.mktemp("other-pki"), ca_name="Some Other CA")
-
-
-def _jaas() -> str:
-    users = " ".join(f'user_{u}="{p}"' for u, p in (ADMIN, ALICE))
-    return ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-            f'username="admin" password="admin-secret" {users};')
 
 
 def tls_props(pki: Pki, listener: str) -> dict[str, str]:
@@ -60,7 +53,7 @@ def tls_props(pki: Pki, listener: str) -> dict[str, str]:
             "security.inter.broker.protocol": "SASL_SSL",       # the other way of naming it
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.sasl_ssl.plain.sasl.jaas.config": _jaas(),
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas_config(users=(ADMIN, ALICE)),
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "super.users": "User:admin",
         })
@@ -71,12 +64,8 @@ def make_tls_cluster(cluster_factory, pki: Pki, listener: str, broker_props=None
     """A 3-broker cluster (not started): PLAINTEXT (probe) + ``listener`` (everything else);
     ``broker_props`` = {broker id: overrides}."""
     c = cluster_factory(3, start=False, props=tls_props(pki, listener))
-    c.secure_ports = {}
+    c.secure_ports = c.add_listener(listener)
     for i, b in c.brokers.items():
-        sp = free_port(LOOPBACK)
-        c.secure_ports[i] = sp
-        eps = f"PLAINTEXT://{b.host}:{b.port},{listener}://{b.host}:{sp}"
-        b.overrides.update({"listeners": eps, "advertised.listeners": eps})
         b.props.update((broker_props or {}).get(i, {}))
     c.listener = listener
     return c

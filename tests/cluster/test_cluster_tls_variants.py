@@ -27,13 +27,13 @@ import pytest
 
 from tests.cluster.test_cluster_tls import consume, create_topic, produce
 from tests.support.cluster import Cluster
-from tests.support.net import LOOPBACK, free_port
+from tests.support.net import LOOPBACK
 from tests.support.pki import Pki, issue, make_pki, pkcs12_truststore
+from tests.support.sasl import ADMIN
 
 ck = pytest.importorskip("confluent_kafka")
 pytest.importorskip("cryptography")
 
-ADMIN = ("admin", "admin-secret")
 PW = "store-secret"
 
 
@@ -59,11 +59,8 @@ def make_cluster(cluster_factory, listener: str, props: dict, per_broker: dict |
     if "security.inter.broker.protocol" not in props:
         base["inter.broker.listener.name"] = listener
     c = cluster_factory(3, start=False, props={**base, **props})
-    c.secure_ports, c.listener = {}, listener
+    c.secure_ports, c.listener = c.add_listener(listener), listener
     for i, b in c.brokers.items():
-        c.secure_ports[i] = sp = free_port(LOOPBACK)
-        eps = f"PLAINTEXT://{b.host}:{b.port},{listener}://{b.host}:{sp}"
-        b.overrides.update({"listeners": eps, "advertised.listeners": eps})
         b.props.update({k: str(v) for k, v in (per_broker or {}).get(i, {}).items()})
     return c
 

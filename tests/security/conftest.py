@@ -9,9 +9,7 @@ import pytest
 from tests.support.net import free_port
 from tests.support.pki import Pki, make_pki  # noqa: F401 - Pki for the tests' annotations
 
-ADMIN = ("admin", "admin-secret")
-ALICE = ("alice", "alice-secret")
-BOB = ("bob", "bob-secret")
+from tests.support.sasl import ADMIN, ALICE, BOB, jaas_config  # noqa: F401 - the users, for the tests
 
 
 @pytest.fixture(scope="session")
@@ -21,8 +19,7 @@ def pki(tmp_path_factory) -> Pki:
 
 
 def jaas_plain(users=(ADMIN, ALICE, BOB)) -> str:
-    opts = " ".join(f'user_{u}="{p}"' for u, p in users)
-    return f'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" {opts};'
+    return jaas_config(users=users)
 
 
 @dataclass

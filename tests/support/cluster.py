@@ -81,6 +81,16 @@ class Cluster:
         self.brokers[broker_id] = b
         return b
 
+    def add_listener(self, listener: str) -> dict[int, int]:
+        """Give every broker (not started yet) a second listener ``listener`` on a free port beside
+        the PLAINTEXT one the harness probes; returns {broker id: port}."""
+        ports = {}
+        for i, b in self.brokers.items():
+            ports[i] = free_port(LOOPBACK)
+            eps = f"PLAINTEXT://{b.host}:{b.port},{listener}://{b.host}:{ports[i]}"
+            b.overrides.update({"listeners": eps, "advertised.listeners": eps})
+        return ports
+
     def start(self, ids: Iterable[int] | None = None) -> None:
         ids = list(self.brokers) if ids is None else list(ids)
         for i in ids:

@@ -1,7 +1,20 @@
-"""SASL helpers for tests driving confluent-kafka."""
+"""SASL helpers for the tests: the test users, a listener's JAAS text, a confluent-kafka login check."""
 from __future__ import annotations
 
 import time
+
+ADMIN = ("admin", "admin-secret")
+ALICE = ("alice", "alice-secret")
+BOB = ("bob", "bob-secret")
+
+
+def jaas_config(module: str = "plain.PlainLoginModule", login=ADMIN, users=(ADMIN, ALICE, BOB)) -> str:
+    """A listener's ``sasl.jaas.config``: ``module`` under org.apache.kafka.common.security, the
+    broker's own ``login`` (for its inter-broker connections) and, for PLAIN, ``users`` as
+    ``user_<name>="<password>"`` entries (SCRAM modules ignore them)."""
+    entries = " ".join(f'user_{u}="{pw}"' for u, pw in users)
+    return (f"org.apache.kafka.common.security.{module} required "
+            f'username="{login[0]}" password="{login[1]}" {entries};')
 
 
 def login_error(client_conf: dict, timeout: float = 5.0) -> str | None:

@@ -22,22 +22,13 @@ import pytest
 from tests.conftest import _track
 from tests.support.broker import BrokerProcess, running
 from tests.support.net import LOOPBACK, free_port
-from tests.support.sasl import login_error as sasl_login_error
+from tests.support.sasl import ADMIN, ALICE, BOB, jaas_config, login_error as sasl_login_error
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-ADMIN = ("admin", "admin-secret")
-ALICE = ("alice", "alice-secret")
-BOB = ("bob", "bob-secret")
 PROPAGATION_S = 20
-
-
-def _jaas(module="plain.PlainLoginModule"):
-    users = " ".join(f'user_{u}="{p}"' for u, p in (ADMIN, ALICE, BOB))
-    return (f"org.apache.kafka.common.security.{module} required "
-            f'username="admin" password="admin-secret" {users};')
 
 
 def broker_props(connect: str, authorizer: bool = True) -> dict[str, str]:
@@ -48,9 +39,9 @@ def broker_props(connect: str, authorizer: bool = True) -> dict[str, str]:
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": _jaas(),
-        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": _jaas("scram.ScramLoginModule"),
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": _jaas("scram.ScramLoginModule"),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas_config(),
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": jaas_config("scram.ScramLoginModule"),
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas_config("scram.ScramLoginModule"),
         "super.users": "User:admin",
     }
     if authorizer:
