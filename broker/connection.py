@@ -34,6 +34,7 @@ from protocol.messages import ApiVersionsResponse
 from protocol.primitives import DecodeError
 
 from broker.dispatch import HANDLERS
+from broker.security.principal import NoMatchingRule
 
 log = logging.getLogger("odradek.network")
 
@@ -140,7 +141,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.set_write_buffer_limits(high=1, low=0)
         sm = getattr(self.broker, "security", None)
         if sm is not None:
-            from broker.security.principal import NoMatchingRule
             try:
                 self.security = sm.new_session(self.listener_name, transport)
             except NoMatchingRule as e:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from broker.dispatch import handler
 from broker.security import acl as A
-from controller.api import validate_topic_name
+from broker.handlers.metadata import live_broker_ids
+from controller.api import is_internal_topic, validate_topic_name
 from protocol.errors import ErrorCode as E
 from protocol.messages import DescribeTopicPartitionsResponse as R
 from protocol.primitives import UUID0
@@ -67,9 +68,7 @@ async def describe_topic_partitions(ctx, req):
                 error_code=E.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=UUID0, is_internal=False,
                 partitions=[], topic_authorized_operations=INT_MIN))
     room = max(min(ctx.broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
-    live = None
-    if ctx.broker.replicas is not None and ctx.broker.replicas.replication is not None:
-        live = {b.id for b in ctrl.brokers()}      # cluster: replicas on brokers not alive are offline
+    live = live_broker_ids(ctx.broker)
     topics, next_cursor = [], None
     for name in allowed:
         if room <= 0:
@@ -81,7 +80,7 @@ async def describe_topic_partitions(ctx, req):
                 code = E.INVALID_TOPIC_EXCEPTION if validate_topic_name(name) is not None \
                     else E.UNKNOWN_TOPIC_OR_PARTITION
                 topics.append(R.DescribeTopicPartitionsResponseTopic(
-                    error_code=code, name=name, topic_id=UUID0, is_internal=name.startswith("__"),
+                    error_code=code, name=name, topic_id=UUID0, is_internal=is_internal_topic(name),
                     partitions=[], topic_authorized_operations=INT_MIN))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0

@@ -32,6 +32,14 @@ def broker_list(broker, listener_name):
     return out
 
 
+def live_broker_ids(broker) -> set[int] | None:
+    """The brokers alive now in a cluster (a replica elsewhere is offline); None on a single
+    broker, where every replica is this one."""
+    if broker.replicas is None or broker.replicas.replication is None:
+        return None
+    return {b.id for b in broker.controller.brokers()}
+
+
 def topic_entry(info, version, error=0):
     parts = []
     for p in sorted(info.partitions):
@@ -104,9 +112,8 @@ async def metadata(ctx, req):
                         topics_out[i] = R.MetadataResponseTopic(
                             error_code=code, name=entry, topic_id=UUID0,
                             topic_authorized_operations=INT_MIN)
-    if broker.replicas is not None and broker.replicas.replication is not None:
-        # cluster: replicas on brokers that are not alive are offline (v5+)
-        live = {b.id for b in ctrl.brokers()}
+    live = live_broker_ids(broker)
+    if live is not None:        # cluster: replicas on brokers that are not alive are offline (v5+)
         for t in topics_out:
             for p in t.partitions or ():
                 p.offline_replicas = [r for r in p.replica_nodes if r not in live]
