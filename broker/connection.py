@@ -407,6 +407,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close()
                 return False
             mv = mv[n:]
+            if mv:      # a short write: the send buffer is full, wait instead of a failing send
+                await self._writable()
         return True
 
     async def _sendfile(self, region) -> bool:
@@ -429,6 +431,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return False
             offset += n
             remaining -= n
+            if remaining:   # a short write: the send buffer is full (saves a sendfile that fails)
+                await self._writable()
         return True
 
     async def _writable(self):
