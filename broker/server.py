@@ -48,6 +48,7 @@ class Broker:
         self.mutation_quota = None      # set only while some controller_mutation_rate is configured
         self.started_at = time.time()
         self._stopping = False
+        self._checkpoint_writer = None     # one thread for checkpoint files (_schedule_background)
         # Client requests wait until start-up has finished (Kafka enables request processing
         # last): in cluster mode the listeners open before the broker registers in ZooKeeper, so
         # the controller can reach it, but until it has registered and the controller's first
@@ -228,12 +229,25 @@ class Broker:
         cfg = self.config
         lm = self.log_manager
         self._every(cfg.get("log.retention.check.interval.ms"), lm.cleanup_logs, "retention")
+        # Checkpoint files are fsynced (twice: the file, then its directory).  On ext4 under
+        # write load one such fsync waited 10+ ms for a journal commit, with the loop stopped,
+        # every replica.high.watermark.checkpoint.interval.ms (5 s).  The offsets are read here
+        # on the loop; one thread of its own writes the files, so two writes never overlap.
+        from concurrent.futures import ThreadPoolExecutor
+        self._checkpoint_writer = ThreadPoolExecutor(1, thread_name_prefix="checkpoints")
+
+        def checkpoint(snapshot):
+            async def write():
+                await asyncio.get_running_loop().run_in_executor(
+                    self._checkpoint_writer, lm.write_checkpoint_files, snapshot())
+            return write
+
         self._every(cfg.get("replica.high.watermark.checkpoint.interval.ms"),
-                    lm.checkpoint_high_watermarks, "hw-checkpoint")
+                    checkpoint(lm.high_watermark_files), "hw-checkpoint")
         self._every(cfg.get("log.flush.offset.checkpoint.interval.ms"),
-                    lm.checkpoint_recovery_points, "recovery-checkpoint")
+                    checkpoint(lm.recovery_point_files), "recovery-checkpoint")
         self._every(cfg.get("log.flush.start.offset.checkpoint.interval.ms"),
-                    lm.checkpoint_log_start_offsets, "log-start-checkpoint")
+                    checkpoint(lm.log_start_offset_files), "log-start-checkpoint")
         self._every(min(cfg.get("log.flush.scheduler.interval.ms"), 1000), self._flush_due,
                     "flusher")
         if cfg.get("log.cleaner.enable"):
@@ -295,6 +309,9 @@ class Broker:
                 await self.groups.stop()
             except Exception:
                 log.exception("stopping the group coordinator failed")
+        if self._checkpoint_writer is not None:
+            # a write still running finishes before shutdown writes the same files
+            self._checkpoint_writer.shutdown(wait=True)
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.controller is not None:

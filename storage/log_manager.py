@@ -220,22 +220,37 @@ class LogManager:
     def _logs_in(self, d: str):
         return {tp: log for tp, log in self.logs.items() if self.log_dir_of[tp] == d}
 
+    # Each checkpoint is taken in two steps so the broker can keep fsync off its event loop: the
+    # ``*_files()`` snapshot (which file gets which offsets) is read on the loop, and
+    # ``write_checkpoint_files`` writes and fsyncs those files anywhere, one writer at a time.
+    def _checkpoint_files(self, name, value, keep=None) -> list:
+        return [(os.path.join(d, name),
+                 {tp: value(l) for tp, l in self._logs_in(d).items() if keep is None or keep(l)})
+                for d in self.log_dirs]
+
+    def recovery_point_files(self) -> list:
+        return self._checkpoint_files(RECOVERY_POINT_CHECKPOINT, lambda l: l.recovery_point)
+
+    def high_watermark_files(self) -> list:
+        return self._checkpoint_files(REPLICATION_OFFSET_CHECKPOINT, lambda l: l.high_watermark)
+
+    def log_start_offset_files(self) -> list:
+        return self._checkpoint_files(LOG_START_OFFSET_CHECKPOINT, lambda l: l.log_start_offset,
+                                      lambda l: l.log_start_offset > l.segments[0].base_offset)
+
+    @staticmethod
+    def write_checkpoint_files(files) -> None:
+        for path, offsets in files:
+            write_offsets_checkpoint(path, offsets)
+
     def checkpoint_recovery_points(self) -> None:
-        for d in self.log_dirs:
-            write_offsets_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                                     {tp: l.recovery_point for tp, l in self._logs_in(d).items()})
+        self.write_checkpoint_files(self.recovery_point_files())
 
     def checkpoint_high_watermarks(self) -> None:
-        for d in self.log_dirs:
-            write_offsets_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
-                                     {tp: l.high_watermark for tp, l in self._logs_in(d).items()})
+        self.write_checkpoint_files(self.high_watermark_files())
 
     def checkpoint_log_start_offsets(self) -> None:
-        for d in self.log_dirs:
-            write_offsets_checkpoint(
-                os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                {tp: l.log_start_offset for tp, l in self._logs_in(d).items()
-                 if l.log_start_offset > l.segments[0].base_offset})
+        self.write_checkpoint_files(self.log_start_offset_files())
 
     def _write_dir_checkpoints(self, d: str) -> None:
         logs = self._logs_in(d)
