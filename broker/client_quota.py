@@ -90,6 +90,44 @@ class ClientRate(SampledRate):
         return sum(s[1] for s in self._windows) / size
 
 
+class ClientAvg(SampledRate):
+    """Kafka's ``Avg`` over a ``SampledStat``: the mean of the values recorded in the live
+    windows, NaN when none was (the ``throttle-time`` metrics)."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, samples: int, window: float):
+        super().__init__(samples, window)
+        self._counts: dict[float, int] = {}     # window start -> values recorded in it
+
+    def record(self, amount: float, now: float) -> None:
+        super().record(amount, now)
+        start = self._windows[-1][0]
+        self._counts[start] = self._counts.get(start, 0) + 1
+        if len(self._counts) > len(self._windows):
+            self._prune()
+
+    def _prune(self) -> None:
+        live = {w[0] for w in self._windows}
+        for start in [t for t in self._counts if t not in live]:
+            del self._counts[start]
+
+    def value(self, now: float) -> float:
+        self._expire(now)
+        self._prune()
+        n = sum(self._counts.values())
+        return sum(w[1] for w in self._windows) / n if n else float("nan")
+
+
+def throttle(conn, ms: int, manager: "ClientQuotaManager", tags: tuple[str, str]) -> None:
+    """Mute ``conn`` for ``ms`` unless a longer throttle is already set.  The quota whose
+    throttle is the longest gets it recorded in its ``throttle-time`` when the connection is muted
+    (Kafka records the throttle in the one manager that throttles the channel)."""
+    if ms > conn.throttle_ms:
+        conn.throttle_ms = ms
+        conn.throttled_by = (manager, tags)
+
+
 def user_of(principal: str) -> str:
     """The quota user of a principal ("User:alice" -> "alice")."""
     return principal.split(":", 1)[1] if ":" in principal else principal
@@ -107,6 +145,7 @@ class ClientQuotaManager:
         self.overrides: dict[tuple, float] = {}          # (user, client) with _ABSENT / None=default
         self._resolved: dict[tuple[str, str], tuple[tuple[str, str], float | None]] = {}
         self.sensors: dict[tuple[str, str], ClientRate] = {}
+        self.throttle_times: dict[tuple[str, str], ClientAvg] = {}
 
     # -- configuration ---------------------------------------------------------------------------
     def update(self, quotas: dict[tuple, dict[str, float]]) -> bool:
@@ -179,6 +218,21 @@ class ClientQuotaManager:
         now = self.clock()
         for tags in [t for t, s in self.sensors.items() if s.rate(now) == 0.0]:
             del self.sensors[tags]
+            self.throttle_times.pop(tags, None)
+
+    def record_throttle(self, tags: tuple[str, str], ms: int) -> None:
+        """A connection of ``tags`` was muted for ``ms`` because of this quota."""
+        t = self.throttle_times.get(tags)
+        if t is None:
+            t = self.throttle_times[tags] = ClientAvg(self.samples, self.window)
+        t.record(ms, self.clock())
+
+    def metric_values(self) -> list[tuple[tuple[str, str], float, float]]:
+        """(user, client id), rate, average throttle ms (NaN: none) of every sensor."""
+        now = self.clock()
+        nan = float("nan")
+        return [(tags, s.rate(now), self.throttle_times[tags].value(now) if tags in self.throttle_times else nan)
+                for tags, s in self.sensors.items()]
 
     def record(self, user: str, client: str, amount: float) -> int:
         """Record ``amount`` bytes; the throttle time in ms (0 when within the quota)."""
@@ -218,9 +272,10 @@ class ClientQuotaManager:
             for pd in t.partition_data:
                 if pd.records is not None:
                     size += len(pd.records)
-        ms = self.record(user_of(ctx.principal), ctx.client_id or "", size)
+        user, client = user_of(ctx.principal), ctx.client_id or ""
+        ms = self.record(user, client, size)
         if ms > 0:
-            ctx.connection.throttle_ms = ms
+            throttle(ctx.connection, ms, self, self.resolve(user, client)[0])
         return ms
 
     def cap_fetch(self, ctx, req) -> None:
@@ -238,7 +293,7 @@ class ClientQuotaManager:
         ms = self.record(user, client, size)
         if ms > 0:
             self.unrecord(user, client, size)
-            ctx.connection.throttle_ms = ms
+            throttle(ctx.connection, ms, self, self.resolve(user, client)[0])
         return ms
 
 
@@ -359,8 +414,7 @@ class RequestQuotaManager(ClientQuotaManager):
                     _drop_fetch_answer(ctx, response)
                 if hasattr(response, "throttle_time_ms") and (response.throttle_time_ms or 0) < ms:
                     response.throttle_time_ms = ms
-            if conn.throttle_ms < ms:
-                conn.throttle_ms = ms
+            throttle(conn, ms, self, self.resolve(user, client)[0])
         if response is not None:            # encoding the answer is charged too, when it is done
             conn.charge = functools.partial(self._charge, user, client)
         return response
@@ -421,9 +475,11 @@ class MutationQuota:
     sets the throttle time.
     """
 
-    __slots__ = ("bucket", "bound", "burst", "strict", "clock", "_throttle_ms", "_at")
+    __slots__ = ("bucket", "bound", "burst", "strict", "clock", "_throttle_ms", "_at", "manager", "tags")
 
-    def __init__(self, bucket: TokenBucket, bound: float, burst: float, strict: bool, clock):
+    def __init__(self, bucket: TokenBucket, bound: float, burst: float, strict: bool, clock,
+                 manager: "MutationQuotaManager | None" = None, tags: tuple[str, str] = ("", "")):
+        self.manager, self.tags = manager, tags
         self.bucket = bucket
         self.bound = bound
         self.burst = burst
@@ -442,11 +498,17 @@ class MutationQuota:
                 self._violated(tokens, now)
                 return False
             b.record(partitions, self.bound, self.burst, now)
+            self._count(partitions, now)
             return True
         tokens = b.record(partitions, self.bound, self.burst, now)
+        self._count(partitions, now)
         if tokens < 0:
             self._violated(tokens, now)
         return True
+
+    def _count(self, partitions: int, now: float) -> None:
+        if self.manager is not None:        # the mutation-rate metric
+            self.manager._sensor(self.tags).record(partitions, now)
 
     def _violated(self, tokens: float, now: float) -> None:
         self._throttle_ms = int(round(-tokens / self.bound * 1000))
@@ -482,7 +544,15 @@ class MutationQuotaManager(ClientQuotaManager):
             if len(self.buckets) >= MAX_SENSORS:
                 self._forget_full()
             b = self.buckets[tags] = TokenBucket()
-        return MutationQuota(b, bound, self.samples * self.window * bound, strict, self.clock)
+        return MutationQuota(b, bound, self.samples * self.window * bound, strict, self.clock, self, tags)
+
+    def tokens(self, tags: tuple[str, str]) -> float:
+        """The credits left in a client's bucket (the ``tokens`` metric); NaN without a quota."""
+        bound, b = self.quota_limit(tags), self.buckets.get(tags)
+        if bound is None:
+            return float("nan")
+        burst = self.samples * self.window * bound
+        return burst if b is None else b.measure(bound, burst, self.clock())
 
     def _forget_full(self) -> None:
         """Drop the buckets that are full again (or lost their quota): a new one starts full."""
@@ -503,8 +573,8 @@ def apply_mutation_throttle(ctx, quota: MutationQuota | None) -> int:
     if quota is None:
         return 0
     ms = quota.throttle_ms()
-    if ms > 0 and ctx.connection.throttle_ms < ms:
-        ctx.connection.throttle_ms = ms
+    if ms > 0:
+        throttle(ctx.connection, ms, quota.manager, quota.tags)
     return ms
 
 

@@ -105,6 +105,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._wsock = None      # socket on a dup of the fd: direct sends and writability waits
         self.security = None    # SecuritySession: principal and SASL state (broker/security)
         self.throttle_ms = 0    # set by a handler when the client is over a quota (broker/client_quota.py)
+        self.throttled_by = None    # (quota manager, metric tags) of that throttle
         self.charge = None      # request quota: gets the time spent encoding the next response
 
     @property
@@ -297,6 +298,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         goes out first when the client throttles itself (KIP-219), else after the wait."""
         from broker.client_quota import shall_client_throttle
         ms, self.throttle_ms = self.throttle_ms, 0
+        by, self.throttled_by = self.throttled_by, None
+        if by is not None and by[0] is not None:
+            by[0].record_throttle(by[1], ms)
         if self.closed:
             return
         muted = not self.paused_reading

@@ -289,7 +289,7 @@ def _response(status: int, body: bytes, content_type: str = "text/plain; charset
 class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
-                 "isr_expands", "queued", "replica", "controller", "connections", "state")
+                 "isr_expands", "queued", "replica", "controller", "connections", "state", "quotas")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -352,7 +352,24 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
         per_listener[c.listener_name] = per_listener.get(c.listener_name, 0) + 1
     snap.connections = sorted(per_listener.items())
     snap.state = SHUTTING_DOWN if broker._stopping else RUNNING if broker.servers else STARTING
+    snap.quotas = _quota_values(broker)
     return snap
+
+
+def _quota_values(broker) -> list:
+    """Per-client quota metrics (Kafka's Produce / Fetch / Request / ControllerMutation
+    groups): only while a quota of that type is configured, as Kafka records nothing otherwise."""
+    out = []
+    for mgr, group, rate_name in ((broker.produce_quota, "produce", "byte_rate"),
+                                  (broker.fetch_quota, "fetch", "byte_rate"),
+                                  (broker.request_quota, "request", "request_time"),
+                                  (broker.mutation_quota, "controllermutation", "mutation_rate")):
+        if mgr is None:
+            continue
+        rows = mgr.metric_values()
+        tokens = [mgr.tokens(tags) for tags, _, _ in rows] if group == "controllermutation" else None
+        out.append((group, rate_name, rows, tokens))
+    return out
 
 
 _TOPIC_FAMILIES = (     # in the order of _Snapshot.topics' tuples
@@ -365,6 +382,15 @@ _TOPIC_FAMILIES = (     # in the order of _Snapshot.topics' tuples
     ("totalfetchrequests", "Fetch partition requests, consumers and followers (TotalFetchRequestsPerSec)."),
     ("failedfetchrequests", "Fetch partition requests that failed unexpectedly (FailedFetchRequestsPerSec)."),
 )
+_QUOTA_RATE_DOC = {
+    "produce": "Record bytes per second this client (or the user / client id sharing its quota) "
+               "produced, over the quota windows (byte-rate).",
+    "fetch": "Record bytes per second answered to this client's fetches, over the quota windows (byte-rate).",
+    "request": "Percent of one second of event-loop time this client's requests took, per second, over "
+               "the quota windows (request-time).",
+    "controllermutation": "Partitions created or deleted per second by this client, over the quota windows "
+                          "(mutation-rate).",
+}
 _BOUNDS = tuple(repr(b) for b in LATENCY_BUCKETS) + ("+Inf",)
 
 
@@ -445,6 +471,26 @@ def families(snap: _Snapshot):
     for name, n in snap.connections:
         fam.add_metric([name], n)
     yield fam
+    # kafka.server:type=Produce|Fetch|Request|ControllerMutation,user=U,client-id=C
+    for group, rate_name, rows, tokens in snap.quotas:
+        what = _QUOTA_RATE_DOC[group]
+        rate = GaugeMetricFamily(f"kafka_server_{group}_{rate_name}", what, labels=["user", "client_id"])
+        thr = GaugeMetricFamily(f"kafka_server_{group}_throttle_time",
+                                "Mean throttle time in ms of this client's throttled requests over the quota "
+                                "windows, NaN when none was throttled (throttle-time).",
+                                labels=["user", "client_id"])
+        for (user, client), value, throttle_ms in rows:
+            rate.add_metric([user, client], value)
+            thr.add_metric([user, client], throttle_ms)
+        yield rate
+        yield thr
+        if tokens is not None:
+            tok = GaugeMetricFamily("kafka_server_controllermutation_tokens",
+                                    "Credits left in this client's mutation token bucket (tokens).",
+                                    labels=["user", "client_id"])
+            for ((user, client), _, _), t in zip(rows, tokens):
+                tok.add_metric([user, client], t)
+            yield tok
     yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
                             "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
                             "(BrokerState).", value=snap.state)

@@ -24,6 +24,7 @@ def fake_broker(topics=None, partitions=(), active=True, live=(0,)):
     rm = types.SimpleNamespace(partitions={(p.topic, p.partition): p for p in partitions})
     return types.SimpleNamespace(controller=ctrl, connections=set(), replicas=rm, broker_id=0,
                                  servers=[object()], _stopping=False,
+                                 produce_quota=None, fetch_quota=None, request_quota=None, mutation_quota=None,
                                  config=BrokerConfig.from_dict({"listeners": "PLAINTEXT://:9092"}))
 
 
@@ -186,3 +187,54 @@ def test_disabled_by_default_and_scrape_off_loop():
         finally:
             m.close()
     asyncio.run(run())
+
+
+def test_client_quota_series():
+    """Kafka's per-client quota metrics: byte-rate / request-time / mutation-rate over the quota
+    windows, throttle-time the mean of the recorded throttles (NaN when none), tokens; only the
+    types that have a quota somewhere."""
+    import math
+    from broker.client_quota import ClientQuotaManager, MutationQuotaManager, RequestQuotaManager, throttle
+    from controller.api import (CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QUOTA_CLIENT_ID,
+                                REQUEST_PERCENTAGE)
+    now = [100.0]
+    clock = lambda: now[0]      # noqa: E731
+    b = fake_broker()
+    prod = ClientQuotaManager(PRODUCER_BYTE_RATE, samples=11, window_s=1.0, clock=clock)
+    req = RequestQuotaManager(samples=11, window_s=1.0, clock=clock)
+    mut = MutationQuotaManager(samples=11, window_s=1.0, clock=clock)
+    assert prod.update({((QUOTA_CLIENT_ID, "slow"),): {PRODUCER_BYTE_RATE: 100.0}})
+    assert req.update({((QUOTA_CLIENT_ID, "busy"),): {REQUEST_PERCENTAGE: 1.0}})
+    assert mut.update({((QUOTA_CLIENT_ID, "adm"),): {CONTROLLER_MUTATION_RATE: 2.0}})
+    b.produce_quota, b.request_quota, b.mutation_quota = prod, req, mut
+    m = BrokerMetrics(b)
+
+    assert prod.record("ANONYMOUS", "slow", 3000) > 0       # 3000 B over >= 10 s: 300 B/s > 100
+    assert prod.record("ANONYMOUS", "fast", 5000) == 0      # no quota: measured, never throttled
+    conn = types.SimpleNamespace(throttle_ms=0, throttled_by=None)
+    throttle(conn, 400, prod, ("", "slow"))
+    throttle(conn, 200, req, ("", "slow"))                  # shorter: the produce quota keeps it
+    assert conn.throttle_ms == 400 and conn.throttled_by == (prod, ("", "slow"))
+    prod.record_throttle(("", "slow"), 400)
+    prod.record_throttle(("", "slow"), 200)
+    req.record("ANONYMOUS", "busy", 50)                      # 0.5 s of loop time, in percent
+    q = mut.quota_for(types.SimpleNamespace(principal="User:ANONYMOUS", client_id="adm"), strict=False)
+    q.admit(30)                                             # burst 22: 8 in debt
+
+    s = samples(m)
+    lab = (("client_id", "slow"), ("user", ""))
+    assert s[("kafka_server_produce_byte_rate", lab)] == 3000 / 10
+    assert s[("kafka_server_produce_throttle_time", lab)] == 300
+    assert s[("kafka_server_produce_byte_rate", (("client_id", "fast"), ("user", "")))] == 500
+    assert math.isnan(s[("kafka_server_produce_throttle_time", (("client_id", "fast"), ("user", "")))])
+    assert s[("kafka_server_request_request_time", (("client_id", "busy"), ("user", "")))] == 5
+    adm = (("client_id", "adm"), ("user", ""))
+    assert s[("kafka_server_controllermutation_mutation_rate", adm)] == 3
+    assert s[("kafka_server_controllermutation_tokens", adm)] == -8
+    assert not any(k[0].startswith("kafka_server_fetch_") for k in s)     # no consumer quota anywhere
+
+    now[0] += 30                                            # every window has passed
+    s = samples(m)
+    assert s[("kafka_server_produce_byte_rate", lab)] == 0
+    assert math.isnan(s[("kafka_server_produce_throttle_time", lab)])
+    assert s[("kafka_server_controllermutation_tokens", adm)] == 22           # refilled to the burst

@@ -17,6 +17,7 @@ project's raw client.  Rates are checked against generous bands only.
 from __future__ import annotations
 
 import asyncio
+import math
 import subprocess
 import time
 from pathlib import Path
@@ -25,6 +26,8 @@ import pytest
 
 from tests.support import BrokerProcess
 from tests.support.broker import running
+from tests.support.metrics import scrape
+from tests.support.net import free_port
 
 BIN = Path(__file__).resolve().parents[2] / "bin"
 QUOTA = 20_000          # bytes/s
@@ -36,11 +39,20 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
+    port = free_port()
     b = BrokerProcess(tmp_path_factory.mktemp("quota-broker"), name="quota-broker",
                       props={"quota.window.num": 2, "quota.window.size.seconds": 1,
-                             "controller.quota.window.num": 2})
+                             "controller.quota.window.num": 2,
+                             "odradek.metrics.prometheus.port": port,
+                             "odradek.metrics.prometheus.host": "127.0.0.1"})
+    b.metrics_url = f"http://127.0.0.1:{port}/metrics"
     with running(b):
         yield b
+
+
+def client_metric(kafka, name, client_id, user=""):
+    """A per-client quota series of one scrape; None when the series is absent."""
+    return scrape(kafka.metrics_url).get((name, (("client_id", client_id), ("user", user))))
 
 
 def configs(kafka, *args):
@@ -126,8 +138,15 @@ def test_producer_byte_rate_throttles_only_its_client_id_and_removal_lifts_it(ka
     rate, throttles = produce_for(kafka, topic, "slow-producer")
     assert throttles and max(throttles) > 0, "no throttle_time_ms reported"
     assert QUOTA * 0.3 < rate < QUOTA * 2.5, rate
+    # Kafka's kafka.server:type=Produce,user=,client-id=slow-producer byte-rate and throttle-time
+    # (the quota windows are 2 x 1 s here, so the figures are of the run that just ended)
+    assert 0 < client_metric(kafka, "kafka_server_produce_byte_rate", "slow-producer") < QUOTA * 3
+    assert client_metric(kafka, "kafka_server_produce_throttle_time", "slow-producer") > 0
     fast, fast_throttles = produce_for(kafka, topic, "fast-producer", seconds=1.5)
     assert fast > QUOTA * 5 and not any(fast_throttles), (fast, fast_throttles)
+    # a client without a quota is measured too, and was never throttled: NaN, as Kafka's Avg
+    assert client_metric(kafka, "kafka_server_produce_byte_rate", "fast-producer") > QUOTA * 3
+    assert math.isnan(client_metric(kafka, "kafka_server_produce_throttle_time", "fast-producer"))
     ok(configs(kafka, "--alter", "--entity-type", "clients", "--entity-name", "slow-producer",
                "--delete-config", "producer_byte_rate"))
     assert ok(configs(kafka, "--describe", "--entity-type", "clients", "--entity-name", "slow-producer")) == []
@@ -288,6 +307,10 @@ def test_mutation_quota_confluent_admin_creates_everything_but_is_throttled(kafk
         f.result()                                        # raises on any error
     admin.poll(1.0)
     assert throttles and max(throttles) > 0.5, throttles  # seconds; about 2 (10 below zero at 5/s)
+    # kafka.server:type=ControllerMutation: mutation-rate, tokens (the bucket is in debt), throttle-time
+    assert client_metric(kafka, "kafka_server_controllermutation_mutation_rate", "conf-admin") > 0
+    assert client_metric(kafka, "kafka_server_controllermutation_tokens", "conf-admin") < 10
+    assert client_metric(kafka, "kafka_server_controllermutation_throttle_time", "conf-admin") > 0
     assert set(names) <= _topic_names(kafka)
     start = time.monotonic()
     for f in admin.create_topics([NewTopic("conf-mut-late", 1, 1)], operation_timeout=30).values():
@@ -432,6 +455,9 @@ def test_request_percentage_throttles_only_its_client(kafka):
         return acked[0], throttles
 
     busy_acked, busy_throttles = run("busy-producer")
+    # kafka.server:type=Request request-time (percent of a second per second) and throttle-time
+    assert client_metric(kafka, "kafka_server_request_request_time", "busy-producer") > 0
+    assert client_metric(kafka, "kafka_server_request_throttle_time", "busy-producer") > 0
     free_acked, free_throttles = run("free-producer")
     assert busy_throttles and max(busy_throttles) > 0, busy_throttles
     assert not any(free_throttles), free_throttles

@@ -24,13 +24,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.records import build_batch, now_ms
 from tests.support import BrokerProcess
 from tests.support.net import free_port
 from tests.support.rawkafka import RawConnection
 from tests.support.broker import running
+from tests.support.metrics import scrape, val
 
 PARTITIONS = 3
 
@@ -45,23 +45,6 @@ def kafka(tmp_path_factory):
     b.metrics_url = f"http://127.0.0.1:{port}/metrics"
     with running(b):
         yield b
-
-
-def scrape(url: str) -> dict[tuple, float]:
-    """{(sample name, ((label, value), ...)): value} of one scrape."""
-    with urllib.request.urlopen(url, timeout=10) as r:
-        assert r.status == 200
-        assert r.headers["Content-Type"].startswith("text/plain")
-        text = r.read().decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def val(samples, name, **labels) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def delta(before, after, name, **labels) -> float:
