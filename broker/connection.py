@@ -107,6 +107,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.throttle_ms = 0    # set by a handler when the client is over a quota (broker/client_quota.py)
         self.throttled_by = None    # (quota manager, metric tags) of that throttle
         self.charge = None      # request quota: gets the time spent encoding the next response
+        self._write_time = None     # while a quota'd response's regions are written: seconds in the syscalls
 
     @property
     def peer_host(self):
@@ -345,7 +346,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if charge is not None:
             charge(time.monotonic() - t0)
         if regions:
-            await self._write_with_regions(out, regions)
+            if charge is None:
+                await self._write_with_regions(out, regions)
+            else:
+                # Kafka's request time includes the network thread's sending; here that is the
+                # time in send/sendfile (and the pread of a TLS region), not the waits between
+                self._write_time = 0.0
+                try:
+                    await self._write_with_regions(out, regions)
+                finally:
+                    spent, self._write_time = self._write_time, None
+                charge(spent)
         if not self._can_write.is_set():
             await self._can_write.wait()
 
@@ -363,6 +374,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """
         mv = memoryview(out)
         if self.sockfd is None:
+            t0 = time.monotonic()
             write = self.transport.write
             prev = 0
             for pos, region in regions:
@@ -373,6 +385,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     write(r.read())
             if prev < len(out):
                 write(mv[prev:])
+            if self._write_time is not None:
+                self._write_time += time.monotonic() - t0
             return
         transport = self.transport
         while transport.get_write_buffer_size() > 0:
@@ -401,15 +415,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while mv:
             if self.closed:
                 return False
+            t0 = time.monotonic() if self._write_time is not None else None
             try:
                 n = self._wsock.send(mv, flags)
             except BlockingIOError:
+                if t0 is not None:
+                    self._write_time += time.monotonic() - t0
                 await self._writable()
                 continue
             except OSError as e:
                 log.info("closing connection from %s:%s: send failed: %s", *self.peer, e)
                 self.close()
                 return False
+            if t0 is not None:
+                self._write_time += time.monotonic() - t0
             mv = mv[n:]
             if mv:      # a short write: the send buffer is full, wait instead of a failing send
                 await self._writable()
@@ -420,9 +439,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while remaining > 0:
             if self.closed:
                 return False
+            t0 = time.monotonic() if self._write_time is not None else None
             try:
                 n = os.sendfile(self.sockfd, region.fd, offset, remaining)
             except BlockingIOError:
+                if t0 is not None:
+                    self._write_time += time.monotonic() - t0
                 await self._writable()
                 continue
             except OSError as e:
@@ -433,6 +455,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.error("segment file ended inside a fetch region; closing %s:%s", *self.peer)
                 self.close()
                 return False
+            if t0 is not None:
+                self._write_time += time.monotonic() - t0
             offset += n
             remaining -= n
             if remaining:   # a short write: the send buffer is full (saves a sendfile that fails)
