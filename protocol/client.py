@@ -22,6 +22,7 @@ This is the one module of ``protocol/`` that does I/O; the codec stays sans-io.
 from __future__ import annotations
 
 import asyncio
+import os
 import base64
 import itertools
 import random
@@ -623,8 +624,8 @@ class SaslSettings:
 
 def security_from_properties(props: dict[str, str]):
     """(ssl context or None, SaslSettings or None) from Kafka client properties:
-    ``security.protocol``, ``ssl.truststore.location`` / ``ssl.ca.location`` (PEM),
-    ``ssl.keystore.location`` (PEM with key and certificate) or ``ssl.certificate.location`` +
+    ``security.protocol``, ``ssl.truststore.*`` (PEM, PKCS12 or JKS) or ``ssl.ca.location`` (PEM),
+    ``ssl.keystore.*`` (PEM with key and certificate, PKCS12 or JKS) or ``ssl.certificate.location`` +
     ``ssl.key.location``, ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``
     (empty disables host name checks), ``sasl.mechanism`` and ``sasl.jaas.config``
     (``username="..." password="..."``) or ``sasl.username``/``sasl.password``."""
@@ -635,16 +636,30 @@ def security_from_properties(props: dict[str, str]):
         raise ValueError(f"Invalid value {proto} for configuration security.protocol")
     ctx = None
     if proto in ("SSL", "SASL_SSL"):
+        # the broker's loaders read Kafka's store keys: PEM, PKCS12 and JKS files (by
+        # ssl.*store.type, a JKS file also by its magic), inline PEM, the store passwords
+        from broker.security.tls import _load_key_store, _load_trust_store
         ctx = _ssl.create_default_context()
-        ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
-        if ca:
-            ctx.load_verify_locations(cafile=ca)
+        temp: list[str] = []
+        get = props.get
+        try:
+            if props.get("ssl.ca.location"):            # librdkafka's names
+                ctx.load_verify_locations(cafile=props["ssl.ca.location"])
+            else:
+                _load_trust_store(ctx, get, "client", temp, system_default=True)
+            if props.get("ssl.certificate.location"):
+                ctx.load_cert_chain(props["ssl.certificate.location"], props.get("ssl.key.location") or None,
+                                    password=props.get("ssl.key.password") or None)
+            else:
+                _load_key_store(ctx, get, "client", temp, required=False)
+        finally:
+            for path in temp:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
             ctx.check_hostname = False
-        cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
-        if cert:
-            ctx.load_cert_chain(cert, props.get("ssl.key.location") or None,
-                                password=props.get("ssl.key.password") or None)
     sasl = None
     if proto.startswith("SASL_"):
         mech = props.get("sasl.mechanism", "GSSAPI").strip().upper()

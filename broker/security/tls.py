@@ -9,10 +9,13 @@ Key material (``ssl.keystore.type``, default PEM here):
   ``ssl.keystore.certificate.chain`` (PEM text) are given inline.  An encrypted key is opened
   with ``ssl.key.password``.
 * PKCS12: read with the ``cryptography`` package when it is installed
-  (``ssl.keystore.password`` opens the file).  JKS is not supported.
+  (``ssl.keystore.password`` opens the file).
+* JKS (Kafka's default type): Java KeyStore files read by ``jks.py`` (the store password checks
+  the file, ``ssl.key.password`` — else the store password — opens the key); a PKCS12 file is
+  accepted under this type too, as Java does.
 
 Trust (for client certificates): ``ssl.truststore.location`` (PEM file of CA certificates, or
-PKCS12 with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inline).
+PKCS12 / JKS with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inline).
 
 Inline PEM values are re-wrapped (``normalize_pem``): Kafka accepts a block on one line, as a
 properties value continued with ``\\`` reads, or with ``\\n`` escapes.
@@ -26,12 +29,15 @@ Inter-broker client contexts (``client_context``) check host names unless
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
 import tempfile
 
 from broker.config import ConfigError
+
+log = logging.getLogger("odradek.security")
 
 
 def listener_value(cfg, listener: str, key: str, default=None):
@@ -94,6 +100,59 @@ def _pkcs12_to_pem(path: str, password: str | None, key: str = "ssl.keystore.loc
     return _pem_to_files(*parts)
 
 
+def _jks_to_pem(path: str, store_password: str | None, key_password: str | None, key: str,
+                trust: bool = False) -> str:
+    """A JKS file (``broker/security/jks.py``) as a temporary PEM file: the private key entry's key
+    and chain for a key store, the trusted certificates for a trust store (``trust``).  A file
+    without the JKS magic is read as PKCS12, as Java's JKS type does since Java 9."""
+    from broker.security import jks
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read the JKS file {path} ({key}): {e}", key) from None
+    if not jks.is_jks(data):
+        return _pkcs12_to_pem(path, store_password, key)
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:
+        raise ConfigError("JKS key stores need the 'cryptography' package; use PEM", key) from None
+    pem = serialization.Encoding.PEM
+    try:
+        store = jks.load(data, store_password)
+        parts = []
+        if trust:
+            if not store.certificates:
+                raise jks.JksError("it holds no trusted certificate entry")
+            parts = [x509.load_der_x509_certificate(der).public_bytes(pem).decode()
+                     for _, der in store.certificates]
+        else:
+            if not store.keys:
+                raise jks.JksError("it holds no private key entry")
+            if len(store.keys) > 1:
+                log.warning("%s holds %d private key entries; using the first, %r", path, len(store.keys),
+                            store.keys[0].alias)
+            entry = store.keys[0]
+            der = jks.unprotect(entry.key_der, key_password if key_password is not None else (store_password or ""))
+            pkey = serialization.load_der_private_key(der, None)
+            parts.append(pkey.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                            serialization.NoEncryption()).decode())
+            parts += [x509.load_der_x509_certificate(c).public_bytes(pem).decode() for c in entry.chain]
+    except ValueError as e:         # JksError, and cryptography's errors on bad DER
+        raise ConfigError(f"cannot read the JKS file {path} ({key}): {e}", key) from None
+    return _pem_to_files(*parts)
+
+
+def _is_jks_file(path: str) -> bool:
+    from broker.security import jks
+    try:
+        with open(path, "rb") as f:
+            return jks.is_jks(f.read(4))
+    except OSError:
+        return False
+
+
 def _str(v) -> str | None:
     return None if v is None else str(v)
 
@@ -105,6 +164,8 @@ def _load_key_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *,
     ks_type = str(get("ssl.keystore.type", "PEM")).upper()
     password = _str(get("ssl.key.password")) or _str(get("ssl.keystore.password"))
     location = _str(get("ssl.keystore.location"))
+    if ks_type == "PEM" and location and _is_jks_file(location):
+        ks_type = "JKS"     # Kafka's default type is JKS: a server.properties written for Kafka works
     certfile = keyfile = None
     if ks_type == "PEM":
         key_text, chain_text = _str(get("ssl.keystore.key")), _str(get("ssl.keystore.certificate.chain"))
@@ -117,15 +178,20 @@ def _load_key_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *,
             raise ConfigError(f"listener {listener}: ssl.keystore.location (a PEM file) or "
                               "ssl.keystore.key + ssl.keystore.certificate.chain must be set",
                               "ssl.keystore.location")
-    elif ks_type == "PKCS12":
+    elif ks_type in ("PKCS12", "JKS"):
         if location:
-            certfile, password = _pkcs12_to_pem(location, _str(get("ssl.keystore.password"))), None
+            store_pw = _str(get("ssl.keystore.password"))
+            if ks_type == "PKCS12":
+                certfile = _pkcs12_to_pem(location, store_pw)
+            else:
+                certfile = _jks_to_pem(location, store_pw, _str(get("ssl.key.password")), "ssl.keystore.location")
+            password = None
             temp.append(certfile)
         elif required:
             raise ConfigError(f"listener {listener}: ssl.keystore.location must be set", "ssl.keystore.location")
     else:
-        raise ConfigError(f"ssl.keystore.type={ks_type} is not supported (use PEM, or PKCS12 with the "
-                          "cryptography package)", "ssl.keystore.type")
+        raise ConfigError(f"ssl.keystore.type={ks_type} is not supported (use PEM, PKCS12 or JKS)",
+                          "ssl.keystore.type")
     if certfile is None:
         return
     try:
@@ -140,14 +206,21 @@ def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], 
     CAs when ``system_default`` (a client), else none.  True when a trust store is configured."""
     ts_type = str(get("ssl.truststore.type", "PEM")).upper()
     ts_location, ts_inline = _str(get("ssl.truststore.location")), _str(get("ssl.truststore.certificates"))
+    if ts_type == "PEM" and ts_location and _is_jks_file(ts_location):
+        ts_type = "JKS"
     try:
         if ts_inline:
             ctx.load_verify_locations(cadata=normalize_pem(ts_inline))
         elif ts_location:
-            if ts_type == "PKCS12":
-                path = _pkcs12_to_pem(ts_location, _str(get("ssl.truststore.password")), "ssl.truststore.location")
+            if ts_type in ("PKCS12", "JKS"):
+                ts_pw = _str(get("ssl.truststore.password"))
+                path = _pkcs12_to_pem(ts_location, ts_pw, "ssl.truststore.location") if ts_type == "PKCS12" \
+                    else _jks_to_pem(ts_location, ts_pw, None, "ssl.truststore.location", trust=True)
                 temp.append(path)
                 ctx.load_verify_locations(cafile=path)
+            elif ts_type != "PEM":
+                raise ConfigError(f"ssl.truststore.type={ts_type} is not supported (use PEM, PKCS12 or JKS)",
+                                  "ssl.truststore.type")
             else:
                 ctx.load_verify_locations(cafile=ts_location)
         elif system_default:

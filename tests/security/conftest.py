@@ -34,7 +34,7 @@ class SecureBroker:
 
 @pytest.fixture
 def secure_broker(broker_factory, pki):
-    """secure_broker(listeners=("SSL",), props={...}) -> SecureBroker."""
+    """secure_broker(listeners=("SSL",), props={...}) -> SecureBroker; a prop set to None is left out."""
     def make(listeners=("SSL", "SASL_PLAINTEXT", "SASL_SSL"), props=None, client_auth="none"):
         port = free_port("127.0.0.1")
         ports = {name: free_port("127.0.0.1") for name in listeners}
@@ -49,6 +49,7 @@ def secure_broker(broker_factory, pki):
             "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas_plain(),
         }
         p.update(props or {})
+        p = {k: v for k, v in p.items() if v is not None}     # None: leave the key out (its default)
         proc = broker_factory(port=port, props=p, overrides={"listeners": ",".join(eps),
                                                              "advertised.listeners": ",".join(eps)})
         return SecureBroker(proc, f"127.0.0.1:{port}", ports)

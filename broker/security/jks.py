@@ -1,0 +1,194 @@
+"""Reading Java KeyStore (JKS) files: Kafka's default ``ssl.keystore.type`` / ``ssl.truststore.type``.
+
+The format (Sun's ``JavaKeyStore``, version 2), all integers big-endian::
+
+    magic 0xFEEDFEED, version (4 bytes, 1 or 2), entry count (4 bytes), then per entry:
+      tag (4 bytes): 1 = private key, 2 = trusted certificate
+      alias (2-byte length + modified UTF-8), creation time (8 bytes, ms)
+      tag 1: protected key (4-byte length + DER EncryptedPrivateKeyInfo), chain length (4 bytes),
+             per certificate: type (2-byte length + UTF-8, "X.509" in version 2), 4-byte length + DER
+      tag 2: type (version 2 only), 4-byte length + DER certificate
+    SHA-1(store password as UTF-16BE || b"Mighty Aphrodite" || everything before) (20 bytes)
+
+A private key is protected with Sun's own scheme (algorithm OID 1.3.6.1.4.1.42.2.17.1.1): the
+octet string is salt (20 bytes) || key XOR keystream || check (20 bytes), where the keystream is
+d1 || d2 || ... with d1 = SHA-1(pw || salt), d(i+1) = SHA-1(pw || d(i)), pw the key password as
+UTF-16BE, and check = SHA-1(pw || key).  The key is PKCS #8 PrivateKeyInfo DER.
+
+Java's "JKS" key store type also reads PKCS #12 files (``keystore.type.compat``, the default since
+Java 9), so a file that does not start with the JKS magic is handed to the PKCS #12 reader; the
+caller does that.  JCEKS (magic 0xCECECECE) is refused with a clear message.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from typing import NamedTuple
+
+JKS_MAGIC = 0xFEEDFEED
+JCEKS_MAGIC = 0xCECECECE
+_SUN_KEY_PROTECTOR = "1.3.6.1.4.1.42.2.17.1.1"
+_WHITENER = b"Mighty Aphrodite"
+
+
+class JksError(ValueError):
+    """The file is not a readable JKS key store, or a password does not open it."""
+
+
+class PrivateKeyEntry(NamedTuple):
+    alias: str
+    key_der: bytes                  # PKCS #8 PrivateKeyInfo
+    chain: list[bytes]              # DER certificates, leaf first
+
+
+class Store(NamedTuple):
+    keys: list[PrivateKeyEntry]
+    certificates: list[tuple[str, bytes]]   # trusted certificate entries: (alias, DER)
+
+
+def is_jks(data: bytes) -> bool:
+    return len(data) >= 4 and struct.unpack_from(">I", data)[0] == JKS_MAGIC
+
+
+def _password_bytes(password: str) -> bytes:
+    return password.encode("utf-16-be")
+
+
+class _Reader:
+    def __init__(self, data: bytes, end: int):
+        self.data, self.pos, self.end = data, 0, end
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > self.end:
+            raise JksError("truncated JKS key store")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def u32(self) -> int:
+        return struct.unpack(">I", self.take(4))[0]
+
+    def utf(self) -> str:
+        n = struct.unpack(">H", self.take(2))[0]
+        raw = self.take(n)
+        try:                # modified UTF-8: plain UTF-8 for everything but NUL and supplementary chars
+            return raw.replace(b"\xc0\x80", b"\0").decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.decode("utf-8", "replace")
+
+
+def load(data: bytes, store_password: str | None) -> Store:
+    """Parse a JKS file.  The integrity digest is checked when a store password is given (Java
+    skips the check without one, and so does this)."""
+    if len(data) < 4:
+        raise JksError("not a JKS key store (too short)")
+    magic = struct.unpack_from(">I", data)[0]
+    if magic == JCEKS_MAGIC:
+        raise JksError("JCEKS key stores are not supported (convert with keytool -importkeystore to PKCS12)")
+    if magic != JKS_MAGIC or len(data) < 32:
+        raise JksError("not a JKS key store")
+    body_end = len(data) - 20
+    if store_password is not None:
+        want = hashlib.sha1(_password_bytes(store_password) + _WHITENER + data[:body_end]).digest()
+        if not hmac.compare_digest(want, data[body_end:]):
+            raise JksError("Keystore was tampered with, or password was incorrect")
+    r = _Reader(data, body_end)
+    r.take(4)
+    version = r.u32()
+    if version not in (1, 2):
+        raise JksError(f"unsupported JKS version {version}")
+    keys: list[tuple[str, bytes, list[bytes]]] = []
+    certs: list[tuple[str, bytes]] = []
+    for _ in range(r.u32()):
+        tag = r.u32()
+        alias = r.utf()
+        r.take(8)                               # creation date
+        if tag == 1:
+            protected = r.take(r.u32())
+            chain = []
+            for _ in range(r.u32()):
+                if version == 2:
+                    ctype = r.utf()
+                    if ctype != "X.509":
+                        raise JksError(f"certificate type {ctype!r} in entry {alias!r} is not supported")
+                chain.append(r.take(r.u32()))
+            keys.append((alias, protected, chain))
+        elif tag == 2:
+            if version == 2:
+                ctype = r.utf()
+                if ctype != "X.509":
+                    raise JksError(f"certificate type {ctype!r} in entry {alias!r} is not supported")
+            certs.append((alias, r.take(r.u32())))
+        else:
+            raise JksError(f"unknown JKS entry tag {tag}")
+    return Store([PrivateKeyEntry(a, p, c) for a, p, c in keys], certs)
+
+
+def unprotect(protected: bytes, key_password: str) -> bytes:
+    """The PKCS #8 key of a private key entry (``PrivateKeyEntry.key_der`` as stored: the
+    EncryptedPrivateKeyInfo).  JksError when the password is wrong."""
+    alg, blob = _encrypted_private_key_info(protected)
+    if alg != _SUN_KEY_PROTECTOR:
+        raise JksError(f"private key protected with {alg}, which is not supported (only the JKS scheme)")
+    if len(blob) < 40:
+        raise JksError("protected key too short")
+    salt, body, check = blob[:20], blob[20:-20], blob[-20:]
+    pw = _password_bytes(key_password)
+    stream = bytearray()
+    d = salt
+    while len(stream) < len(body):
+        d = hashlib.sha1(pw + d).digest()
+        stream += d
+    key = bytes(a ^ b for a, b in zip(body, stream))
+    if not hmac.compare_digest(hashlib.sha1(pw + key).digest(), check):
+        raise JksError("Cannot recover key: the key password is incorrect")
+    return key
+
+
+# -- the little DER this needs --------------------------------------------------------------------
+def _tlv(data: bytes, pos: int) -> tuple[int, int, int]:
+    """(tag, start of value, end of value) of the DER element at ``pos``."""
+    if pos + 2 > len(data):
+        raise JksError("malformed DER in protected key")
+    tag, n = data[pos], data[pos + 1]
+    pos += 2
+    if n & 0x80:
+        k = n & 0x7F
+        if k == 0 or k > 4 or pos + k > len(data):
+            raise JksError("malformed DER length in protected key")
+        n = int.from_bytes(data[pos:pos + k], "big")
+        pos += k
+    if pos + n > len(data):
+        raise JksError("malformed DER in protected key")
+    return tag, pos, pos + n
+
+
+def _oid(raw: bytes) -> str:
+    if not raw:
+        raise JksError("empty OID")
+    parts = [raw[0] // 40, raw[0] % 40]
+    v = 0
+    for b in raw[1:]:
+        v = (v << 7) | (b & 0x7F)
+        if not b & 0x80:
+            parts.append(v)
+            v = 0
+    return ".".join(map(str, parts))
+
+
+def _encrypted_private_key_info(der: bytes) -> tuple[str, bytes]:
+    """EncryptedPrivateKeyInfo ::= SEQUENCE { AlgorithmIdentifier, OCTET STRING } -> (OID, octets)."""
+    tag, start, end = _tlv(der, 0)
+    if tag != 0x30:
+        raise JksError("protected key is not a DER SEQUENCE")
+    tag, a_start, a_end = _tlv(der, start)
+    if tag != 0x30:
+        raise JksError("protected key has no algorithm identifier")
+    tag, o_start, o_end = _tlv(der, a_start)
+    if tag != 0x06:
+        raise JksError("protected key algorithm is not an OID")
+    tag, s_start, s_end = _tlv(der, a_end)
+    if tag != 0x04 or s_end > end:
+        raise JksError("protected key has no encrypted data")
+    return _oid(der[o_start:o_end]), der[s_start:s_end]

@@ -1,0 +1,130 @@
+"""Java KeyStore (JKS) files, Kafka's default key and trust store type, written by the JDK's own
+``keytool`` and read by ``broker/security/jks.py``: the key and chain come back as they went in,
+a wrong store or key password and a tampered file are refused, and a broker whose SSL listener
+uses JKS stores (type left at the default) serves clients with mutual TLS."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from broker.config import ConfigError
+from broker.security import jks
+from tests.support.pki import issue
+
+pytest.importorskip("cryptography")
+KEYTOOL = shutil.which("keytool")
+pytestmark = pytest.mark.skipif(KEYTOOL is None, reason="keytool (a JDK) is not installed")
+STORE_PW = "store-secret"
+
+
+def keytool(*args):
+    cp = subprocess.run([KEYTOOL, *args], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    return cp
+
+
+def jks_keystore(issued, path, store_pw=STORE_PW, key_pw=None):
+    """``issued``'s PKCS12 file converted by keytool into a JKS key store."""
+    keytool("-importkeystore", "-noprompt", "-srckeystore", str(issued.p12), "-srcstoretype", "PKCS12",
+            "-srcstorepass", issued.password, "-destkeystore", str(path), "-deststoretype", "JKS",
+            "-deststorepass", store_pw, "-destkeypass", key_pw or store_pw)
+    return path
+
+
+def jks_truststore(ca_pem, path, store_pw=STORE_PW):
+    keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem), "-keystore", str(path),
+            "-storetype", "JKS", "-storepass", store_pw)
+    return path
+
+
+def _der_certs(pem_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    return [c.public_bytes(serialization.Encoding.DER) for c in x509.load_pem_x509_certificates(pem_path.read_bytes())]
+
+
+def test_key_store_round_trip(pki, tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    issued = issue(pki, "jks-" + uuid.uuid4().hex[:6], "localhost")
+    data = jks_keystore(issued, tmp_path / "ks.jks").read_bytes()
+    assert jks.is_jks(data)
+    store = jks.load(data, STORE_PW)
+    assert len(store.keys) == 1 and store.certificates == []
+    entry = store.keys[0]
+    assert entry.chain == _der_certs(issued.chain)                 # leaf, then the CA
+    key = serialization.load_der_private_key(jks.unprotect(entry.key_der, STORE_PW), None)
+    original = serialization.load_pem_private_key(issued.key.read_bytes(), None)
+    assert key.private_numbers() == original.private_numbers()
+
+
+def test_passwords_and_tampering(pki, tmp_path):
+    issued = issue(pki, "jks-" + uuid.uuid4().hex[:6], "localhost")
+    data = jks_keystore(issued, tmp_path / "ks.jks", key_pw="key-secret").read_bytes()
+    with pytest.raises(jks.JksError, match="tampered with, or password was incorrect"):
+        jks.load(data, "wrong")
+    store = jks.load(data, None)           # no store password: read without the integrity check
+    with pytest.raises(jks.JksError, match="key password is incorrect"):
+        jks.unprotect(store.keys[0].key_der, STORE_PW)
+    assert jks.unprotect(store.keys[0].key_der, "key-secret")
+    bad = bytearray(data)
+    bad[len(bad) // 2] ^= 1
+    with pytest.raises(jks.JksError, match="tampered"):
+        jks.load(bytes(bad), STORE_PW)
+    with pytest.raises(jks.JksError):
+        jks.load(data[:40], None)
+    with pytest.raises(jks.JksError, match="JCEKS"):
+        jks.load(bytes.fromhex("cececece") + data[4:], None)
+
+
+def test_trust_store_entries(pki, tmp_path):
+    store = jks.load(jks_truststore(pki.ca, tmp_path / "ts.jks").read_bytes(), STORE_PW)
+    assert store.keys == [] and [d for _, d in store.certificates] == _der_certs(pki.ca)
+
+
+def test_tls_config_errors_name_the_key(pki, tmp_path):
+    from broker.config import BrokerConfig
+    from broker.security.tls import server_context
+    issued = issue(pki, "jks-" + uuid.uuid4().hex[:6], "localhost")
+    ks = jks_keystore(issued, tmp_path / "ks.jks", key_pw="key-secret")
+    base = {"listeners": "SSL://127.0.0.1:0", "security.inter.broker.protocol": "SSL",
+            "ssl.keystore.location": str(ks),
+            "ssl.keystore.password": STORE_PW}
+    with pytest.raises(ConfigError, match="key password is incorrect") as e:
+        server_context(BrokerConfig.from_dict(base), "SSL")      # ssl.key.password missing: store pw tried
+    assert e.value.key == "ssl.keystore.location"
+    with pytest.raises(ConfigError, match="tampered"):
+        server_context(BrokerConfig.from_dict({**base, "ssl.keystore.password": "nope"}), "SSL")
+    assert server_context(BrokerConfig.from_dict({**base, "ssl.key.password": "key-secret"}), "SSL")
+
+
+def test_broker_serves_mutual_tls_from_jks_stores(secure_broker, pki, tmp_path):
+    """A server.properties as written for Kafka: JKS key and trust stores, no store type given
+    (Kafka's default is JKS), a key password of its own; confluent-kafka with a client
+    certificate produces and consumes."""
+    from tests.security.test_auth import _produce_consume
+    issued = issue(pki, "jks-" + uuid.uuid4().hex[:6], "localhost")
+    ks = jks_keystore(issued, tmp_path / "kafka.server.keystore.jks", key_pw="key-secret")
+    ts = jks_truststore(pki.ca, tmp_path / "kafka.server.truststore.jks")
+    b = secure_broker(listeners=("SSL",), client_auth="required", props={
+        "ssl.keystore.type": None, "ssl.keystore.location": str(ks), "ssl.keystore.password": STORE_PW,
+        "ssl.key.password": "key-secret", "ssl.truststore.location": str(ts),
+        "ssl.truststore.password": STORE_PW})
+    conf = {"bootstrap.servers": b.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca),
+            "ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
+    assert _produce_consume(conf, "jks-mtls", 3) == [b"v0", b"v1", b"v2"]
+    # Kafka's tools with a client properties file as Kafka's docs write it: JKS stores again
+    from pathlib import Path
+    client = issue(pki, "jks-client-" + uuid.uuid4().hex[:6], "jks-client")
+    cks = jks_keystore(client, tmp_path / "client.keystore.jks")
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.location={ts}\nssl.truststore.password={STORE_PW}\n"
+                     f"ssl.keystore.location={cks}\nssl.keystore.password={STORE_PW}\n"
+                     f"ssl.key.password={STORE_PW}\n")
+    tool = Path(__file__).resolve().parents[2] / "bin" / "kafka-topics.sh"
+    cp = subprocess.run([str(tool), "--bootstrap-server", b.addr("SSL"), "--command-config", str(props), "--list"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "jks-mtls" in cp.stdout.split()
