@@ -207,6 +207,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self.transport is not None:
                 self.transport.close()
 
+    def close_after_auth_failure(self):
+        """Close after ``connection.failed.authentication.delay.ms`` (Kafka's delayed close of a
+        connection whose authentication failed): nothing more is read or handled meanwhile, what
+        was already written (the failure's answer) still goes out."""
+        if self.closed:
+            return
+        delay = self.broker.config.get("connection.failed.authentication.delay.ms")
+        if delay <= 0:
+            self.close()
+            return
+        self.closed = True          # no further request is handled
+        self.queue.clear()
+        if self.transport is not None:
+            if not self.paused_reading:
+                self.paused_reading = True
+                self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(delay / 1000, self.transport.close)
+
     # -- request processing -------------------------------------------------------------------
     async def _work(self):
         while self.queue and not self.closed:
@@ -256,7 +274,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sec is not None and sec.state != "done" and key not in _PRE_AUTH_APIS:
             log.info("closing connection from %s:%s: unexpected %s during SASL authentication", *self.peer,
                      api.REQUESTS[key].__name__)
-            self.close()
+            self.close_after_auth_failure()
             return
         try:
             body, end = api.REQUESTS[key].decode_from(frame, pos, version)
@@ -292,7 +310,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         await self.send_response(header.correlation_id, response, key, version)
         if sec is not None and sec.close_after_response:
-            self.close()
+            self.close_after_auth_failure()
 
     async def _throttle(self, correlation_id, response, key, version):
         """Stop reading and handling this connection's requests for ``throttle_ms``; the response

@@ -161,7 +161,7 @@ class SecurityManager:
         try:
             out = conn.security.step(frame)
         except SaslFailure:
-            conn.close()
+            conn.close_after_auth_failure()
             return
         conn.transport.write(len(out).to_bytes(4, "big") + out)
 

@@ -186,6 +186,28 @@ def test_sasl_wire_failure_then_closed(secure_broker):
         assert struct.unpack(">i", _read(s)[:4]) == (3,)
 
 
+def test_failed_authentication_close_is_delayed(secure_broker):
+    """``connection.failed.authentication.delay.ms``: the failure's answer comes at once, the
+    connection is closed only after the delay (1 s here; Kafka's default is 100 ms), and a request
+    sent meanwhile is not answered."""
+    import time
+    b = secure_broker(listeners=("SASL_PLAINTEXT",), props={"connection.failed.authentication.delay.ms": 1000})
+    with socket.create_connection(("127.0.0.1", b.ports["SASL_PLAINTEXT"]), timeout=5) as s:
+        s.sendall(_frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
+        assert struct.unpack(">ih", _read(s)[:6]) == (1, 0)
+        tok = b"\0alice\0nope"
+        s.sendall(_frame(36, 1, 2, struct.pack(">i", len(tok)) + tok))
+        assert struct.unpack(">ih", _read(s)[:6]) == (2, 58)
+        answered = time.monotonic()
+        s.sendall(_frame(18, 0, 3, b""))                              # ApiVersions: never answered
+        s.settimeout(10)
+        try:
+            assert s.recv(1) == b""
+        except ConnectionResetError:    # closed with our unread request still queued: an RST
+            pass
+        assert time.monotonic() - answered >= 0.5
+
+
 def test_sasl_ssl(secure_broker, pki):
     b = secure_broker(listeners=("SASL_SSL",))
     _add_scram(b.plaintext, "bob", "bob-secret", "SCRAM-SHA-512")
