@@ -304,15 +304,30 @@ def parse_listeners(raw: str | None, proto_map: dict[str, str], key: str = "list
 
 # --------------------------------------------------------------------------- broker config
 
+def _listener_base_key(name: str):
+    """The known key behind ``listener.name.<l>.<key>`` or ``listener.name.<l>.<mechanism>.<key>``."""
+    if not name.startswith("listener.name."):
+        return None
+    parts = name.split(".")
+    for skip in (3, 4):
+        key = BROKER_KEYS_BY_NAME.get(".".join(parts[skip:]))
+        if key is not None:
+            return key
+    return None
+
+
+def _mode(name: str):
+    key = BROKER_KEYS_BY_NAME.get(name) or _listener_base_key(name)
+    return key.mode if key is not None else None
+
+
 def _validate_dynamic_names(configs: Mapping[str, Any], per_broker: bool) -> None:
-    non_dynamic = sorted(k for k in configs
-                         if k in BROKER_KEYS_BY_NAME and BROKER_KEYS_BY_NAME[k].mode == READ_ONLY)
+    non_dynamic = sorted(k for k in configs if _mode(k) == READ_ONLY)
     if non_dynamic:
         raise ConfigError("Cannot update these configs dynamically: Set(" + ", ".join(non_dynamic) + ")",
                           non_dynamic[0], INVALID_REQUEST)
     if not per_broker:
-        pb = sorted(k for k in configs
-                    if k in BROKER_KEYS_BY_NAME and BROKER_KEYS_BY_NAME[k].mode == PER_BROKER)
+        pb = sorted(k for k in configs if _mode(k) == PER_BROKER)
         if pb:
             raise ConfigError("Cannot update these configs at default cluster level, broker id must be "
                               "specified: Set(" + ", ".join(pb) + ")", pb[0], INVALID_REQUEST)
@@ -330,7 +345,8 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str | None], per_broke
     for k, v in configs.items():
         key = BROKER_KEYS_BY_NAME.get(k)
         if key is None:
-            log.warning("dynamic broker config %s is not a known config", k)
+            if _listener_base_key(k) is None:
+                log.warning("dynamic broker config %s is not a known config", k)
             out[k] = v
             continue
         out[k] = parse_value(key, v)
@@ -426,8 +442,10 @@ class BrokerConfig:
             pass
         key = BROKER_KEYS_BY_NAME.get(name)
         if key is None:
-            if name in self._static:
-                return self._static[name]
+            # a listener-prefixed (or plug-in) key: the dynamic layers first, as for known keys
+            for layer in (self._per_broker, self._cluster_default, self._static):
+                if name in layer:
+                    return layer[name]
             raise KeyError(name)
         raw, src = self.raw(name)
         value = key.default if src == DEFAULT_CONFIG else parse_value(key, raw)
@@ -439,7 +457,8 @@ class BrokerConfig:
     __getitem__ = get
 
     def __contains__(self, name: str) -> bool:
-        return name in BROKER_KEYS_BY_NAME or name in self._static
+        return name in BROKER_KEYS_BY_NAME or name in self._static or name in self._per_broker \
+            or name in self._cluster_default
 
     def validate(self) -> None:
         for key in BROKER_KEYS:

@@ -203,6 +203,10 @@ class Broker:
         if isinstance(event, ConfigsChanged) and event.entity_type == "client-quotas":
             self.client_quotas.refresh()
             return
+        if isinstance(event, ConfigsChanged) and event.entity_type == "brokers":
+            if self.security is not None:
+                self.security.reload_ssl()      # a key store update of a TLS listener
+            # and on: log configs follow the broker defaults (sync below)
         if isinstance(event, ConfigsChanged) and event.entity_type == "topics":
             info = self.controller.topic(event.entity_name)
             if info is not None:

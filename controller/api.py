@@ -577,7 +577,16 @@ def altered_broker_configs(cfg: BrokerConfig, own_id: int, current: dict[str, di
     new_bc[entity] = dict(configs)
     if not new_bc[entity]:
         del new_bc[entity]
-    apply_dynamic_broker_configs(BrokerConfig(cfg.static_configs, validate=False), own_id, new_bc)
+    trial = BrokerConfig(cfg.static_configs, validate=False)
+    apply_dynamic_broker_configs(trial, own_id, new_bc)
+    if broker_id == own_id:
+        # this broker's TLS listeners must load the updated stores (Kafka validates its
+        # reconfigurable SslFactory before accepting the update)
+        from broker.security.tls import check_reconfiguration, ssl_fingerprint
+        for ep in cfg.listeners():
+            if ep.security_protocol in ("SSL", "SASL_SSL") and \
+                    ssl_fingerprint(trial, ep.listener_name) != ssl_fingerprint(cfg, ep.listener_name):
+                check_reconfiguration(cfg, trial, ep.listener_name)
     return entity, new_bc
 
 

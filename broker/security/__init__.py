@@ -28,7 +28,7 @@ from broker.security import jaas
 from broker.security.authorizer import AUTHORIZER_CLASSES, AclAuthorizer, parse_super_users
 from broker.security.sasl import ANONYMOUS, PlainServer, ScramServer, SecuritySession
 from broker.security.principal import DerError, PrincipalMapper, subject_from_der
-from broker.security.tls import listener_value, principal_from_peercert, server_context
+from broker.security.tls import listener_value, principal_from_peercert, server_context, ssl_fingerprint
 from protocol import scram as S
 
 log = logging.getLogger("odradek.security")
@@ -52,7 +52,9 @@ class SecurityManager:
     def __init__(self, broker, config=None):
         self.broker = broker
         self.config = config if config is not None else broker.config
-        self._ssl: dict[str, object] = {}
+        self._ssl: dict[str, object] = {}           # listener -> the context its server was created with
+        self._ssl_current: dict[str, object] = {}   # listener -> the context after a dynamic update
+        self._ssl_fp: dict[str, tuple] = {}         # listener -> what its current context was built from
         self._mechanisms: dict[str, list[str]] = {}
         self._plain_users: dict[str, dict[str, str]] = {}
         self._protocols: dict[str, str] = {}
@@ -69,6 +71,7 @@ class SecurityManager:
             self._protocols[name] = proto
             if proto in ("SSL", "SASL_SSL"):
                 self._ssl[name] = server_context(cfg, name)
+                self._ssl_fp[name] = ssl_fingerprint(cfg, name)
             if proto == "SSL":
                 rules = listener_value(cfg, name, "ssl.principal.mapping.rules", "DEFAULT")
                 try:
@@ -132,7 +135,38 @@ class SecurityManager:
 
     # ------------------------------------------------------------------ connections
     def ssl_context(self, listener: str):
-        return self._ssl.get(listener)
+        """The context the listener's server is created with.  Its SNI callback (which OpenSSL
+        runs for every ClientHello, with or without a server name) hands each new connection the
+        listener's current context, so a dynamic key store update (``reload_ssl``) applies to new
+        connections without reopening the listener; established ones keep theirs."""
+        front = self._ssl.get(listener)
+        if front is not None and front.sni_callback is None:
+            def pick(ssl_obj, _server_name, ctx, _listener=listener):
+                current = self._ssl_current.get(_listener)
+                if current is not None and current is not ctx:
+                    ssl_obj.context = current
+            front.sni_callback = pick
+        return front
+
+    def reload_ssl(self) -> None:
+        """After a dynamic broker config change: rebuild the server context of each TLS listener
+        whose ``ssl.*`` configs (or store files) changed.  The update was validated when it was
+        altered (``check_reconfiguration``); a context that fails now is logged and the old one
+        kept."""
+        from broker.security.tls import server_context, ssl_fingerprint
+        for listener in list(self._ssl):
+            fp = ssl_fingerprint(self.config, listener)
+            if fp == self._ssl_fp.get(listener):
+                continue
+            try:
+                ctx = server_context(self.config, listener)
+            except ConfigError as e:
+                log.error("listener %s: the updated key/trust stores do not load, keeping the current ones: %s",
+                          listener, e)
+                continue
+            self._ssl_current[listener] = ctx
+            self._ssl_fp[listener] = fp
+            log.info("listener %s: key and trust stores reloaded; new connections use them", listener)
 
     def mechanisms(self, listener: str) -> list[str]:
         return list(self._mechanisms.get(listener, ()))

@@ -198,6 +198,12 @@ def _load_key_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *,
         ctx.load_cert_chain(certfile, keyfile, password=password)
     except (ssl.SSLError, OSError) as e:
         raise ConfigError(f"listener {listener}: cannot load the key store: {e}", "ssl.keystore.location") from None
+    try:                    # the leaf certificate, for the checks of a dynamic key store update
+        with open(certfile) as f:
+            certs = [m.group(0) for m in _PEM_BLOCK.finditer(normalize_pem(f.read())) if m.group(1) == "CERTIFICATE"]
+        ctx.odradek_leaf_pem = certs[0] if certs else None
+    except (OSError, UnicodeDecodeError):
+        ctx.odradek_leaf_pem = None
 
 
 def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *, system_default: bool) -> bool:
@@ -331,3 +337,73 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
             except OSError:
                 pass
     return ctx
+
+
+# -- dynamic key store updates (Kafka's reconfigurable SslFactory) -------------------------------
+RELOAD_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+               "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
+               "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+               "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites")
+
+
+def ssl_fingerprint(cfg, listener: str) -> tuple:
+    """What a listener's server context is built from: the effective ``ssl.*`` values and the
+    modification times of the store files (a store rewritten in place counts as a change, as in
+    Kafka, once a config update asks for a reload)."""
+    vals = tuple(str(listener_value(cfg, listener, k)) for k in RELOAD_KEYS)
+    times = []
+    for k in ("ssl.keystore.location", "ssl.truststore.location"):
+        path = listener_value(cfg, listener, k)
+        try:
+            times.append(os.stat(path).st_mtime_ns if path else None)
+        except OSError:
+            times.append(None)
+    return vals + tuple(times)
+
+
+def _identity(pem: str | None):
+    """(subject DN, sorted SAN strings) of a PEM certificate; None when unknown."""
+    if not pem:
+        return None
+    try:
+        from cryptography import x509
+    except ImportError:
+        return None
+    cert = x509.load_pem_x509_certificate(pem.encode())
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        sans = sorted(str(g.value) for g in san)
+    except x509.ExtensionNotFound:
+        sans = []
+    return cert.subject.rfc4514_string(), sans
+
+
+def check_reconfiguration(old_cfg, new_cfg, listener: str) -> ssl.SSLContext:
+    """The listener's new server context after a dynamic update of its ``ssl.*`` configs, or
+    ConfigError: the new stores do not load, or the new certificate's subject or subject
+    alternative names differ from the current one's while ``ssl.allow.dn.changes`` /
+    ``ssl.allow.san.changes`` are false (Kafka's checks)."""
+    try:
+        new = server_context(new_cfg, listener)
+    except ConfigError as e:
+        raise ConfigError(f"Validation of dynamic config update of SSLFactory failed: {e}", e.key) from None
+    try:
+        old = server_context(old_cfg, listener)
+    except ConfigError:
+        return new              # nothing valid to compare with
+    before, after = _identity(getattr(old, "odradek_leaf_pem", None)), _identity(getattr(new, "odradek_leaf_pem", None))
+    if before is not None and after is not None:
+        get = lambda key, default=None: listener_value(new_cfg, listener, key, default)  # noqa: E731
+        if before[0] != after[0] and not _true(get("ssl.allow.dn.changes", False)):
+            raise ConfigError("Validation of dynamic config update of SSLFactory failed: Keystore "
+                              f"DistinguishedName does not match: existing={{{before[0]}}}, new={{{after[0]}}}",
+                              "ssl.keystore.location")
+        if before[1] != after[1] and not _true(get("ssl.allow.san.changes", False)):
+            raise ConfigError("Validation of dynamic config update of SSLFactory failed: Keystore "
+                              f"SubjectAltNames do not match: existing={before[1]}, new={after[1]}",
+                              "ssl.keystore.location")
+    return new
+
+
+def _true(v) -> bool:
+    return v is True or str(v).strip().lower() == "true"
