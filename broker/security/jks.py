@@ -146,49 +146,23 @@ def unprotect(protected: bytes, key_password: str) -> bytes:
     return key
 
 
-# -- the little DER this needs --------------------------------------------------------------------
-def _tlv(data: bytes, pos: int) -> tuple[int, int, int]:
-    """(tag, start of value, end of value) of the DER element at ``pos``."""
-    if pos + 2 > len(data):
-        raise JksError("malformed DER in protected key")
-    tag, n = data[pos], data[pos + 1]
-    pos += 2
-    if n & 0x80:
-        k = n & 0x7F
-        if k == 0 or k > 4 or pos + k > len(data):
-            raise JksError("malformed DER length in protected key")
-        n = int.from_bytes(data[pos:pos + k], "big")
-        pos += k
-    if pos + n > len(data):
-        raise JksError("malformed DER in protected key")
-    return tag, pos, pos + n
-
-
-def _oid(raw: bytes) -> str:
-    if not raw:
-        raise JksError("empty OID")
-    parts = [raw[0] // 40, raw[0] % 40]
-    v = 0
-    for b in raw[1:]:
-        v = (v << 7) | (b & 0x7F)
-        if not b & 0x80:
-            parts.append(v)
-            v = 0
-    return ".".join(map(str, parts))
-
-
+# -- the DER of the protected key (the DER reader of principal.py) ------------------------------
 def _encrypted_private_key_info(der: bytes) -> tuple[str, bytes]:
     """EncryptedPrivateKeyInfo ::= SEQUENCE { AlgorithmIdentifier, OCTET STRING } -> (OID, octets)."""
-    tag, start, end = _tlv(der, 0)
-    if tag != 0x30:
-        raise JksError("protected key is not a DER SEQUENCE")
-    tag, a_start, a_end = _tlv(der, start)
-    if tag != 0x30:
-        raise JksError("protected key has no algorithm identifier")
-    tag, o_start, o_end = _tlv(der, a_start)
-    if tag != 0x06:
-        raise JksError("protected key algorithm is not an OID")
-    tag, s_start, s_end = _tlv(der, a_end)
-    if tag != 0x04 or s_end > end:
-        raise JksError("protected key has no encrypted data")
-    return _oid(der[o_start:o_end]), der[s_start:s_end]
+    from broker.security.principal import DerError, _oid, _tlv
+    try:
+        tag, start, end, _ = _tlv(der, 0)
+        if tag != 0x30:
+            raise JksError("protected key is not a DER SEQUENCE")
+        tag, a_start, a_end, _ = _tlv(der, start)
+        if tag != 0x30:
+            raise JksError("protected key has no algorithm identifier")
+        tag, o_start, o_end, _ = _tlv(der, a_start)
+        if tag != 0x06:
+            raise JksError("protected key algorithm is not an OID")
+        tag, s_start, s_end, _ = _tlv(der, a_end)
+        if tag != 0x04 or s_end > end:
+            raise JksError("protected key has no encrypted data")
+        return _oid(der[o_start:o_end]), der[s_start:s_end]
+    except DerError as e:
+        raise JksError(f"malformed protected key: {e}") from None

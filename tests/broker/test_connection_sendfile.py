@@ -28,6 +28,26 @@ def _connection(sock):
     return conn
 
 
+class _Setup:
+    """A segment-like file of ``size`` random bytes and a connected socket pair (the broker's end
+    non-blocking); closed on exit."""
+
+    def __init__(self, tmp_path, size):
+        self.data = os.urandom(size)
+        path = tmp_path / "seg.log"
+        path.write_bytes(self.data)
+        self.fd = os.open(path, os.O_RDONLY)
+        self.a, self.b = socket.socketpair()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+        self.a.close()
+        self.b.close()
+
+
 def _drain(sock, n):
     got = bytearray()
     while len(got) < n:
@@ -40,12 +60,8 @@ def _drain(sock, n):
 def test_regions_reach_the_peer_whole_and_the_write_time_is_counted(tmp_path):
     """3 MiB of file data through a 64 KiB send buffer: many short sendfile calls with waits for
     writability between them; the bytes arrive in order and only the time in the calls is summed."""
-    data = os.urandom(3 << 20)
-    path = tmp_path / "seg.log"
-    path.write_bytes(data)
-    fd = os.open(path, os.O_RDONLY)
-    a, b = socket.socketpair()
-    try:
+    with _Setup(tmp_path, 3 << 20) as t:
+        data, fd, a, b = t.data, t.fd, t.a, t.b
         a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
         a.setblocking(False)
         conn = _connection(a)
@@ -64,22 +80,14 @@ def test_regions_reach_the_peer_whole_and_the_write_time_is_counted(tmp_path):
         assert spent > 0
         # the reader thread pacing the transfer is not counted: only the calls' own time
         assert spent < 5.0
-    finally:
-        os.close(fd)
-        a.close()
-        b.close()
 
 
 def test_send_response_charges_encoding_and_writing(tmp_path, monkeypatch):
     """With a request quota (``connection.charge`` set), a fetch-style response is charged twice:
     the encoding, then the time in the calls that wrote its regions."""
     from broker import connection as C
-    data = os.urandom(1 << 20)
-    path = tmp_path / "seg.log"
-    path.write_bytes(data)
-    fd = os.open(path, os.O_RDONLY)
-    a, b = socket.socketpair()
-    try:
+    with _Setup(tmp_path, 1 << 20) as t:
+        data, fd, a, b = t.data, t.fd, t.a, t.b
         a.setblocking(False)
         conn = _connection(a)
 
@@ -101,7 +109,3 @@ def test_send_response_charges_encoding_and_writing(tmp_path, monkeypatch):
         assert received[8:] == data
         assert len(charges) == 2 and all(c >= 0 for c in charges) and charges[1] > 0
         assert conn._write_time is None and conn.charge is None
-    finally:
-        os.close(fd)
-        a.close()
-        b.close()
