@@ -33,7 +33,7 @@ from protocol import scram as S
 
 log = logging.getLogger("odradek.security")
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def peer_subject(transport) -> str | None:
@@ -55,6 +55,7 @@ class SecurityManager:
         self._ssl: dict[str, object] = {}
         self._mechanisms: dict[str, list[str]] = {}
         self._plain_users: dict[str, dict[str, str]] = {}
+        self._oauth_validators: dict[str, object] = {}
         self._protocols: dict[str, str] = {}
         self._mappers: dict[str, PrincipalMapper] = {}
         self.authorizer: AclAuthorizer | None = None
@@ -118,8 +119,8 @@ class SecurityManager:
                         ", ".join(unsupported))
         mechs = [m for m in mechs if m in SUPPORTED_MECHANISMS]
         if not mechs:
-            raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms must include PLAIN, SCRAM-SHA-256 or "
-                              "SCRAM-SHA-512 (GSSAPI is not supported)", "sasl.enabled.mechanisms")
+            raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms must include PLAIN, SCRAM-SHA-256, "
+                              "SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)", "sasl.enabled.mechanisms")
         self._mechanisms[listener] = mechs
         if "PLAIN" in mechs:
             text = jaas.jaas_text(cfg, listener, "PLAIN")
@@ -129,6 +130,35 @@ class SecurityManager:
                                   "options", "sasl.jaas.config")
             _module, opts = jaas.parse_jaas(text)
             self._plain_users[listener] = jaas.plain_users(opts)
+        if "OAUTHBEARER" in mechs:
+            self._oauth_validators[listener] = self._oauthbearer_validator(listener)
+
+    def _oauthbearer_validator(self, listener: str):
+        from broker.security import oauthbearer
+        cfg = self.config
+        prefix = f"listener.name.{listener.lower()}."
+        text = jaas.jaas_text(cfg, listener, "OAUTHBEARER")
+        if not text:
+            raise ConfigError(f"listener {listener}: SASL OAUTHBEARER needs a JAAS entry "
+                              f"({prefix}oauthbearer.sasl.jaas.config, {prefix}sasl.jaas.config or sasl.jaas.config) "
+                              f"with the login module {oauthbearer.LOGIN_MODULE}", "sasl.jaas.config")
+        module, opts = jaas.parse_jaas(text)
+        if module != oauthbearer.LOGIN_MODULE:
+            raise ConfigError(f"listener {listener}: the OAUTHBEARER JAAS entry names {module}; expected "
+                              f"{oauthbearer.LOGIN_MODULE}", "sasl.jaas.config")
+        try:       # Kafka reads the server callback handler only under the listener and mechanism prefix
+            handler = cfg.get(f"{prefix}oauthbearer.sasl.server.callback.handler.class")
+        except KeyError:
+            handler = None
+        validator = oauthbearer.build_validator(cfg, listener, opts, handler)
+        log.info("listener %s: OAUTHBEARER tokens checked by the %s validator", listener,
+                 "unsecured" if isinstance(validator, oauthbearer.UnsecuredValidator) else "JWKS (secured)")
+        return validator
+
+    def close(self) -> None:
+        """Stop the background work of the OAUTHBEARER validators (JWKS reloads)."""
+        for v in self._oauth_validators.values():
+            v.close()
 
     # ------------------------------------------------------------------ connections
     def ssl_context(self, listener: str):
@@ -151,6 +181,9 @@ class SecurityManager:
     def _mechanism_server(self, listener: str, mechanism: str):
         if mechanism == "PLAIN":
             return PlainServer(self._plain_users.get(listener, {}))
+        if mechanism == "OAUTHBEARER":
+            from broker.security.oauthbearer import OAuthBearerServer
+            return OAuthBearerServer(self._oauth_validators[listener])
         return ScramServer(mechanism, lambda user: self.scram_credential(user, mechanism))
 
     @staticmethod
