@@ -291,6 +291,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         await self.send_response(header.correlation_id, response, key, version)
         if sec is not None and sec.close_after_response:
+            # Kafka's connection.failed.authentication.delay.ms: the failure answer goes out now, the
+            # connection closes later (a client that reads the answer and the end of the stream in one
+            # go may otherwise drop the answer: kafka-python 3 does)
+            delay = self.broker.config.get("connection.failed.authentication.delay.ms") or 0
+            if delay > 0 and not sec.authenticated:
+                if not self.paused_reading:
+                    self.paused_reading = True
+                    self.transport.pause_reading()
+                await asyncio.sleep(delay / 1000)
             self.close()
 
     async def _throttle(self, correlation_id, response, key, version):

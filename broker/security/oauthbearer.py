@@ -238,11 +238,10 @@ ALGORITHMS = tuple(f"{f}{n}" for f in ("RS", "PS", "ES") for n in ("256", "384",
 
 
 def _need_cryptography():
-    try:
-        import cryptography  # noqa: F401
-    except ImportError:
+    import importlib.util
+    if importlib.util.find_spec("cryptography") is None:
         raise ConfigError("the OAUTHBEARER secured validator (OAuthBearerValidatorCallbackHandler) needs the "
-                          "'cryptography' package", "sasl.oauthbearer.jwks.endpoint.url") from None
+                          "'cryptography' package", "sasl.oauthbearer.jwks.endpoint.url")
 
 
 def _int_b64(v) -> int:
