@@ -13,11 +13,16 @@
   (``authorizer.py``); then ``RequestContext.authorize`` consults it.
 
 SASL configuration per listener (``listener.name.<l>.`` prefix first, then the bare key):
-``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; GSSAPI and OAUTHBEARER are not
+``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; GSSAPI is not
 implemented) and, for PLAIN, the JAAS entry ``listener.name.<l>.plain.sasl.jaas.config`` (or
 ``listener.name.<l>.sasl.jaas.config`` / ``sasl.jaas.config``) whose ``user_<name>="<pw>"``
 options are the accepted users.  SCRAM credentials come from the metadata store
-(``Controller.scram_credentials``), written with AlterUserScramCredentials.
+(``Controller.scram_credentials``), written with AlterUserScramCredentials.  OAUTHBEARER needs an
+OAuthBearerLoginModule JAAS entry found the same way; its token validator is built once per
+listener (``oauthbearer.py``): the unsecured one with the entry's ``unsecuredValidator*``
+options, or, when ``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`` is Kafka's
+OAuthBearerValidatorCallbackHandler, the JWKS-backed one configured by ``sasl.oauthbearer.*``
+(whose reload thread ``close()`` stops).
 """
 from __future__ import annotations
 

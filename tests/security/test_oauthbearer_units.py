@@ -318,3 +318,15 @@ def test_build_validator_config(tmp_path, keys):
     missing = BrokerConfig({"sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "none.json").as_uri()}, validate=False)
     with pytest.raises(ConfigError, match="could not load"):
         O.build_validator(missing, "SASL", {}, O.SECURED_HANDLERS[0])
+
+
+def test_inter_broker_unsecured_login():
+    from broker.security.interbroker import _oauthbearer_login
+    s = _oauthbearer_login("SASL", {"unsecuredLoginStringClaim_sub": "admin", "unsecuredLoginLifetimeSeconds": "60"})
+    assert s.mechanism == "OAUTHBEARER" and s.username == "admin"
+    tok = O.UnsecuredValidator({}).validate(s.token())
+    assert tok.principal == "admin" and 59 <= tok.lifetime_ms / 1000 - time.time() <= 61
+    with pytest.raises(ConfigError, match="unsecuredLoginStringClaim_sub"):
+        _oauthbearer_login("SASL", {})
+    with pytest.raises(ConfigError):
+        _oauthbearer_login("SASL", {"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginLifetimeSeconds": "x"})
