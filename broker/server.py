@@ -322,6 +322,8 @@ class Broker:
             await self.controller.stop()
         if self.metrics is not None:
             self.metrics.close()
+        if self.security is not None:
+            self.security.close()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
 

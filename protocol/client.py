@@ -167,7 +167,7 @@ class KafkaClientConnection:
         raise UnsupportedVersionError("the broker refused every ApiVersions version")
 
     async def authenticate(self, sasl: "SaslSettings", timeout: float | None = None) -> None:
-        """SaslHandshake v1 + SaslAuthenticate: PLAIN or SCRAM-SHA-256/512."""
+        """SaslHandshake v1 + SaslAuthenticate: PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER."""
         from protocol import scram
         from protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
         mech = sasl.mechanism.upper()
@@ -192,6 +192,11 @@ class KafkaClientConnection:
                 c.verify(await step(final))
             except scram.ScramError as e:
                 raise AuthenticationError(f"{self.host}:{self.port}: {e}") from None
+        elif mech == "OAUTHBEARER" and sasl.token is not None:
+            challenge = await step(b"n,,\x01auth=Bearer " + sasl.token().encode("ascii") + b"\x01\x01")
+            if challenge:            # the server's JSON error: acknowledge it; the server then fails us
+                await step(b"\x01")
+                raise AuthenticationError(f"{self.host}:{self.port}: {challenge.decode('utf-8', 'replace')}")
         else:
             raise AuthenticationError(f"SASL mechanism {mech} is not supported by this client")
 
@@ -618,8 +623,12 @@ class ClusterClient:
 
 # ------------------------------------------------------------------------------------- security
 class SaslSettings:
-    def __init__(self, mechanism: str, username: str, password: str):
+    """``token``: for OAUTHBEARER, a callable returning the bearer token to present (called at
+    each login, so a fresh one can be minted); ``username`` is then only for log messages."""
+
+    def __init__(self, mechanism: str, username: str, password: str | None, token=None):
         self.mechanism, self.username, self.password = mechanism, username, password
+        self.token = token
 
 
 def security_from_properties(props: dict[str, str]):

@@ -13,11 +13,16 @@
   (``authorizer.py``); then ``RequestContext.authorize`` consults it.
 
 SASL configuration per listener (``listener.name.<l>.`` prefix first, then the bare key):
-``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; GSSAPI and OAUTHBEARER are not
+``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; GSSAPI is not
 implemented) and, for PLAIN, the JAAS entry ``listener.name.<l>.plain.sasl.jaas.config`` (or
 ``listener.name.<l>.sasl.jaas.config`` / ``sasl.jaas.config``) whose ``user_<name>="<pw>"``
 options are the accepted users.  SCRAM credentials come from the metadata store
-(``Controller.scram_credentials``), written with AlterUserScramCredentials.
+(``Controller.scram_credentials``), written with AlterUserScramCredentials.  OAUTHBEARER needs an
+OAuthBearerLoginModule JAAS entry found the same way; its token validator is built once per
+listener (``oauthbearer.py``): the unsecured one with the entry's ``unsecuredValidator*``
+options, or, when ``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`` is Kafka's
+OAuthBearerValidatorCallbackHandler, the JWKS-backed one configured by ``sasl.oauthbearer.*``
+(whose reload thread ``close()`` stops).
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from protocol import scram as S
 
 log = logging.getLogger("odradek.security")
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def peer_subject(transport) -> str | None:
@@ -57,6 +62,7 @@ class SecurityManager:
         self._ssl_fp: dict[str, tuple] = {}         # listener -> what its current context was built from
         self._mechanisms: dict[str, list[str]] = {}
         self._plain_users: dict[str, dict[str, str]] = {}
+        self._oauth_validators: dict[str, object] = {}
         self._protocols: dict[str, str] = {}
         self._mappers: dict[str, PrincipalMapper] = {}
         self.authorizer: AclAuthorizer | None = None
@@ -121,8 +127,8 @@ class SecurityManager:
                         ", ".join(unsupported))
         mechs = [m for m in mechs if m in SUPPORTED_MECHANISMS]
         if not mechs:
-            raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms must include PLAIN, SCRAM-SHA-256 or "
-                              "SCRAM-SHA-512 (GSSAPI is not supported)", "sasl.enabled.mechanisms")
+            raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms must include PLAIN, SCRAM-SHA-256, "
+                              "SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)", "sasl.enabled.mechanisms")
         self._mechanisms[listener] = mechs
         if "PLAIN" in mechs:
             text = jaas.jaas_text(cfg, listener, "PLAIN")
@@ -132,6 +138,35 @@ class SecurityManager:
                                   "options", "sasl.jaas.config")
             _module, opts = jaas.parse_jaas(text)
             self._plain_users[listener] = jaas.plain_users(opts)
+        if "OAUTHBEARER" in mechs:
+            self._oauth_validators[listener] = self._oauthbearer_validator(listener)
+
+    def _oauthbearer_validator(self, listener: str):
+        from broker.security import oauthbearer
+        cfg = self.config
+        prefix = f"listener.name.{listener.lower()}."
+        text = jaas.jaas_text(cfg, listener, "OAUTHBEARER")
+        if not text:
+            raise ConfigError(f"listener {listener}: SASL OAUTHBEARER needs a JAAS entry "
+                              f"({prefix}oauthbearer.sasl.jaas.config, {prefix}sasl.jaas.config or sasl.jaas.config) "
+                              f"with the login module {oauthbearer.LOGIN_MODULE}", "sasl.jaas.config")
+        module, opts = jaas.parse_jaas(text)
+        if module != oauthbearer.LOGIN_MODULE:
+            raise ConfigError(f"listener {listener}: the OAUTHBEARER JAAS entry names {module}; expected "
+                              f"{oauthbearer.LOGIN_MODULE}", "sasl.jaas.config")
+        try:       # Kafka reads the server callback handler only under the listener and mechanism prefix
+            handler = cfg.get(f"{prefix}oauthbearer.sasl.server.callback.handler.class")
+        except KeyError:
+            handler = None
+        validator = oauthbearer.build_validator(cfg, listener, opts, handler)
+        log.info("listener %s: OAUTHBEARER tokens checked by the %s validator", listener,
+                 "unsecured" if isinstance(validator, oauthbearer.UnsecuredValidator) else "JWKS (secured)")
+        return validator
+
+    def close(self) -> None:
+        """Stop the background work of the OAUTHBEARER validators (JWKS reloads)."""
+        for v in self._oauth_validators.values():
+            v.close()
 
     # ------------------------------------------------------------------ connections
     def ssl_context(self, listener: str):
@@ -185,6 +220,9 @@ class SecurityManager:
     def _mechanism_server(self, listener: str, mechanism: str):
         if mechanism == "PLAIN":
             return PlainServer(self._plain_users.get(listener, {}))
+        if mechanism == "OAUTHBEARER":
+            from broker.security.oauthbearer import OAuthBearerServer
+            return OAuthBearerServer(self._oauth_validators[listener])
         return ScramServer(mechanism, lambda user: self.scram_credential(user, mechanism))
 
     @staticmethod

@@ -5,12 +5,16 @@ channels and its AlterPartition connection, transaction markers), as Kafka decid
   ``security.inter.broker.protocol``); its security protocol comes from
   ``listener.security.protocol.map``.
 * SSL / SASL_SSL: a client TLS context from the listener's ``ssl.*`` keys (``tls.client_context``).
-* SASL_PLAINTEXT / SASL_SSL: ``sasl.mechanism.inter.broker.protocol`` (PLAIN, SCRAM-SHA-256 or
-  SCRAM-SHA-512; it must be one of the listener's ``sasl.enabled.mechanisms``), with the
+* SASL_PLAINTEXT / SASL_SSL: ``sasl.mechanism.inter.broker.protocol`` (PLAIN, SCRAM-SHA-256,
+  SCRAM-SHA-512 or OAUTHBEARER; it must be one of the listener's ``sasl.enabled.mechanisms``), with the
   ``username``/``password`` options of the listener's JAAS entry for that mechanism
   (``listener.name.<l>.<mechanism>.sasl.jaas.config``, then ``listener.name.<l>.sasl.jaas.config``,
   then ``sasl.jaas.config``).  For SCRAM that user's credential must exist in the metadata store
   before the brokers need it (Kafka: ``kafka-configs.sh --zookeeper ... --entity-type users``).
+* OAUTHBEARER: Kafka's default (unsecured) login, ``unsecuredLoginStringClaim_sub="<name>"`` and
+  optionally ``unsecuredLoginLifetimeSeconds`` (3600) in that JAAS entry: the broker presents an
+  unsigned JWS (``{"alg":"none"}``, claims sub/iat/exp) minted for each connection, which the
+  other brokers' unsecured validator accepts as ``User:<name>``.
 
 The settings are computed once per config object (``inter_broker_security``) and checked at
 start-up by ``SecurityManager`` so a broken set-up stops the broker with a message naming the key.
@@ -24,7 +28,7 @@ from broker.config import ConfigError
 from broker.security import jaas
 from broker.security.tls import client_context, listener_value
 
-SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 class InterBrokerSecurity(NamedTuple):
@@ -49,7 +53,8 @@ def build(cfg) -> InterBrokerSecurity:
         mech = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").strip().upper()
         if mech not in SUPPORTED:
             raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mech} is not supported for inter-broker "
-                              f"connections on {listener} ({protocol}); use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                              f"connections on {listener} ({protocol}); use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or "
+                              "OAUTHBEARER",
                               "sasl.mechanism.inter.broker.protocol")
         raw = listener_value(cfg, listener, "sasl.enabled.mechanisms", ["GSSAPI"])
         enabled = [m.strip().upper() for m in (raw.split(",") if isinstance(raw, str) else raw) if m.strip()]
@@ -58,12 +63,35 @@ def build(cfg) -> InterBrokerSecurity:
                               "when SASL is used for inter-broker communication", "sasl.mechanism.inter.broker.protocol")
         text = jaas.jaas_text(cfg, listener, mech)
         opts = jaas.parse_jaas(text)[1] if text else {}
+        if mech == "OAUTHBEARER":
+            return InterBrokerSecurity(listener, protocol, ctx, _oauthbearer_login(listener, opts))
         user, password = opts.get("username"), opts.get("password")
         if not user or password is None:
             raise ConfigError(f"inter-broker SASL/{mech} on listener {listener} needs username and password in "
                               f"listener.name.{listener.lower()}.{mech.lower()}.sasl.jaas.config", "sasl.jaas.config")
         sasl = SaslSettings(mech, user, password)
     return InterBrokerSecurity(listener, protocol, ctx, sasl)
+
+
+def _oauthbearer_login(listener: str, opts: dict):
+    """Kafka's default OAUTHBEARER login: an unsigned token whose ``sub`` is
+    ``unsecuredLoginStringClaim_sub``, valid ``unsecuredLoginLifetimeSeconds`` (3600), minted
+    afresh for every connection."""
+    from protocol.client import SaslSettings
+    from broker.security.oauthbearer import unsecured_token
+    sub = opts.get("unsecuredLoginStringClaim_sub")
+    if not sub:
+        raise ConfigError(f"inter-broker SASL/OAUTHBEARER on listener {listener} needs "
+                          f"unsecuredLoginStringClaim_sub=\"<name>\" in "
+                          f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config", "sasl.jaas.config")
+    raw = (opts.get("unsecuredLoginLifetimeSeconds") or "3600").strip()
+    try:
+        lifetime = int(raw)
+    except ValueError:
+        raise ConfigError(f"unsecuredLoginLifetimeSeconds: not an integer: {raw!r}", "sasl.jaas.config") from None
+    if lifetime <= 0:
+        raise ConfigError("unsecuredLoginLifetimeSeconds must be positive", "sasl.jaas.config")
+    return SaslSettings("OAUTHBEARER", sub, None, token=lambda: unsecured_token(sub, lifetime))
 
 
 def inter_broker_security(cfg) -> InterBrokerSecurity:

@@ -329,3 +329,30 @@ def test_scram_inter_broker_mechanism_and_restart_reloads(zookeeper, tmp_path, r
         assert login_error(c, 3, ("dave", "dave-secret"), "SCRAM-SHA-256") is None
     finally:
         c.shutdown()
+
+
+def test_oauthbearer_inter_broker_unsecured_login(zookeeper, tmp_path, request):
+    """sasl.mechanism.inter.broker.protocol=OAUTHBEARER with Kafka's unsecured login options: the
+    brokers replicate and the controller reaches them with unsigned tokens naming User:admin."""
+    oauth_jaas = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                  'unsecuredLoginStringClaim_sub="admin" unsecuredLoginLifetimeSeconds="600";')
+    c = make_sasl_cluster(tmp_path / "oauth-cluster", zookeeper,
+                          props={"sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+                                 "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+                                 "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": oauth_jaas})
+    for b in c.brokers.values():
+        _track(request, b)
+    try:
+        c.start()
+        topic = "oauth-ib-" + uuid.uuid4().hex[:6]
+        create_topic(c, 1, topic, assignment=[[3, 1, 2]])
+        from confluent_kafka import Producer
+        p = Producer({**conf(c, 1), "acks": "all", "message.timeout.ms": 20000})
+        errors = []
+        for i in range(20):
+            p.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: e and errors.append(e))
+        assert p.flush(30) == 0 and not errors, errors[:3]
+        assert sorted(c.wait_for_isr(topic, 0, [1, 2, 3], timeout=30)) == [1, 2, 3]
+        assert "authenticate with SASL/OAUTHBEARER as admin" in c.brokers[2].log_path.read_text(errors="replace")
+    finally:
+        c.shutdown()
