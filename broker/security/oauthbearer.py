@@ -493,14 +493,8 @@ class OAuthBearerServer:
 # ---------------------------------------------------------------------------- configuration
 
 def _listener_raw(cfg, listener: str, key: str):
-    for name in (f"listener.name.{listener.lower()}.{key}", key):
-        try:
-            v = cfg.get(name)
-        except KeyError:
-            continue
-        if v is not None and v != "":
-            return v
-    return None
+    from broker.security.tls import listener_value
+    return listener_value(cfg, listener, key)
 
 
 def _as_int(cfg, listener, key, default):

@@ -286,6 +286,21 @@ def test_rf3_topic_replicates_over_sasl_inter_broker_connections(sc):
 
 
 @pytest.mark.slow
+def _replicated_acks_all(c, prefix: str, n: int) -> str:
+    """A topic led by broker 3 with followers 1 and 2; ``n`` records produced with acks=all through
+    broker 1 are all acknowledged and the ISR is full.  Returns the topic."""
+    topic = prefix + uuid.uuid4().hex[:6]
+    create_topic(c, 1, topic, assignment=[[3, 1, 2]])
+    from confluent_kafka import Producer
+    p = Producer({**conf(c, 1), "acks": "all", "message.timeout.ms": 20000})
+    errors = []
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: e and errors.append(e))
+    assert p.flush(30) == 0 and not errors, errors[:3]
+    assert sorted(c.wait_for_isr(topic, 0, [1, 2, 3], timeout=30)) == [1, 2, 3]
+    return topic
+
+
 def test_scram_inter_broker_mechanism_and_restart_reloads(zookeeper, tmp_path, request):
     """sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512: the brokers' own credential is put into
     ZooKeeper before they start (as ``kafka-configs.sh --zookeeper`` does for Kafka); a restarted
@@ -304,15 +319,7 @@ def test_scram_inter_broker_mechanism_and_restart_reloads(zookeeper, tmp_path, r
         _track(request, b)
     try:
         c.start()
-        topic = "scram-ib-" + uuid.uuid4().hex[:6]
-        create_topic(c, 1, topic, assignment=[[3, 1, 2]])
-        from confluent_kafka import Producer
-        p = Producer({**conf(c, 1), "acks": "all", "message.timeout.ms": 20000})
-        errors = []
-        for i in range(50):
-            p.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: e and errors.append(e))
-        assert p.flush(30) == 0 and not errors, errors[:3]
-        assert sorted(c.wait_for_isr(topic, 0, [1, 2, 3], timeout=30)) == [1, 2, 3]
+        topic = _replicated_acks_all(c, "scram-ib-", 50)
         assert "authenticate with SASL/SCRAM-SHA-512 as admin" in c.brokers[2].log_path.read_text(errors="replace")
         # an ACL and a SCRAM user made while broker 3 is down are there when it comes back
         c.stop(3)
@@ -344,15 +351,7 @@ def test_oauthbearer_inter_broker_unsecured_login(zookeeper, tmp_path, request):
         _track(request, b)
     try:
         c.start()
-        topic = "oauth-ib-" + uuid.uuid4().hex[:6]
-        create_topic(c, 1, topic, assignment=[[3, 1, 2]])
-        from confluent_kafka import Producer
-        p = Producer({**conf(c, 1), "acks": "all", "message.timeout.ms": 20000})
-        errors = []
-        for i in range(20):
-            p.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: e and errors.append(e))
-        assert p.flush(30) == 0 and not errors, errors[:3]
-        assert sorted(c.wait_for_isr(topic, 0, [1, 2, 3], timeout=30)) == [1, 2, 3]
+        _replicated_acks_all(c, "oauth-ib-", 20)
         assert "authenticate with SASL/OAUTHBEARER as admin" in c.brokers[2].log_path.read_text(errors="replace")
     finally:
         c.shutdown()
