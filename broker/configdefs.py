@@ -171,6 +171,8 @@ BROKER_KEYS: list[ConfigKey] = [
        validator=at_least(1)),
     _k("socket.listen.backlog.size", "int", 50, "listen() backlog.", validator=at_least(1)),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle for this long."),
+    _k("connections.max.reauth.ms", "long", 0,
+       "Longest SASL session before the client must re-authenticate (KIP-368); 0 = no limit."),
     _k("max.connections", "int", INT_MAX, "Connection limit for the broker.", mode=CW, validator=at_least(0)),
     _k("max.connections.per.ip", "int", INT_MAX, "Connection limit per client IP.", mode=CW, validator=at_least(0)),
     _k("max.connections.per.ip.overrides", "string", "", "Per-IP or per-host connection limits, host:count,...", mode=CW),

@@ -271,6 +271,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                      api.REQUESTS[key].__name__, version)
             self.close()
             return
+        if sec is not None and sec.state == "done" and sec.expires_at is not None:
+            now = time.monotonic()
+            if key == 17 and sec.begin_reauthentication(now):
+                pass                # re-authentication (KIP-368): the handshake is handled below
+            elif sec.expired(now):
+                log.info("closing connection from %s:%s: its SASL session expired (%s)", *self.peer,
+                         api.REQUESTS[key].__name__)
+                self.close()
+                return
         if sec is not None and sec.state != "done" and key not in _PRE_AUTH_APIS:
             log.info("closing connection from %s:%s: unexpected %s during SASL authentication", *self.peer,
                      api.REQUESTS[key].__name__)

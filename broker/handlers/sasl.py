@@ -9,7 +9,10 @@ connection after a response that ends the exchange badly.
   v0 switches the connection to bare tokens (handled in the connection), v1 to SaslAuthenticate.
 * SaslAuthenticate before a v1 handshake or after success: ILLEGAL_SASL_STATE.  A failed step:
   SASL_AUTHENTICATION_FAILED with the mechanism's message, then the connection closes.
-  ``session_lifetime_ms`` (v1+) is 0: no re-authentication is required.
+* ``session_lifetime_ms`` (v1+) is the session's lifetime (KIP-368: ``connections.max.reauth.ms``
+  and the credential's expiry, see ``SecuritySession``), 0 when it has none.  A SaslHandshake on
+  an authenticated connection whose session has a lifetime starts a re-authentication (the
+  connection decides, before this handler runs).
 """
 from __future__ import annotations
 
@@ -43,4 +46,5 @@ async def sasl_authenticate(ctx, req):
     except SaslFailure as e:
         return R(error_code=E.SASL_AUTHENTICATION_FAILED, error_message=str(e), auth_bytes=b"",
                  session_lifetime_ms=0)
-    return R(error_code=0, error_message=None, auth_bytes=out, session_lifetime_ms=0)
+    return R(error_code=0, error_message=None, auth_bytes=out,
+             session_lifetime_ms=sec.session_lifetime_ms if sec.authenticated else 0)

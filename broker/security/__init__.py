@@ -215,7 +215,25 @@ class SecurityManager:
                 mapper = self._mappers.get(listener)
                 principal = "User:" + (mapper.name(subject) if mapper is not None else subject)
         return SecuritySession(listener, protocol, self._mechanisms.get(listener, ()),
-                               lambda mech: self._mechanism_server(listener, mech), principal)
+                               lambda mech: self._mechanism_server(listener, mech), principal,
+                               lambda mech: self._reauth_ms(listener, mech))
+
+    def _reauth_ms(self, listener: str, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` for a mechanism on a listener (Kafka's lookup:
+        ``listener.name.<l>.<mechanism>.``, ``listener.name.<l>.``, then the bare key)."""
+        for key in (f"listener.name.{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms",
+                    f"listener.name.{listener.lower()}.connections.max.reauth.ms", "connections.max.reauth.ms"):
+            try:
+                v = self.config.get(key)
+            except KeyError:
+                continue
+            if v is not None and v != "":
+                try:
+                    return int(v)
+                except (TypeError, ValueError):
+                    log.warning("%s=%r is not a number; re-authentication stays off", key, v)
+                    return 0
+        return 0
 
     def _mechanism_server(self, listener: str, mechanism: str):
         if mechanism == "PLAIN":

@@ -489,6 +489,11 @@ class OAuthBearerServer:
         self.complete = True
         return b""
 
+    @property
+    def credential_expiry_ms(self) -> int | None:
+        """When the token expires (ms since the epoch): the end of the session (KIP-368)."""
+        return self.token.lifetime_ms if self.token is not None else None
+
 
 # ---------------------------------------------------------------------------- configuration
 

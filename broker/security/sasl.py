@@ -144,45 +144,115 @@ class ScramServer:
 
 
 class SecuritySession:
-    """Authentication state and principal of one connection."""
-    __slots__ = ("listener", "protocol", "principal", "state", "mechanisms", "server", "close_after_response",
-                 "_factory")
+    """Authentication state and principal of one connection.
 
-    def __init__(self, listener: str, protocol: str, mechanisms=(), factory=None, principal: str = ANONYMOUS):
+    Re-authentication (KIP-368): a session gets a lifetime when ``connections.max.reauth.ms``
+    (``reauth_ms(mechanism)``) is positive or its credential expires (an OAUTHBEARER token): the
+    shorter of the two, sent to the client as ``session_lifetime_ms``.  Before it ends the client
+    may authenticate again on the same connection (SaslHandshake v1 + SaslAuthenticate, the same
+    mechanism, the same principal, at most once a second); a request that arrives after it ended
+    closes the connection (``expired``)."""
+    __slots__ = ("listener", "protocol", "principal", "state", "mechanisms", "server", "close_after_response",
+                 "_factory", "_reauth_ms", "mechanism", "expires_at", "session_lifetime_ms", "_previous",
+                 "_bad_mechanism", "_reauth_started")
+
+    def __init__(self, listener: str, protocol: str, mechanisms=(), factory=None, principal: str = ANONYMOUS,
+                 reauth_ms=None):
         self.listener = listener
         self.protocol = protocol
         self.principal = principal
         self.mechanisms = list(mechanisms)
         self._factory = factory
+        self._reauth_ms = reauth_ms or (lambda mechanism: 0)
         self.server = None
         self.close_after_response = False
         self.state = "handshake" if protocol in ("SASL_PLAINTEXT", "SASL_SSL") else "done"
+        self.mechanism: str | None = None       # of the current (or last) authentication
+        self.expires_at: float | None = None    # time.monotonic() when the session ends; None: never
+        self.session_lifetime_ms = 0
+        self._previous: tuple[str, str] | None = None      # (mechanism, principal) while re-authenticating
+        self._bad_mechanism: str | None = None
+        self._reauth_started = 0.0
 
     @property
     def authenticated(self) -> bool:
         return self.state == "done"
 
+    @property
+    def reauthenticating(self) -> bool:
+        return self._previous is not None
+
+    def expired(self, now: float) -> bool:
+        return self.state == "done" and self.expires_at is not None and now >= self.expires_at
+
+    def begin_reauthentication(self, now: float) -> bool:
+        """A SaslHandshake on an authenticated connection: True when it starts a re-authentication
+        (the session has a lifetime and the last one began a second or more ago); otherwise the
+        handshake is refused as before (ILLEGAL_SASL_STATE)."""
+        if self.state != "done" or self.expires_at is None:
+            return False
+        if self._reauth_started and now - self._reauth_started < 1.0:
+            return False
+        self._reauth_started = now
+        self._previous = (self.mechanism, self.principal)
+        self._bad_mechanism = None
+        self.state = "handshake"
+        return True
+
     def handshake(self, mechanism: str, version: int) -> int:
         """SaslHandshake: 0, ILLEGAL_SASL_STATE (34) or UNSUPPORTED_SASL_MECHANISM (33)."""
-        if self.state != "handshake":
+        if self.state != "handshake" or (self.reauthenticating and version == 0):
             self.close_after_response = True
             return 34
         if mechanism not in self.mechanisms:
             self.close_after_response = True
             return 33
-        self.server = self._factory(mechanism)
+        if self.reauthenticating and mechanism != self._previous[0]:
+            # answered as a good handshake; the SaslAuthenticate that follows fails (as Kafka)
+            self._bad_mechanism = (f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                                   f"re-authentication of mechanism '{self._previous[0]}'")
+        else:
+            self.server = self._factory(mechanism)
         self.state = "raw" if version == 0 else "authenticate"
         return 0
 
     def step(self, token: bytes) -> bytes:
         """One token of the exchange; SaslFailure closes the connection."""
         try:
+            if self._bad_mechanism is not None:
+                raise SaslFailure(self._bad_mechanism)
             out = self.server.evaluate(bytes(token))
+            if self.server.complete:
+                principal = "User:" + self.server.authorization_id
+                if self.reauthenticating and principal != self._previous[1]:
+                    raise SaslFailure("Cannot change principals during re-authentication from "
+                                      f"{self._previous[1].replace(':', '.', 1)}: {principal.replace(':', '.', 1)}")
         except SaslFailure as e:
-            log.info("SASL %s authentication failed on listener %s: %s", self.server.mechanism, self.listener, e)
+            log.info("SASL %s %s failed on listener %s: %s", self._bad_mechanism and self._previous[0]
+                     or self.server.mechanism, "re-authentication" if self.reauthenticating else "authentication",
+                     self.listener, e)
             self.close_after_response = True
             raise
         if self.server.complete:
-            self.principal = "User:" + self.server.authorization_id
+            self.principal = principal
+            self.mechanism = self.server.mechanism
             self.state = "done"
+            self._previous = None
+            self._start_session()
         return out
+
+    def _start_session(self) -> None:
+        """Kafka's session lifetime: connections.max.reauth.ms, the credential's expiry, or the
+        shorter of both; 0 (and no expiry) when neither applies."""
+        import time
+        max_ms = self._reauth_ms(self.mechanism) or 0
+        expiry_ms = getattr(self.server, "credential_expiry_ms", None)
+        lifetime = None
+        if expiry_ms is not None:
+            lifetime = max(0, int(expiry_ms - time.time() * 1000))
+            if max_ms > 0:
+                lifetime = min(lifetime, max_ms)
+        elif max_ms > 0:
+            lifetime = max_ms
+        self.session_lifetime_ms = lifetime or 0
+        self.expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000
