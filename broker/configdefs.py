@@ -326,6 +326,20 @@ BROKER_KEYS: list[ConfigKey] = [
        "Let a dynamic key store update change the certificate's subject alternative names.", L, PB),
     _k("ssl.principal.mapping.rules", "string", "DEFAULT",
        "RULE:pattern/replacement/[LU] rules (then DEFAULT) mapping certificate subjects to principal names.", L),
+    # Delegation tokens (KIP-48); docs/security.md.  Without a secret key every token API answers
+    # DELEGATION_TOKEN_AUTH_DISABLED.
+    _k("delegation.token.secret.key", "password", None,
+       "Key that signs delegation tokens (HMAC-SHA512 of the token id); the same on every broker. "
+       "Unset: delegation tokens are off."),
+    _k("delegation.token.master.key", "password", None,
+       "Deprecated name of delegation.token.secret.key, read when that one is unset."),
+    _k("delegation.token.max.lifetime.ms", "long", 604800000,
+       "Longest a token may live, however often it is renewed.", validator=at_least(1)),
+    _k("delegation.token.expiry.time.ms", "long", 86400000,
+       "How long a token stays valid after creation or renewal unless a renewal says otherwise.",
+       validator=at_least(1)),
+    _k("delegation.token.expiry.check.interval.ms", "long", 3600000,
+       "How often expired tokens are removed.", L, validator=at_least(1)),
     _k("sasl.jaas.config", "password", None, "JAAS login entry (PLAIN users as user_<name>=\"<password>\").", mode=PB),
     # SASL/OAUTHBEARER token validation (KIP-768); docs/security.md.  Also read with the
     # listener.name.<l>. prefix.

@@ -36,6 +36,7 @@ class Broker:
         self.tasks: list[asyncio.Task] = []
         self.metrics = None
         self.security = None
+        self.tokens = None                  # broker.security.tokens.TokenManager
         self.groups = None
         self.txns = None
         self.controller = None
@@ -72,6 +73,8 @@ class Broker:
         cfg = self.config
         from broker.security import SecurityManager
         self.security = SecurityManager(self)      # TLS contexts, SASL, authorizer
+        from broker.security.tokens import TokenManager
+        self.tokens = TokenManager(self)           # delegation tokens (off without a secret key)
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
             await self._start_zookeeper_mode()
@@ -254,6 +257,8 @@ class Broker:
                     checkpoint(lm.log_start_offset_files), "log-start-checkpoint")
         self._every(min(cfg.get("log.flush.scheduler.interval.ms"), 1000), self._flush_due,
                     "flusher")
+        if self.tokens is not None and self.tokens.enabled:
+            self._every(self.tokens.check_interval_ms, self.tokens.remove_expired, "delegation-token-expiry")
         if cfg.get("log.cleaner.enable"):
             # compaction of cleanup.policy=compact logs; the pass itself runs on the cleaner's
             # own thread, swaps happen here on the loop (storage/cleaner.py)

@@ -273,6 +273,24 @@ class Controller(abc.ABC):
         atomically."""
         return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep SCRAM credentials yet.")
 
+    # -- delegation tokens (KIP-48) -----------------------------------------------------------
+    # ZooKeeper: /delegation_token/tokens/<tokenId> holding Kafka's token JSON (version 3), with a
+    # /delegation_token/token_changes/token_change_<seq> notification (the token id) per change;
+    # the embedded store keeps the same documents.  The HMAC is never stored.
+
+    def delegation_tokens(self) -> dict[str, dict]:
+        """token id -> token JSON (``broker.security.tokens.TokenInfo.to_json``).  A snapshot:
+        replaced, never mutated, when tokens change."""
+        return {}
+
+    async def put_delegation_token(self, token_id: str, doc: dict) -> ApiResult:
+        """Create or replace one token."""
+        return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep delegation tokens yet.")
+
+    async def delete_delegation_token(self, token_id: str) -> ApiResult:
+        """Remove one token (a missing one is not an error)."""
+        return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep delegation tokens yet.")
+
     # -- client quotas (user / client-id) ------------------------------------------------------
     # ZooKeeper: /config/users/<u>, /config/users/<u>/clients/<c>, /config/clients/<c> (names
     # sanitized, "<default>" for default entities); the embedded store keeps the same entities.

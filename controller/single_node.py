@@ -86,6 +86,7 @@ class SingleNodeController(Controller):
         self._acls: tuple = ()                          # AclBinding tuples
         self._scram: dict[str, dict[str, str]] = {}     # user -> {mechanism: credential text}
         self._quotas: dict[tuple, dict[str, float]] = {}  # quota entity -> {key: value}
+        self._tokens: dict[str, dict] = {}              # delegation token id -> token JSON
         self._registered: BrokerInfo | None = None
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = asyncio.Lock()
@@ -147,6 +148,7 @@ class SingleNodeController(Controller):
         from broker.security.acl import AclBinding
         self._acls = tuple(AclBinding.from_json(r) for r in doc.get("acls", []))
         self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items()}
+        self._tokens = {t: dict(d) for t, d in doc.get("delegation_tokens", {}).items()}
         quotas = {}
         for path, values in doc.get("client_quotas", {}).items():
             entity = quota_entity_from_path(path)
@@ -191,6 +193,7 @@ class SingleNodeController(Controller):
             "topics": tdoc,
             "acls": [list(b) for b in self._acls],
             "scram_credentials": self._scram,
+            "delegation_tokens": self._tokens,
             "client_quotas": {quota_entity_path(e): v for e, v in self._quotas.items()},
         }
 
@@ -511,6 +514,34 @@ class SingleNodeController(Controller):
                 self._scram = old
                 raise
             log.info("Updated SCRAM credentials: %d upserted, %d deleted", len(upsertions), len(deletions))
+            return ApiResult()
+
+    # ------------------------------------------------------------------ delegation tokens
+    def delegation_tokens(self) -> dict[str, dict]:
+        return self._tokens
+
+    async def put_delegation_token(self, token_id: str, doc: dict) -> ApiResult:
+        return await self._set_tokens(token_id, dict(doc))
+
+    async def delete_delegation_token(self, token_id: str) -> ApiResult:
+        return await self._set_tokens(token_id, None)
+
+    async def _set_tokens(self, token_id: str, doc: dict | None) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            new = dict(self._tokens)
+            if doc is None:
+                if new.pop(token_id, None) is None:
+                    return ApiResult()
+            else:
+                new[token_id] = doc
+            old, self._tokens = self._tokens, new
+            try:
+                await self._persist(self._snapshot_doc())
+            except BaseException:
+                self._tokens = old
+                raise
             return ApiResult()
 
     # ------------------------------------------------------------------ client quotas

@@ -185,7 +185,7 @@ class KafkaClientConnection:
         if mech == "PLAIN":
             await step(b"\0" + sasl.username.encode() + b"\0" + sasl.password.encode())
         elif mech in scram.MECHANISMS:
-            c = scram.ScramClient(mech, sasl.username, sasl.password)
+            c = scram.ScramClient(mech, sasl.username, sasl.password, sasl.extensions)
             server_first = await step(c.first())
             try:
                 final = c.final(server_first)
@@ -624,11 +624,15 @@ class ClusterClient:
 # ------------------------------------------------------------------------------------- security
 class SaslSettings:
     """``token``: for OAUTHBEARER, a callable returning the bearer token to present (called at
-    each login, so a fresh one can be minted); ``username`` is then only for log messages."""
+    each login, so a fresh one can be minted); ``username`` is then only for log messages.
+    ``extensions``: SCRAM extensions for the client-first message, e.g. ``{"tokenauth": "true"}``
+    to log in with a delegation token (user name: the token id, password: base64 of its HMAC)."""
 
-    def __init__(self, mechanism: str, username: str, password: str | None, token=None):
+    def __init__(self, mechanism: str, username: str, password: str | None, token=None,
+                 extensions: dict | None = None):
         self.mechanism, self.username, self.password = mechanism, username, password
         self.token = token
+        self.extensions = dict(extensions or {})
 
 
 def security_from_properties(props: dict[str, str]):
@@ -684,5 +688,8 @@ def security_from_properties(props: dict[str, str]):
                     pw = value
         if user is None or pw is None:
             raise ValueError("sasl.jaas.config must give username and password")
-        sasl = SaslSettings(mech, user, pw)
+        # ScramLoginModule's tokenauth="true": log in with a delegation token
+        m = re.search(r'tokenauth\s*=\s*"?(true|false)"?', jaas, re.IGNORECASE)
+        sasl = SaslSettings(mech, user, pw, extensions={"tokenauth": "true"}
+                            if m and m.group(1).lower() == "true" else None)
     return ctx, sasl

@@ -128,6 +128,22 @@ def parse_attributes(msg: str) -> dict[str, str]:
     return out
 
 
+def parse_client_first_bare(bare: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``n=user,r=nonce[,key=value...]`` -> ({'n': .., 'r': ..}, extensions).  Kafka's SCRAM
+    extensions (``tokenauth=true`` for delegation tokens) follow the nonce as ``key=value``
+    attributes with names longer than one letter."""
+    parts = bare.split(",")
+    if len(parts) < 2 or not parts[0].startswith("n=") or not parts[1].startswith("r="):
+        raise ScramError("invalid client-first-message")
+    extensions = {}
+    for part in parts[2:]:
+        k, sep, v = part.partition("=")
+        if not sep or not k:
+            raise ScramError(f"invalid SCRAM extension {part!r}")
+        extensions[k] = v
+    return {"n": parts[0][2:], "r": parts[1][2:]}, extensions
+
+
 def escape_username(name: str) -> str:
     return name.replace("=", "=3D").replace(",", "=2C")
 
@@ -161,13 +177,14 @@ def nonce() -> str:
 class ScramClient:
     """Client side: ``first()`` -> bytes; ``final(server_first)`` -> bytes; ``verify(server_final)``."""
 
-    def __init__(self, mechanism: str, username: str, password: str):
+    def __init__(self, mechanism: str, username: str, password: str, extensions: dict | None = None):
         hash_name(mechanism)
         self.mechanism = mechanism.upper()
         self.username = username
         self.password = password
         self.client_nonce = nonce()
-        self._bare = f"n={escape_username(username)},r={self.client_nonce}"
+        ext = "".join(f",{k}={v}" for k, v in (extensions or {}).items())
+        self._bare = f"n={escape_username(username)},r={self.client_nonce}{ext}"
         self._server_signature = b""
 
     def first(self) -> bytes:

@@ -241,7 +241,9 @@ class SecurityManager:
         if mechanism == "OAUTHBEARER":
             from broker.security.oauthbearer import OAuthBearerServer
             return OAuthBearerServer(self._oauth_validators[listener])
-        return ScramServer(mechanism, lambda user: self.scram_credential(user, mechanism))
+        tokens = getattr(self.broker, "tokens", None)
+        return ScramServer(mechanism, lambda user: self.scram_credential(user, mechanism),
+                           tokens.scram_login if tokens is not None else None)
 
     @staticmethod
     def raw_token(conn, frame) -> None:

@@ -63,14 +63,24 @@ class PlainServer:
 
 
 class ScramServer:
-    """RFC 5802 server; ``lookup(user)`` -> Credential or None."""
+    """RFC 5802 server; ``lookup(user)`` -> Credential or None.
 
-    def __init__(self, mechanism: str, lookup):
+    Delegation tokens: a client-first message with the extension ``tokenauth=true`` (Kafka's
+    ScramExtensions, ``key=value`` attributes after the nonce) names a token id as user name;
+    ``token_lookup(token_id, mechanism)`` gives (credential, owner principal, expiry ms) of a live
+    token or None.  The session's principal is then the token's owner, marked
+    ``token_authenticated``, and its credential expires with the token."""
+
+    def __init__(self, mechanism: str, lookup, token_lookup=None):
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._state = 0
         self.complete = False
         self.authorization_id: str | None = None
+        self.principal: str | None = None          # set for a token login (the owner)
+        self.token_authenticated = False
+        self.credential_expiry_ms: int | None = None
 
     def evaluate(self, token: bytes) -> bytes:
         try:
@@ -95,17 +105,24 @@ class ScramServer:
         cbflag, _, rest = text.partition(",")
         authzid, _, bare = rest.partition(",")
         self._gs2 = f"{cbflag},{authzid},"
-        attrs = S.parse_attributes(bare)
+        attrs, extensions = S.parse_client_first_bare(bare)
         user = S.unescape_username(attrs.get("n", ""))
         cnonce = attrs.get("r", "")
         if not user or not cnonce:
             raise S.ScramError("invalid client-first-message")
+        if extensions.get("tokenauth", "").lower() == "true":
+            found = self._token_lookup(user, self.mechanism) if self._token_lookup is not None else None
+            if found is None:
+                raise SaslFailure(f"Token Authentication failed: Invalid tokenId : {user}")
+            cred, owner, expiry_ms = found
+            self.principal, self.token_authenticated, self.credential_expiry_ms = owner, True, expiry_ms
+        else:
+            cred = self._lookup(user)
         if authzid:
             az = S.unescape_username(authzid[2:]) if authzid.startswith("a=") else None
             if az != user:
                 raise SaslFailure("Authentication failed: Client requested an authorization id that is "
                                   "different from username")
-        cred = self._lookup(user)
         if cred is None:
             raise SaslFailure("Authentication failed: Invalid user credentials")
         if cred.iterations < S.MIN_ITERATIONS:
@@ -154,7 +171,7 @@ class SecuritySession:
     closes the connection (``expired``)."""
     __slots__ = ("listener", "protocol", "principal", "state", "mechanisms", "server", "close_after_response",
                  "_factory", "_reauth_ms", "mechanism", "expires_at", "session_lifetime_ms", "_previous",
-                 "_bad_mechanism", "_reauth_started")
+                 "_bad_mechanism", "_reauth_started", "token_authenticated")
 
     def __init__(self, listener: str, protocol: str, mechanisms=(), factory=None, principal: str = ANONYMOUS,
                  reauth_ms=None):
@@ -173,6 +190,7 @@ class SecuritySession:
         self._previous: tuple[str, str] | None = None      # (mechanism, principal) while re-authenticating
         self._bad_mechanism: str | None = None
         self._reauth_started = 0.0
+        self.token_authenticated = False        # logged in with a delegation token (SCRAM tokenauth)
 
     @property
     def authenticated(self) -> bool:
@@ -223,7 +241,7 @@ class SecuritySession:
                 raise SaslFailure(self._bad_mechanism)
             out = self.server.evaluate(bytes(token))
             if self.server.complete:
-                principal = "User:" + self.server.authorization_id
+                principal = getattr(self.server, "principal", None) or "User:" + self.server.authorization_id
                 if self.reauthenticating and principal != self._previous[1]:
                     raise SaslFailure("Cannot change principals during re-authentication from "
                                       f"{self._previous[1].replace(':', '.', 1)}: {principal.replace(':', '.', 1)}")
@@ -236,6 +254,7 @@ class SecuritySession:
         if self.server.complete:
             self.principal = principal
             self.mechanism = self.server.mechanism
+            self.token_authenticated = bool(getattr(self.server, "token_authenticated", False))
             self.state = "done"
             self._previous = None
             self._start_session()

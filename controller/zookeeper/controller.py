@@ -46,6 +46,7 @@ from controller.api import (
 from controller.zookeeper import znodes as Z
 from controller.zookeeper.quota_store import ZkQuotaStore
 from controller.zookeeper.security_store import ZkSecurityStore
+from controller.zookeeper.token_store import ZkTokenStore
 from controller.zookeeper.zkbridge import ZkBridge
 
 log = logging.getLogger("odradek.zkcontroller")
@@ -151,6 +152,8 @@ class ZkController(Controller):
         self._ctrl_lock = asyncio.Lock()
         self.security = ZkSecurityStore(self.bridge, bool((config.get("authorizer.class.name") or "").strip()))
         self.quota_store = ZkQuotaStore(self.bridge, on_change=self._quotas_changed)
+        self.token_store = ZkTokenStore(self.bridge, bool(config.get("delegation.token.secret.key")
+                                                          or config.get("delegation.token.master.key")))
 
     # ------------------------------------------------------------------ properties
     @property
@@ -195,6 +198,7 @@ class ZkController(Controller):
             self._broker_id = await self._generate_broker_id()
         await self._load_broker_configs()
         await self.security.start()
+        await self.token_store.start()
         await self.quota_store.load()
         await self._watch_config_changes()
         log.info("ZooKeeper controller client started: cluster id %s, broker %d", self._cluster_id, self._broker_id)
@@ -218,6 +222,7 @@ class ZkController(Controller):
     async def stop(self) -> None:
         self._stopped = True
         self.security.stop()
+        self.token_store.stop()
         if self.role is not None:
             await self.role.resign("broker shutting down")
             self.role = None
@@ -257,6 +262,7 @@ class ZkController(Controller):
         try:
             await self._watch_config_changes()
             await self.security.load_users()
+            await self.token_store.load()
             await self.quota_store.load()
             self._quotas_changed("*")
             if self.security.acls_enabled:
@@ -814,6 +820,16 @@ class ZkController(Controller):
 
     async def alter_scram_credentials(self, upsertions, deletions) -> ApiResult:
         return await self.security.alter_scram_credentials(upsertions, deletions)
+
+    # ------------------------------------------------------------------ delegation tokens
+    def delegation_tokens(self) -> dict[str, dict]:
+        return self.token_store.tokens
+
+    async def put_delegation_token(self, token_id: str, doc: dict) -> ApiResult:
+        return await self.token_store.put(token_id, doc)
+
+    async def delete_delegation_token(self, token_id: str) -> ApiResult:
+        return await self.token_store.delete(token_id)
 
     # ------------------------------------------------------------------ client quotas
     def client_quotas(self) -> dict[tuple, dict[str, float]]:

@@ -49,6 +49,7 @@ def sasl_props(mechanism="PLAIN") -> dict[str, str]:
             jaas_config("scram.ScramLoginModule"),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin",
+        "delegation.token.secret.key": "cluster-token-secret",
     }
 
 
@@ -355,3 +356,59 @@ def test_oauthbearer_inter_broker_unsecured_login(zookeeper, tmp_path, request):
         assert "authenticate with SASL/OAUTHBEARER as admin" in c.brokers[2].log_path.read_text(errors="replace")
     finally:
         c.shutdown()
+
+
+def test_delegation_token_through_one_broker_used_at_another(sc):
+    """A token created through broker 1 is stored where Kafka keeps it in ZooKeeper, announced with
+    a token_change notification, described at broker 2, logs in at broker 3 (project client: the
+    Python clients cannot send SCRAM's tokenauth), and once expired through broker 2 is refused
+    at broker 3."""
+    import asyncio
+    import base64
+
+    from protocol.client import AuthenticationError, KafkaClientConnection, SaslSettings
+    from protocol.messages import (CreateDelegationTokenRequest, DescribeDelegationTokenRequest,
+                                   ExpireDelegationTokenRequest, MetadataRequest)
+
+    async def ask(broker_id, request, sasl):
+        host, port = sc.sasl_addr(broker_id).rsplit(":", 1)
+        conn = await KafkaClientConnection.connect(host, int(port))
+        try:
+            await conn.negotiate()
+            await conn.authenticate(sasl)
+            return await conn.send(request) if request is not None else None
+        finally:
+            await conn.close()
+
+    admin = SaslSettings("PLAIN", *ADMIN)
+    R = CreateDelegationTokenRequest
+    resp = asyncio.run(ask(1, R(renewers=[R.CreatableRenewers(principal_type="User", principal_name="bob")],
+                                max_lifetime_ms=-1), admin))
+    assert resp.error_code == 0, resp
+    tid, mac = resp.token_id, bytes(resp.hmac)
+    node = sc.get_json(f"/delegation_token/tokens/{tid}")
+    assert node == {"version": 3, "owner": "User%3Aadmin", "tokenRequester": "User%3Aadmin",
+                    "renewers": ["User%3Abob"], "issueTimestamp": resp.issue_timestamp_ms,
+                    "maxTimestamp": resp.max_timestamp_ms, "expiryTimestamp": resp.expiry_timestamp_ms, "tokenId": tid}
+    zk = sc.zk()
+    changes = [zk.get(f"/delegation_token/token_changes/{c}")[0] for c in
+               zk.get_children("/delegation_token/token_changes")]
+    assert tid.encode() in changes
+
+    def described_at_2():
+        d = asyncio.run(ask(2, DescribeDelegationTokenRequest(owners=None), admin))
+        return d.error_code == 0 and tid in [t.token_id for t in d.tokens]
+    until(described_at_2, what="token described at broker 2")
+    token_login = SaslSettings("SCRAM-SHA-512", tid, base64.b64encode(mac).decode(), extensions={"tokenauth": "true"})
+
+    def login_at_3():
+        try:
+            asyncio.run(ask(3, MetadataRequest(topics=None), token_login))
+            return True
+        except AuthenticationError:
+            return False
+    until(login_at_3, what="token login at broker 3")
+    r = asyncio.run(ask(2, ExpireDelegationTokenRequest(hmac=mac, expiry_time_period_ms=-1), admin))
+    assert r.error_code == 0
+    until(lambda: not login_at_3(), what="expired token refused at broker 3")
+    assert not zk.exists(f"/delegation_token/tokens/{tid}")
