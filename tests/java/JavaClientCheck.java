@@ -18,6 +18,7 @@ import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.*;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.security.token.delegation.DelegationToken;
 import org.apache.kafka.common.serialization.*;
 import org.apache.kafka.common.utils.Utils;
 
@@ -46,6 +47,9 @@ public class JavaClientCheck {
         checks.put("admin_groups", JavaClientCheck::adminGroups);
         checks.put("admin_configs_and_records", JavaClientCheck::adminConfigsAndRecords);
         if (RF >= 3) checks.put("cluster_admin", JavaClientCheck::clusterAdmin);
+        // needs a SASL/SCRAM-SHA-512 client config and delegation.token.secret.key on the broker:
+        // run only when named
+        if (only.contains("delegation_tokens")) checks.put("delegation_tokens", JavaClientCheck::delegationTokens);
         for (Map.Entry<String, Check> e : checks.entrySet()) {
             if (!only.isEmpty() && !only.contains(e.getKey())) continue;
             String detail;
@@ -131,6 +135,60 @@ public class JavaClientCheck {
     }
 
     // ---------------------------------------------------------------------------- checks
+    /** The admin's delegation token calls, then a producer and an admin that log in with the token
+     *  (SCRAM-SHA-512 with tokenauth): the producer writes, the admin may not create tokens; once
+     *  the token is expired the login fails. */
+    static String delegationTokens() throws Exception {
+        try (Admin a = admin()) {
+            DelegationToken tok = a.createDelegationToken(new CreateDelegationTokenOptions()
+                    .maxlifeTimeMs(3600000)).delegationToken().get();
+            String id = tok.tokenInfo().tokenId();
+            require(tok.hmac().length == 64, "HmacSHA512 is 64 bytes, got " + tok.hmac().length);
+            require(a.describeDelegationToken().delegationTokens().get().stream()
+                    .anyMatch(d -> d.tokenInfo().tokenId().equals(id)), "the new token is not described");
+            long renewed = a.renewDelegationToken(tok.hmac(), new RenewDelegationTokenOptions()
+                    .renewTimePeriodMs(600000)).expiryTimestamp().get();
+            require(renewed <= tok.tokenInfo().maxTimestamp(), "renewed past the max timestamp");
+            Properties viaToken = base();
+            viaToken.put("sasl.mechanism", "SCRAM-SHA-512");
+            viaToken.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                         + "username=\"" + id + "\" password=\"" + Base64.getEncoder().encodeToString(tok.hmac())
+                         + "\" tokenauth=\"true\";");
+            String t = topic("j-token");
+            create(a, t, 1);
+            Map<String, Object> extra = new HashMap<>();
+            for (String k : viaToken.stringPropertyNames()) extra.put(k, viaToken.getProperty(k));
+            try (KafkaProducer<byte[], byte[]> p = producer(extra)) {
+                p.send(new ProducerRecord<>(t, b("via-token"))).get();
+            }
+            try (Admin ta = Admin.create(viaToken)) {
+                try {
+                    ta.createDelegationToken().delegationToken().get();
+                    throw new IllegalStateException("a token-authenticated client created a token");
+                } catch (ExecutionException e) {
+                    require(e.getCause() instanceof UnsupportedByAuthenticationException,
+                            "expected UnsupportedByAuthenticationException, got " + e.getCause());
+                }
+            }
+            a.expireDelegationToken(tok.hmac(), new ExpireDelegationTokenOptions().expiryTimePeriodMs(-1))
+                    .expiryTimestamp().get();
+            require(a.describeDelegationToken().delegationTokens().get().stream()
+                    .noneMatch(d -> d.tokenInfo().tokenId().equals(id)), "the expired token is still described");
+            extra.put("max.block.ms", "5000");
+            try (KafkaProducer<byte[], byte[]> p = producer(extra)) {
+                p.send(new ProducerRecord<>(t, b("after-expiry"))).get();
+                throw new IllegalStateException("an expired token still logs in");
+            } catch (ExecutionException | KafkaException e) {
+                Throwable c = e instanceof ExecutionException ? e.getCause() : e;
+                require(c instanceof SaslAuthenticationException || c.getCause() instanceof SaslAuthenticationException,
+                        "expected SaslAuthenticationException, got " + c);
+            }
+            List<ConsumerRecord<byte[], byte[]>> got = readAll(t, 1, 1, Map.of());
+            require(got.size() == 1 && "via-token".equals(s(got.get(0).value())), "read back " + got.size());
+            return "token " + id + " created, described, renewed to " + renewed + ", used, expired";
+        }
+    }
+
     static String adminTopics() throws Exception {
         try (Admin a = admin()) {
             String t = topic("j-admin");

@@ -40,21 +40,21 @@ def _add_scram(b, pki, user, pw):
         f.result(15)
 
 
-def _all_ok(results: dict) -> None:
-    missing = [c for c in CHECKS if c not in results]
+def _all_ok(results: dict, checks=CHECKS) -> None:
+    missing = [c for c in checks if c not in results]
     failed = {c: r["detail"] for c, r in results.items() if not r["ok"]}
     assert not missing and not failed, f"missing {missing}, failed {failed}"
 
 
 @pytest.fixture
 def scram_results(secure_broker, pki, tmp_path):
-    b = secure_broker(listeners=("SASL_SSL",), props=AUTHZ)
+    b = secure_broker(listeners=("SASL_SSL",), props={**AUTHZ, "delegation.token.secret.key": "java-check-secret"})
     _add_scram(b, pki, *ADMIN)
     conf = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
                                 f'username="{ADMIN[0]}" password="{ADMIN[1]}";',
             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca)}
-    return run_checks(tmp_path, b.addr("SASL_SSL"), checks=CHECKS, client_config=conf)
+    return run_checks(tmp_path, b.addr("SASL_SSL"), checks=CHECKS + ["delegation_tokens"], client_config=conf)
 
 
 @pytest.fixture
@@ -79,7 +79,9 @@ def mtls_results(secure_broker, pki, tmp_path):
 
 
 def test_java_client_over_sasl_ssl_scram(scram_results):
-    _all_ok(scram_results)
+    """... and delegation tokens: created, described, renewed and expired by Java's admin, a
+    producer logging in with the token (SCRAM-SHA-512, tokenauth)."""
+    _all_ok(scram_results, CHECKS + ["delegation_tokens"])
 
 
 def test_java_client_with_a_client_certificate(mtls_results):
