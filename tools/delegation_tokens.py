@@ -108,20 +108,19 @@ async def execute(o) -> int:
                                          f"{resp.principal_type}:{resp.principal_name}"),
                            "renewers": [f"{t}:{n}" for t, n in renewers], "issue": resp.issue_timestamp_ms,
                            "expiry": resp.expiry_timestamp_ms, "max": resp.max_timestamp_ms}])
-        elif o.has("renew"):
-            period = o.get("renew-time-period")
+        elif o.has("renew") or o.has("expire"):
+            # (operation, period option, how Kafka prints it, the request)
+            op, option, shown, make = (
+                ("renew", "renew-time-period", "renew-time-period",
+                 lambda h, ms: RenewDelegationTokenRequest(hmac=h, renew_period_ms=ms)) if o.has("renew") else
+                ("expire", "expiry-time-period", "expire-time-period",
+                 lambda h, ms: ExpireDelegationTokenRequest(hmac=h, expiry_time_period_ms=ms)))
+            period = o.get(option)
             period = -1 if period is None else period
-            print(f"Calling renew token operation with hmac :{o.get('hmac')} , renew-time-period :{period}")
-            resp = await client.send_any(RenewDelegationTokenRequest(hmac=_hmac(o), renew_period_ms=period))
+            print(f"Calling {op} token operation with hmac :{o.get('hmac')} , {shown} :{period}")
+            resp = await client.send_any(make(_hmac(o), period))
             raise_error(resp.error_code)
-            print(f"Completed renew operation. New expiry date : {fmt_date(resp.expiry_timestamp_ms)}")
-        elif o.has("expire"):
-            period = o.get("expiry-time-period")
-            period = -1 if period is None else period
-            print(f"Calling expire token operation with hmac :{o.get('hmac')} , expire-time-period :{period}")
-            resp = await client.send_any(ExpireDelegationTokenRequest(hmac=_hmac(o), expiry_time_period_ms=period))
-            raise_error(resp.error_code)
-            print(f"Completed expire operation. New expiry date : {fmt_date(resp.expiry_timestamp_ms)}")
+            print(f"Completed {op} operation. New expiry date : {fmt_date(resp.expiry_timestamp_ms)}")
         else:
             owners = [parse_principal(x) for x in (o.get("owner-principal") or []) if x]
             R = DescribeDelegationTokenRequest
