@@ -41,6 +41,11 @@ TXN_PROPS = {
     "min.insync.replicas": 2,
     "offsets.topic.num.partitions": 3,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+    # A paused broker leaves the ISR after replica.lag.time.max.ms (4 s) plus up to one check
+    # interval, and loses its leaderships when its ZooKeeper session expires.  The markers test
+    # looks at the transaction between the two: 6 s left about a second for that, which a loaded
+    # machine overran (CompleteCommit already); 9 s leaves three.
+    "zookeeper.session.timeout.ms": 9000,
 }
 
 
