@@ -27,7 +27,6 @@ import functools
 import logging
 import os
 import random
-import time
 import uuid
 from collections import Counter
 from typing import Callable, Iterable
@@ -47,14 +46,13 @@ from controller.zookeeper import znodes as Z
 from controller.zookeeper.quota_store import ZkQuotaStore
 from controller.zookeeper.security_store import ZkSecurityStore
 from controller.zookeeper.token_store import ZkTokenStore
-from controller.zookeeper.zkbridge import ZkBridge
+from controller.zookeeper.zkbridge import ZkBridge, new_notifications
 
 log = logging.getLogger("odradek.zkcontroller")
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOLS.items()}
 PROPAGATION_WAIT_S = 10.0
-CONFIG_CHANGE_MAX_AGE_MS = 15 * 60 * 1000
 
 
 class ZkStartupError(RuntimeError):
@@ -761,25 +759,16 @@ class ZkController(Controller):
             return
         first = not self._config_changes_seen
         self._config_changes_seen = True
-        now = int(time.time() * 1000)
-        for child in sorted(children, key=Z.sequence_number):
-            seq = Z.sequence_number(child)
-            if seq <= self._last_config_change:
-                continue
-            path = f"{Z.CONFIG_CHANGES}/{child}"
+        async for seq, path, data in new_notifications(b, Z.CONFIG_CHANGES, children, Z.CONFIG_CHANGE_PREFIX,
+                                                       self._last_config_change):
+            self._last_config_change = seq
             try:
-                data, stat = await b.get(path)
+                if data is None:
+                    raise NoNodeError(path)
                 etype, name = Z.decode_config_change(data)
             except (NoNodeError, Z.ZnodeFormatError, KeyError) as e:
-                log.debug("skipping config change %s: %s", child, e)
-                self._last_config_change = seq
+                log.debug("skipping config change %s: %s", path, e)
                 continue
-            self._last_config_change = seq
-            if now - stat.ctime > CONFIG_CHANGE_MAX_AGE_MS:
-                try:
-                    await b.delete(path)
-                except NoNodeError:
-                    pass
             if first and etype == "topics":
                 continue               # start-up: topic configs are read when topics appear
             try:
@@ -803,7 +792,7 @@ class ZkController(Controller):
                 elif etype == "clients":
                     await self.quota_store.entity_changed(f"clients/{name}")
             except Exception:
-                log.exception("applying config change %s failed", child)
+                log.exception("applying config change %s failed", path)
 
     # ------------------------------------------------------------------ ACLs, SCRAM credentials
     def acls(self) -> tuple:

@@ -26,18 +26,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 
 from kazoo.exceptions import NoNodeError
 
 from broker.security import acl as A
 from controller.api import UNKNOWN_SERVER_ERROR, ApiResult
 from controller.zookeeper import znodes as Z
+from controller.zookeeper.zkbridge import new_notifications
 
 log = logging.getLogger("odradek.zkcontroller.security")
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-NOTIFICATION_MAX_AGE_MS = 15 * 60 * 1000
 MAX_WRITE_ATTEMPTS = 50
 
 
@@ -145,25 +144,17 @@ class ZkSecurityStore:
             except Exception as e:
                 log.warning("reading %s failed: %s", path, e)
                 return
-            now = int(time.time() * 1000)
             extended = path == Z.ACL_EXTENDED_CHANGES
-            for child in sorted((c for c in children if c.startswith(Z.ACL_CHANGE_PREFIX)), key=Z.sequence_number):
-                seq = Z.sequence_number(child)
-                if seq <= self._last_change[path]:
-                    continue
+            async for seq, node, data in new_notifications(b, path, children, Z.ACL_CHANGE_PREFIX,
+                                                           self._last_change[path]):
                 self._last_change[path] = seq
-                node = f"{path}/{child}"
                 try:
-                    data, stat = await b.get(node)
+                    if data is None:
+                        raise NoNodeError(node)
                     rtype, name, pattern_type = Z.decode_acl_change(data, extended)
                 except (NoNodeError, Z.ZnodeFormatError, KeyError) as e:
                     log.debug("skipping ACL change %s: %s", node, e)
                     continue
-                if now - stat.ctime > NOTIFICATION_MAX_AGE_MS:
-                    try:
-                        await b.delete(node)
-                    except NoNodeError:
-                        pass
                 try:
                     code = Z.uncamel(rtype, A.RESOURCE_TYPES, "resource type")
                     acls = await self._read_resource(rtype, name, pattern_type)

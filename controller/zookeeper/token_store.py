@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 
 from kazoo.exceptions import NoNodeError, NodeExistsError
 
 from controller.api import UNKNOWN_SERVER_ERROR, ApiResult
+from controller.zookeeper.zkbridge import new_notifications
+from controller.zookeeper.znodes import sequence_number
 
 log = logging.getLogger("odradek.zkcontroller.tokens")
 
@@ -27,14 +28,6 @@ ROOT = "/delegation_token"
 TOKENS = f"{ROOT}/tokens"
 CHANGES = f"{ROOT}/token_changes"
 CHANGE_PREFIX = "token_change_"
-NOTIFICATION_MAX_AGE_MS = 15 * 60 * 1000
-
-
-def _seq(child: str) -> int:
-    try:
-        return int(child[-10:])
-    except ValueError:
-        return -1
 
 
 class ZkTokenStore:
@@ -61,7 +54,7 @@ class ZkTokenStore:
         b = self.bridge
         async with self._lock:
             children = await b.get_children(CHANGES, watch=b.watcher(self._fired, CHANGES))
-            self._last_change = max((_seq(c) for c in children if c.startswith(CHANGE_PREFIX)), default=-1)
+            self._last_change = max((sequence_number(c) for c in children if c.startswith(CHANGE_PREFIX)), default=-1)
             tokens = {}
             for tid in await b.get_children(TOKENS):
                 doc = await self._read(tid)
@@ -97,22 +90,10 @@ class ZkTokenStore:
             except Exception as e:
                 log.warning("reading %s failed: %s", CHANGES, e)
                 return
-            now = int(time.time() * 1000)
-            for child in sorted((c for c in children if c.startswith(CHANGE_PREFIX)), key=_seq):
-                seq = _seq(child)
-                if seq <= self._last_change:
-                    continue
+            async for seq, _node, data in new_notifications(b, CHANGES, children, CHANGE_PREFIX, self._last_change):
                 self._last_change = seq
-                node = f"{CHANGES}/{child}"
-                try:
-                    data, stat = await b.get(node)
-                except NoNodeError:
+                if data is None:
                     continue
-                if now - stat.ctime > NOTIFICATION_MAX_AGE_MS:
-                    try:
-                        await b.delete(node)
-                    except NoNodeError:
-                        pass
                 tid = data.decode("utf-8", "replace")
                 doc = await self._read(tid)
                 new = dict(self.tokens)

@@ -29,6 +29,39 @@ from kazoo.retry import KazooRetry
 log = logging.getLogger("odradek.zk")
 
 
+NOTIFICATION_MAX_AGE_MS = 15 * 60 * 1000     # Kafka purges change notifications older than this
+
+
+async def new_notifications(bridge: "ZkBridge", path: str, children, prefix: str, after: int,
+                            max_age_ms: int = NOTIFICATION_MAX_AGE_MS):
+    """The sequential change notifications under ``path`` (Kafka's ``<prefix><10 digits>``
+    children, listed by the caller with its watch set) that come after sequence number ``after``,
+    oldest first, as ``(seq, node, data)``; ``data`` is None when the node is already gone.  A
+    notification older than ``max_age_ms`` is deleted once read, as Kafka's brokers do."""
+    import time
+
+    from kazoo.exceptions import NoNodeError
+
+    from controller.zookeeper.znodes import sequence_number
+    now = int(time.time() * 1000)
+    for child in sorted((c for c in children if c.startswith(prefix)), key=sequence_number):
+        seq = sequence_number(child)
+        if seq <= after:
+            continue
+        node = f"{path}/{child}"
+        try:
+            data, stat = await bridge.get(node)
+        except NoNodeError:
+            yield seq, node, None
+            continue
+        if now - stat.ctime > max_age_ms:
+            try:
+                await bridge.delete(node)
+            except NoNodeError:
+                pass
+        yield seq, node, data
+
+
 def split_chroot(connect: str) -> tuple[str, str | None]:
     i = connect.find("/")
     if i < 0:
