@@ -180,11 +180,11 @@ def test_user_client_precedence(kafka):
     create_topic(kafka, topic)
     ok(configs(kafka, "--alter", "--client-defaults", "--add-config", f"producer_byte_rate={QUOTA}"))
     ok(configs(kafka, "--alter", "--user", "ANONYMOUS", "--client", "vip",
-               "--add-config", "producer_byte_rate=100000000"))
+               "--add-config", "producer_byte_rate=1000000000"))
     try:
         lines = ok(configs(kafka, "--describe", "--entity-type", "users", "--entity-type", "clients"))
         assert lines == ["Quota configs for user-principal 'ANONYMOUS', client-id 'vip' are "
-                         "producer_byte_rate=1.0E8"]
+                         "producer_byte_rate=1.0E9"]
         assert ok(configs(kafka, "--describe", "--entity-type", "clients")) == [
             f"Quota configs for the default client-id are producer_byte_rate={float(QUOTA)}"]
         vip, vip_throttles = produce_for(kafka, topic, "vip", seconds=1.5)
