@@ -135,10 +135,45 @@ class ManagedProcess:
         _live.discard(self)
         return self.returncode
 
-    def pause(self) -> None:
-        """SIGSTOP: the process keeps its sockets but stops answering."""
+    def pause(self, timeout: float = 10.0) -> None:
+        """SIGSTOP: the process keeps its sockets but stops answering.
+
+        Returns once every thread of the group is stopped. kill() only queues the
+        signal: on a busy machine a thread woken by new work (an incoming
+        connection, say) can run and answer before the group stop reaches it."""
         self.signal(signal.SIGSTOP)
         self.paused = True
+        deadline = time.monotonic() + timeout
+        while not self._group_stopped():
+            if time.monotonic() > deadline:
+                self._note(f"not every thread had stopped {timeout:.0f}s after SIGSTOP")
+                return
+            time.sleep(0.005)
+
+    def _group_stopped(self) -> bool:
+        """True when every thread of every process in the group is in state T."""
+        if self.proc is None:
+            return True
+        pgid = self.proc.pid
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                # the command name may hold spaces: the fields start after ')'
+                fields = stat[stat.rindex(")") + 2:].split()
+                if int(fields[2]) != pgid:
+                    continue
+                for task in os.listdir(f"/proc/{entry}/task"):
+                    with open(f"/proc/{entry}/task/{task}/stat") as f:
+                        tstat = f.read()
+                    state = tstat[tstat.rindex(")") + 2:].split()[0]
+                    if state not in ("T", "t", "Z", "X"):
+                        return False
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                continue
+        return True
 
     def resume(self) -> None:
         """SIGCONT after pause()."""
