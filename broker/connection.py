@@ -40,6 +40,9 @@ log = logging.getLogger("odradek.network")
 
 _SIZE = struct.Struct(">i")
 MAX_QUEUED = 64
+# responses whose file regions add up to at most this many bytes are read and written in one
+# send; larger ones go out with sendfile (measured in docs/broker.md, "Small fetch answers")
+INLINE_REGION_BYTES = 16384
 UNSUPPORTED_VERSION = 35
 _PRE_AUTH_APIS = (api.API_VERSIONS, 17, 36)     # ApiVersions, SaslHandshake, SaslAuthenticate
 # served while the broker is still starting: the above and the controller's requests (LeaderAndIsr,
@@ -366,8 +369,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         out = bytearray(4)
         regions = []
         api.encode_response_into(out, correlation_id, body, api_key, version, regions)
-        total = len(out) - 4 + sum(r.length for _, r in regions)
-        _SIZE.pack_into(out, 0, total)
+        region_bytes = sum(r.length for _, r in regions)
+        _SIZE.pack_into(out, 0, len(out) - 4 + region_bytes)
+        if regions and region_bytes <= INLINE_REGION_BYTES:
+            # a small answer (a caught-up consumer, a follower): read the records and write the
+            # whole response at once — one pread and one send instead of send, sendfile, send
+            out = self._inline_regions(out, regions)
+            regions = ()
         if not regions:
             self.transport.write(out)
         if charge is not None:
@@ -386,6 +394,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 charge(spent)
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    @staticmethod
+    def _inline_regions(out, regions) -> bytes:
+        """The response with its file regions read in place."""
+        parts = []
+        prev = 0
+        for pos, region in regions:
+            if pos > prev:
+                parts.append(out[prev:pos])
+            prev = pos
+            for r in getattr(region, "regions", (region,)):
+                parts.append(r.read())
+        if prev < len(out):
+            parts.append(out[prev:])
+        return b"".join(parts)
 
     async def _write_with_regions(self, out, regions):
         """Bytes, then each file region, in order.

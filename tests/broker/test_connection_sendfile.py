@@ -109,3 +109,47 @@ def test_send_response_charges_encoding_and_writing(tmp_path, monkeypatch):
         assert received[8:] == data
         assert len(charges) == 2 and all(c >= 0 for c in charges) and charges[1] > 0
         assert conn._write_time is None and conn.charge is None
+
+
+def test_small_regions_are_read_into_one_write(tmp_path, monkeypatch):
+    """A response whose regions add up to at most INLINE_REGION_BYTES goes out as one transport
+    write with the file bytes in place (no sendfile); one byte more and it takes the sendfile path."""
+    from broker import connection as C
+    with _Setup(tmp_path, 2 * C.INLINE_REGION_BYTES + 10) as t:
+        data, fd, a, b = t.data, t.fd, t.a, t.b
+        a.setblocking(False)
+        conn = _connection(a)
+        writes = []
+        conn.transport.write = writes.append
+        half = C.INLINE_REGION_BYTES // 2
+
+        def encode(out, correlation_id, body, api_key, version, regions):
+            out += b"HEAD"
+            regions.append((len(out), FileRegion(fd, 3, half)))
+            regions.append((len(out), FileRegion(fd, 3 + half, C.INLINE_REGION_BYTES - half)))
+            out += b"MID"
+            regions.append((len(out), FileRegion(fd, 0, 0)))
+            out += b"TAIL"
+
+        monkeypatch.setattr(C.api, "encode_response_into", encode)
+        asyncio.run(conn.send_response(1, None, 1, 16))
+        body = b"HEAD" + data[3:3 + C.INLINE_REGION_BYTES] + b"MIDTAIL"
+        assert len(writes) == 1
+        assert bytes(writes[0]) == len(body).to_bytes(4, "big") + body
+
+        def encode_big(out, correlation_id, body, api_key, version, regions):
+            out += b"HEAD"
+            regions.append((len(out), FileRegion(fd, 0, C.INLINE_REGION_BYTES + 1)))
+
+        monkeypatch.setattr(C.api, "encode_response_into", encode_big)
+        writes.clear()
+
+        async def run():
+            loop = asyncio.get_running_loop()
+            reader = loop.run_in_executor(None, _drain, b, 8 + C.INLINE_REGION_BYTES + 1)
+            await conn.send_response(2, None, 1, 16)
+            return await reader
+
+        received = asyncio.run(run())
+        assert writes == []
+        assert received[8:] == data[:C.INLINE_REGION_BYTES + 1]
