@@ -475,6 +475,11 @@ class BrokerConfig:
             raise ConfigError("zookeeper.set.acl is true, but Odradek cannot open a SASL- or TLS-authenticated "
                               "ZooKeeper session, which the creator-only znode ACLs require; remove "
                               "zookeeper.set.acl or set it to false (see docs/security.md)", "zookeeper.set.acl")
+        from broker.connection_quotas import parse_ip_overrides
+        overrides = parse_ip_overrides(g("max.connections.per.ip.overrides"))
+        if g("max.connections.per.ip") == 0 and not overrides:
+            raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                              "property is set.", "max.connections.per.ip")
         if g("replica.fetch.wait.max.ms") > g("replica.socket.timeout.ms"):
             raise ConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
                               "to prevent unnecessary socket timeouts", "replica.socket.timeout.ms")

@@ -105,6 +105,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         self.in_flight = False
         self.sockfd = None      # set when responses may use sendfile
+        self.quota_slot = None  # the connection counted by broker/connection_quotas.py
         self._wsock = None      # socket on a dup of the fd: direct sends and writability waits
         self.security = None    # SecuritySession: principal and SASL state (broker/security)
         self.throttle_ms = 0    # set by a handler when the client is over a quota (broker/client_quota.py)
@@ -182,6 +183,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc):
         self.closed = True
+        if self.quota_slot is not None:
+            self.quota_slot.release()       # broker/connection_quotas.py
         if self._wsock is not None:
             try:
                 asyncio.get_running_loop().remove_writer(self._wsock.fileno())

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from bisect import bisect_left
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
@@ -289,7 +290,7 @@ def _response(status: int, body: bytes, content_type: str = "text/plain; charset
 class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
-                 "isr_expands", "queued", "replica", "controller", "connections", "state", "quotas")
+                 "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -351,6 +352,10 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     for c in broker.connections:
         per_listener[c.listener_name] = per_listener.get(c.listener_name, 0) + 1
     snap.connections = sorted(per_listener.items())
+    cq = getattr(broker, "connection_quotas", None)
+    now = time.monotonic()
+    snap.accept_rates = sorted((name, lst.rate.rate(now)) for name, lst in cq.listeners.items()) \
+        if cq is not None else []
     snap.state = SHUTTING_DOWN if broker._stopping else RUNNING if broker.servers else STARTING
     snap.quotas = _quota_values(broker)
     return snap
@@ -470,6 +475,13 @@ def families(snap: _Snapshot):
                             "Open client connections, by listener (connection-count).", labels=["listener"])
     for name, n in snap.connections:
         fam.add_metric([name], n)
+    yield fam
+    fam = GaugeMetricFamily("kafka_server_socketservermetrics_connection_accept_rate",
+                            "Connections accepted per second over the quota windows, by listener "
+                            "(connection-accept-rate; what max.connection.creation.rate limits).",
+                            labels=["listener"])
+    for name, r in snap.accept_rates:
+        fam.add_metric([name], r)
     yield fam
     # kafka.server:type=Produce|Fetch|Request|ControllerMutation,user=U,client-id=C
     for group, rate_name, rows, tokens in snap.quotas:

@@ -32,7 +32,8 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.connections: set[KafkaConnection] = set()
-        self.servers: list[asyncio.AbstractServer] = []
+        self.servers: list = []         # broker/connection_quotas.Listener, one per listener
+        self.connection_quotas = None   # broker/connection_quotas.py
         self.tasks: list[asyncio.Task] = []
         self.metrics = None
         self.security = None
@@ -152,13 +153,15 @@ class Broker:
 
     async def _start_listeners(self) -> None:
         cfg = self.config
-        loop = asyncio.get_running_loop()
+        from broker.connection_quotas import ConnectionQuotas, Listener
+        if self.connection_quotas is None:
+            self.connection_quotas = ConnectionQuotas(self)
         for ep in cfg.listeners():
             host = ep.host or None
-            server = await loop.create_server(
-                lambda name=ep.listener_name: KafkaConnection(self, name),
-                host, ep.port, reuse_address=True, ssl=self.security.ssl_context(ep.listener_name),
-                backlog=cfg.get("socket.listen.backlog.size"))
+            server = Listener(self.connection_quotas, ep.listener_name, host, ep.port,
+                              cfg.get("socket.listen.backlog.size"),
+                              lambda name=ep.listener_name: KafkaConnection(self, name),
+                              self.security.ssl_context(ep.listener_name))
             self.servers.append(server)
             log.info("listening on %s://%s:%d", ep.listener_name, ep.host or "0.0.0.0", ep.port)
 
@@ -209,6 +212,8 @@ class Broker:
         if isinstance(event, ConfigsChanged) and event.entity_type == "brokers":
             if self.security is not None:
                 self.security.reload_ssl()      # a key store update of a TLS listener
+            if self.connection_quotas is not None:
+                self.connection_quotas.configure()      # max.connections* and the creation rates
             # and on: log configs follow the broker defaults (sync below)
         if isinstance(event, ConfigsChanged) and event.entity_type == "topics":
             info = self.controller.topic(event.entity_name)

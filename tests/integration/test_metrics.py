@@ -222,6 +222,8 @@ def test_partition_leader_and_controller_gauges(kafka):
                 break
             time.sleep(0.05)
         assert conns >= 2
+        # the connections of this test (and the clients' before it) were accepted within the windows
+        assert val(now, "kafka_server_socketservermetrics_connection_accept_rate", listener="PLAINTEXT") > 0
     # process metrics of the broker's own registry
     assert val(now, "process_resident_memory_bytes") > 0
 
