@@ -20,8 +20,14 @@ What is enforced
   makes the listener wait ``(rate - limit) / limit`` windows (at most one window) before it
   hands the connection on and accepts the next.
 
-All of them are dynamic (``kafka-configs.sh --entity-type brokers``): a changed limit applies to
-the next connection, and a raised one lets a waiting listener go on at once.
+* ``connection_creation_rate`` of an IP entity (``kafka-configs.sh --entity-type ips
+  --entity-name <ip>`` or ``--entity-default``; AlterClientQuotas): connections of that address
+  over the rate are not served — each is held open, uncounted, and closed after its throttle
+  time (the same arithmetic), as Kafka does; it is taken back from the broker and listener
+  rates too.
+
+All of them are dynamic (``kafka-configs.sh --entity-type brokers``, or ``ips``): a changed limit
+applies to the next connection, and a raised one lets a waiting listener go on at once.
 
 The listeners are our own non-blocking sockets read by the event loop (``Listener``); each
 accepted socket is handed to ``loop.connect_accepted_socket`` (TLS handshakes included), which
@@ -38,6 +44,7 @@ import time
 from broker.config import ConfigError
 from broker.client_quota import ClientRate
 from broker.security.tls import listener_value
+from controller.api import CONNECTION_CREATION_RATE, QUOTA_IP
 
 log = logging.getLogger("odradek.network")
 
@@ -84,7 +91,14 @@ class ConnectionQuotas:
         self.ip_max: dict[str, int] = {}        # resolved override address -> limit
         self._overrides_raw = None
         self.rejected = 0                       # connections closed for the per-IP limit
+        self.ip_rate_max: dict[str, int] = {}   # address -> connection_creation_rate (IP quotas)
+        self.default_ip_rate_max = INT_MAX      # the <default> IP entity's, if any
+        self.ip_rates: dict[str, ClientRate] = {}
+        self.throttled_ip = 0                   # connections closed late for an IP quota
         self.configure()
+        ctrl = getattr(broker, "controller", None)
+        if ctrl is not None and hasattr(ctrl, "client_quotas"):
+            self.update_ip_quotas(ctrl.client_quotas())
 
     # -- configuration ------------------------------------------------------------------------
     def configure(self) -> None:
@@ -111,6 +125,60 @@ class ConnectionQuotas:
         self.inter_broker = cfg.inter_broker_listener_name() if hasattr(cfg, "inter_broker_listener_name") else None
         for lst in list(self.listeners.values()):
             lst.maybe_resume()
+
+    def update_ip_quotas(self, quotas: dict) -> None:
+        """IP entities of the client quotas (``connection_creation_rate``); an entity named by a
+        host name applies to the addresses it resolves to, as Kafka resolves it."""
+        import ipaddress
+        per_ip: dict[str, int] = {}
+        default = INT_MAX
+        for entity, values in quotas.items():
+            d = dict(entity)
+            if set(d) != {QUOTA_IP} or CONNECTION_CREATION_RATE not in values:
+                continue
+            rate = int(values[CONNECTION_CREATION_RATE])
+            name = d[QUOTA_IP]
+            if name is None:
+                default = rate
+                continue
+            try:
+                addrs = [str(ipaddress.ip_address(name))]
+            except ValueError:
+                addrs = _resolve(name)
+            for a in addrs:
+                per_ip[a] = rate
+        if per_ip != self.ip_rate_max or default != self.default_ip_rate_max:
+            log.info("IP connection rate quotas: %s, default %s", per_ip or "none",
+                     default if default < INT_MAX else "none")
+        self.ip_rate_max, self.default_ip_rate_max = per_ip, default
+
+    def ip_rate_limit(self, ip: str) -> int:
+        return self.ip_rate_max.get(ip, self.default_ip_rate_max)
+
+    def ip_throttle_ms(self, lst: "Listener", ip: str) -> int:
+        """Count a connection of ``ip`` against its IP quota; over it, the connection is taken
+        back from every rate it was counted in and the wait before closing it is returned (Kafka
+        closes such a connection after the throttle time instead of serving it)."""
+        limit = self.ip_rate_limit(ip)
+        if limit >= INT_MAX:
+            return 0
+        rate = self.ip_rates.get(ip)
+        if rate is None:
+            if len(self.ip_rates) >= 10_000:        # forget addresses with nothing in their windows
+                now = self.clock()
+                for k in [k for k, r in self.ip_rates.items() if r.rate(now) == 0]:
+                    del self.ip_rates[k]
+            rate = self.ip_rates[ip] = ClientRate(self.broker_rate.samples, self.broker_rate.window)
+        now = self.clock()
+        ms = self._record(rate, limit, now)
+        if ms <= 0:
+            return 0
+        rate.record(-1.0, now)
+        if not self.protected(lst.name):
+            self.broker_rate.record(-1.0, now)
+        lst.rate.record(-1.0, now)
+        self.throttled_ip += 1
+        return ms
 
     def listener_max(self, name: str) -> int:
         return int(listener_value(self.broker.config, name, "max.connections", INT_MAX))
@@ -216,6 +284,7 @@ class Listener:
         self.delay: asyncio.TimerHandle | None = None
         self.closed = False
         self.handshakes: set[asyncio.Task] = set()
+        self.throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # over an IP quota: closed later
         quotas.listeners[name] = self
         quotas.listener_counts.setdefault(name, 0)
         for s in self.socks:
@@ -301,6 +370,12 @@ class Listener:
 
     def _hand_on(self, sock: socket.socket, addr) -> None:
         ip = addr[0] if isinstance(addr, tuple) and addr else "?"
+        throttle_ms = self.quotas.ip_throttle_ms(self, ip)
+        if throttle_ms > 0:
+            log.debug("Delaying closing of connection from %s for %d ms", ip, throttle_ms)
+            handle = self.loop.call_later(throttle_ms / 1000, self._close_throttled, sock)
+            self.throttled[sock] = handle
+            return
         if not self.quotas.inc(self.name, ip):
             _close(sock)
             return
@@ -309,6 +384,10 @@ class Listener:
         task = self.loop.create_task(self._connect(sock, slot))
         self.handshakes.add(task)
         task.add_done_callback(self.handshakes.discard)
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self.throttled.pop(sock, None)
+        _close(sock)
 
     async def _connect(self, sock: socket.socket, slot: Slot) -> None:
         def factory():
@@ -345,6 +424,10 @@ class Listener:
             s.close()
         for t in list(self.handshakes):
             t.cancel()
+        for sock, handle in list(self.throttled.items()):
+            handle.cancel()
+            _close(sock)
+        self.throttled.clear()
         self.quotas.listeners.pop(self.name, None)
 
     @property

@@ -208,6 +208,8 @@ class Broker:
         from controller.api import ConfigsChanged
         if isinstance(event, ConfigsChanged) and event.entity_type == "client-quotas":
             self.client_quotas.refresh()
+            if self.connection_quotas is not None:
+                self.connection_quotas.update_ip_quotas(self.controller.client_quotas())
             return
         if isinstance(event, ConfigsChanged) and event.entity_type == "brokers":
             if self.security is not None:

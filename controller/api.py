@@ -319,19 +319,45 @@ CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 # is stored and described (Kafka accepts it) but not enforced: this broker has no mutation quota.
 QUOTA_KEY_TYPES = {PRODUCER_BYTE_RATE: "LONG", CONSUMER_BYTE_RATE: "LONG",
                    REQUEST_PERCENTAGE: "DOUBLE", CONTROLLER_MUTATION_RATE: "DOUBLE"}
+# Kafka's DynamicConfig.Ip: the one key of an IP entity (/config/ips/<ip>), connections per second
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+IP_QUOTA_KEY_TYPES = {CONNECTION_CREATION_RATE: "INT"}
+ALL_QUOTA_KEY_TYPES = {**QUOTA_KEY_TYPES, **IP_QUOTA_KEY_TYPES}
+INT_MAX_VALUE = (1 << 31) - 1
 DEFAULT_QUOTA_ENTITY = "<default>"        # the default entity's name in /config paths
 LONG_MAX_VALUE = (1 << 63) - 1
 
 
-def quota_entity(user=..., client_id=...) -> tuple:
+def quota_entity(user=..., client_id=..., ip=...) -> tuple:
     """A quota entity as a hashable value: sorted ((type, name), ...) pairs; a name of None is the
     default entity of that type; a type left out (``...``) is not part of the entity."""
     pairs = []
     if client_id is not ...:
         pairs.append((QUOTA_CLIENT_ID, client_id))
+    if ip is not ...:
+        pairs.append((QUOTA_IP, ip))
     if user is not ...:
         pairs.append((QUOTA_USER, user))
     return tuple(pairs)
+
+
+def valid_ip_entity(name: str | None) -> bool:
+    """Kafka's DynamicConfig.Ip.isValidIpEntity: the default entity, an address, or a host name
+    that resolves."""
+    if name is None:
+        return True
+    import ipaddress
+    import socket
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+        return True
+    except OSError:
+        return False
 
 
 def quota_entity_path(entity: tuple) -> str:
@@ -346,6 +372,8 @@ def quota_entity_path(entity: tuple) -> str:
         return f"users/{name(d[QUOTA_USER])}/clients/{name(d[QUOTA_CLIENT_ID])}"
     if QUOTA_USER in d:
         return f"users/{name(d[QUOTA_USER])}"
+    if QUOTA_IP in d:
+        return f"ips/{name(d[QUOTA_IP])}"
     return f"clients/{name(d[QUOTA_CLIENT_ID])}"
 
 
@@ -362,15 +390,17 @@ def quota_entity_from_path(path: str) -> tuple | None:
         return quota_entity(user=name(parts[1]), client_id=name(parts[3]))
     if len(parts) == 2 and parts[0] == "clients" and parts[1]:
         return quota_entity(client_id=name(parts[1]))
+    if len(parts) == 2 and parts[0] == "ips" and parts[1]:
+        return quota_entity(ip=name(parts[1]))
     return None
 
 
 def quota_values_from_config(cfg: dict[str, str]) -> dict[str, float]:
-    """The quota keys of a /config/users or /config/clients node, as numbers (other keys, such as
-    SCRAM credentials, and unreadable values are left out)."""
+    """The quota keys of a /config/users, /config/clients or /config/ips node, as numbers (other
+    keys, such as SCRAM credentials, and unreadable values are left out)."""
     out = {}
     for k, v in cfg.items():
-        if k in QUOTA_KEY_TYPES:
+        if k in ALL_QUOTA_KEY_TYPES:
             try:
                 out[k] = float(v)
             except (TypeError, ValueError):
@@ -380,7 +410,7 @@ def quota_values_from_config(cfg: dict[str, str]) -> dict[str, float]:
 
 def quota_value_to_config(key: str, value: float) -> str:
     """How Kafka writes a quota value into a config node: integers for LONG keys, else a double."""
-    if QUOTA_KEY_TYPES.get(key) == "LONG":
+    if ALL_QUOTA_KEY_TYPES.get(key) in ("LONG", "INT"):
         return str(int(value + 1e-6))
     return repr(float(value))
 
@@ -404,8 +434,9 @@ def check_client_quota_entry(entity_data, ops) -> tuple["ApiResult | None", tupl
         if len(d) > 1:
             return ApiResult(INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be used "
                                               "with user/client ID entity."), None, None
-        return ApiResult(INVALID_REQUEST, "IP quotas (connection_creation_rate) are not supported by this "
-                                          "broker."), None, None
+        if not valid_ip_entity(d[QUOTA_IP]):
+            return ApiResult(INVALID_REQUEST, f"{d[QUOTA_IP]} is not a valid IP or resolvable host."), None, None
+    key_types = IP_QUOTA_KEY_TYPES if QUOTA_IP in d else QUOTA_KEY_TYPES
     entity = tuple(sorted(d.items()))
     changes: dict[str, float | None] = {}
     for key, value, remove in ops:
@@ -415,16 +446,18 @@ def check_client_quota_entry(entity_data, ops) -> tuple["ApiResult | None", tupl
         if remove:
             changes[key] = None
             continue
-        ktype = QUOTA_KEY_TYPES.get(key)
+        ktype = key_types.get(key)
         if ktype is None:
             return ApiResult(INVALID_REQUEST, f"Invalid configuration key {key}"), None, None
         if value != value or value <= 0.0:
             return ApiResult(INVALID_REQUEST, f"Quota {key} must be greater than 0"), None, None
-        if ktype == "LONG":
-            if value > LONG_MAX_VALUE:
-                return ApiResult(INVALID_REQUEST, f"Proposed value for {key} is too large for a LONG."), None, None
+        if ktype in ("LONG", "INT"):
+            if value > (LONG_MAX_VALUE if ktype == "LONG" else INT_MAX_VALUE):
+                article = "a" if ktype == "LONG" else "an"
+                return ApiResult(INVALID_REQUEST, f"Proposed value for {key} is too large for {article} {ktype}."), \
+                    None, None
             if abs(int(value + 1e-6) - value) > 1e-6:
-                return ApiResult(INVALID_REQUEST, f"Configuration {key} must be a LONG value"), None, None
+                return ApiResult(INVALID_REQUEST, f"Configuration {key} must be a {ktype} value"), None, None
         changes[key] = float(value)
     return None, entity, changes
 

@@ -18,10 +18,11 @@ SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 SET, DELETE = 0, 1
-SUPPORTED = ("topics", "brokers", "users", "clients")
+SUPPORTED = ("topics", "brokers", "users", "clients", "ips")
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-QUOTA_TYPE = {"users": "user", "clients": "client-id"}
+IP_QUOTA_KEYS = ("connection_creation_rate",)
+QUOTA_TYPE = {"users": "user", "clients": "client-id", "ips": "ip"}
 KNOWN = ("topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics",
          "groups")
 
@@ -34,11 +35,11 @@ def build_parser() -> OptionParser:
     p.add("describe", "Print the entity's configuration (only dynamic overrides unless --all).")
     p.add("all", "With --describe, show every configuration (static and default ones too), "
                  "not only dynamic overrides.")
-    p.add("entity-type", "The kind of entity: topics, brokers, users or clients (users and clients "
-                         "together for a user's client id).", "String", multi=True)
-    p.add("entity-name", "The entity: a topic name, a broker id, a user principal or a client id.",
-          "String", multi=True)
-    p.add("entity-default", "The default entity of the entity type (brokers, users, clients).")
+    p.add("entity-type", "The kind of entity: topics, brokers, users, clients (users and clients "
+                         "together for a user's client id) or ips.", "String", multi=True)
+    p.add("entity-name", "The entity: a topic name, a broker id, a user principal, a client id or an "
+                         "IP address.", "String", multi=True)
+    p.add("entity-default", "The default entity of the entity type (brokers, users, clients, ips).")
     p.add("add-config", "Settings to add or change, k1=v1,k2=[v1,v2],k3=v3 (square brackets "
                         "group values that contain commas).", "String")
     p.add("add-config-file", "A properties file of settings to add or change.", "String")
@@ -51,6 +52,8 @@ def build_parser() -> OptionParser:
     p.add("client", "Short for --entity-type clients --entity-name <client-id>.", "String")
     p.add("user-defaults", "Short for --entity-type users --entity-default.")
     p.add("client-defaults", "Short for --entity-type clients --entity-default.")
+    p.add("ip", "Short for --entity-type ips --entity-name <ip>.", "String")
+    p.add("ip-defaults", "Short for --entity-type ips --entity-default.")
     p.add("zookeeper", "DEPRECATED: ZooKeeper connect string host:port[,host:port][/chroot]. Only for SCRAM "
                        "credentials of users (e.g. before any broker runs) and for dynamic configs of brokers "
                        "that are not running; everything else needs --bootstrap-server.", "urls")
@@ -73,8 +76,10 @@ def parse_add_config(text: str) -> dict[str, str]:
     return out
 
 
-ENTITY_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"), ("broker", "brokers"))
-DEFAULT_FLAGS = (("client-defaults", "clients"), ("user-defaults", "users"), ("broker-defaults", "brokers"))
+ENTITY_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"), ("broker", "brokers"),
+                ("ip", "ips"))
+DEFAULT_FLAGS = (("client-defaults", "clients"), ("user-defaults", "users"), ("broker-defaults", "brokers"),
+                 ("ip-defaults", "ips"))
 
 
 def ordered_entity_names(argv) -> list[str]:
@@ -125,7 +130,7 @@ def quota_entity_args(o, argv):
     """(types, names) when the entity is users and/or clients, else None; Kafka's
     ConfigCommandOptions.entityTypes / entityNames."""
     types = list(o["entity-type"]) + [t for f, t in ENTITY_FLAGS + DEFAULT_FLAGS if o.has(f)]
-    if not types or not set(types) <= {"users", "clients"}:
+    if not types or not (set(types) <= {"users", "clients"} or set(types) == {"ips"}):
         return None
     names = ordered_entity_names(argv) + [o[f] for f, _ in ENTITY_FLAGS if o.has(f)]
     names += ["" for f, _ in DEFAULT_FLAGS if o.has(f)]
@@ -138,6 +143,12 @@ def quota_entity_args(o, argv):
         raise ToolError(f"Duplicate entity type(s) specified: {','.join(dup)}")
     if len(names) > len(types):
         raise ToolError("More entity names specified than entity types")
+    if "ips" in types:
+        from controller.api import valid_ip_entity
+        for n in names:
+            if n and not valid_ip_entity(n):
+                raise ToolError(f"The entity name for {types[0]} must be a valid IP or resolvable host, "
+                                f"but it is: {n}")
     if o.has("alter"):
         if not names:
             raise ToolError("An entity-name or default entity must be specified with --alter of users, "
@@ -399,14 +410,47 @@ async def describe_quotas(client, types, names):
     for entity, values in rows:
         text = ", ".join(f"{k}={java_double(v)}" for k, v in sorted(values.items()))
         print(f"Quota configs for {entity_text(entity)} are {text}")
-    if "clients" not in types and "" not in names:
+    if "clients" not in types and "ips" not in types and "" not in names:
         await describe_users(client, names[0] if names else None)
+
+
+async def _alter_client_quotas(client, types, names, to_add, to_delete):
+    from protocol.messages import AlterClientQuotasRequest as R
+    rows = await client_quotas(client, types, names)
+    current = rows[0][1] if rows else {}
+    invalid = [k for k in to_delete if k not in current]
+    if invalid:
+        raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+    ops = []
+    for k, v in to_add.items():
+        try:
+            value = float(v)
+        except ValueError:
+            raise ToolError(f"Cannot parse quota configuration value for {k}: {v}") from None
+        ops.append(R.OpData(key=k, value=value, remove=False))
+    ops += [R.OpData(key=k, value=0.0, remove=True) for k in to_delete]
+    entity = [R.EntityData(entity_type=QUOTA_TYPE[t], entity_name=n or None) for t, n in zip(types, names)]
+    resp = await client.send_to_controller(R(entries=[R.EntryData(entity=entity, ops=ops)],
+                                             validate_only=False))
+    for e in resp.entries:
+        raise_error(e.error_code, e.error_message)
 
 
 async def alter_quotas(client, o, types, names):
     """ConfigCommand.alterConfig for users / clients: quota keys through AlterClientQuotas, SCRAM
     keys (users only) through AlterUserScramCredentials."""
     to_add, to_delete = requested_changes(o)
+    if types == ["ips"]:
+        unknown = [k for k in list(to_add) + to_delete if k not in IP_QUOTA_KEYS]
+        if unknown:
+            raise ToolError("Only connection quota configs can be added for 'ips' using --bootstrap-server. "
+                            f"Unexpected config names: {','.join(unknown)}")
+        await _alter_client_quotas(client, types, names, to_add, to_delete)
+        if names[0]:
+            print(f"Completed updating config for ip {names[0]}.")
+        else:
+            print("Completed updating default config for ips in the cluster.")
+        return
     quota_add = [k for k in to_add if k in QUOTA_KEYS]
     quota_del = [k for k in to_delete if k in QUOTA_KEYS]
     scram_add = [k for k in to_add if k in SCRAM_KEYS]
@@ -436,25 +480,7 @@ async def alter_quotas(client, o, types, names):
                 raise ToolError("Cannot alter both quota and SCRAM credential configs simultaneously "
                                 "for 'users' using --bootstrap-server.")
     if quota_add or quota_del:
-        from protocol.messages import AlterClientQuotasRequest as R
-        rows = await client_quotas(client, types, names)
-        current = rows[0][1] if rows else {}
-        invalid = [k for k in to_delete if k not in current]
-        if invalid:
-            raise ToolError(f"Invalid config(s): {','.join(invalid)}")
-        ops = []
-        for k, v in to_add.items():
-            try:
-                value = float(v)
-            except ValueError:
-                raise ToolError(f"Cannot parse quota configuration value for {k}: {v}") from None
-            ops.append(R.OpData(key=k, value=value, remove=False))
-        ops += [R.OpData(key=k, value=0.0, remove=True) for k in to_delete]
-        entity = [R.EntityData(entity_type=QUOTA_TYPE[t], entity_name=n or None) for t, n in zip(types, names)]
-        resp = await client.send_to_controller(R(entries=[R.EntryData(entity=entity, ops=ops)],
-                                                 validate_only=False))
-        for e in resp.entries:
-            raise_error(e.error_code, e.error_message)
+        await _alter_client_quotas(client, types, names, to_add, to_delete)
     else:
         await alter_users(client, o, head_name)
         return

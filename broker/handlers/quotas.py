@@ -4,7 +4,8 @@ Quotas are kept by the controller per entity: a user, a client id, or both, each
 default entity (name null) — ``/config/users/<u>``, ``/config/users/<u>/clients/<c>``,
 ``/config/clients/<c>`` in ZooKeeper.  Keys: ``producer_byte_rate``, ``consumer_byte_rate``,
 ``request_percentage`` and ``controller_mutation_rate``, all enforced (broker/client_quota.py).
-IP entities (``connection_creation_rate``) are refused.
+An IP entity (``/config/ips/<ip>``, an address or the default) has one key of its own,
+``connection_creation_rate``, enforced when connections are accepted (broker/connection_quotas.py).
 
 Describe follows Kafka's ZkAdminManager.describeClientQuotas: a component per entity type, match
 type 0 = that name (null: the default), 1 = the default entity, 2 = any name; without ``strict``
@@ -65,7 +66,7 @@ def parse_filter(components) -> dict[str, object]:
 
 def matches(wanted: dict[str, object], strict: bool, entity: tuple) -> bool:
     names = dict(entity)
-    for t in (QUOTA_USER, QUOTA_CLIENT_ID):
+    for t in (QUOTA_USER, QUOTA_CLIENT_ID, QUOTA_IP):
         if t in wanted:
             if t not in names:
                 return False
@@ -80,8 +81,6 @@ def matches(wanted: dict[str, object], strict: bool, entity: tuple) -> bool:
 def describe(quotas: dict[tuple, dict[str, float]], components, strict: bool) -> list[tuple[tuple, dict]]:
     """The (entity, values) pairs a filter selects, sorted; raises _FilterError."""
     wanted = parse_filter(components)
-    if QUOTA_IP in wanted:
-        return []                   # no IP quotas here
     out = [(e, v) for e, v in quotas.items() if v and matches(wanted, strict, e)]
     return sorted(out, key=lambda ev: [(t, n is not None, n or "") for t, n in ev[0]])
 

@@ -791,6 +791,8 @@ class ZkController(Controller):
                     await self.quota_store.entity_changed(f"users/{name}")
                 elif etype == "clients":
                     await self.quota_store.entity_changed(f"clients/{name}")
+                elif etype == "ips":
+                    await self.quota_store.entity_changed(f"ips/{name}")
             except Exception:
                 log.exception("applying config change %s failed", path)
 

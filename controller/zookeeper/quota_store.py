@@ -1,9 +1,9 @@
-"""User and client-id quotas of a ZooKeeper cluster, where Kafka 3.x keeps them.
+"""User, client-id and IP quotas of a ZooKeeper cluster, where Kafka 3.x keeps them.
 
 How this works
 --------------
-* Entities: ``/config/clients/<c>``, ``/config/users/<u>``, ``/config/users/<u>/clients/<c>``
-  (names sanitized, ``<default>`` for default entities), each ``{"version":1,"config":{...}}``.
+* Entities: ``/config/clients/<c>``, ``/config/users/<u>``, ``/config/users/<u>/clients/<c>``,
+  ``/config/ips/<ip>`` (names sanitized, ``<default>`` for default entities), each ``{"version":1,"config":{...}}``.
   ``/config/users/<u>`` also holds the user's SCRAM credentials (``security_store.py``): a write
   changes only the quota keys of the node and keeps every other key.
 * A write is a read-modify-write of the entity node conditional on its data version, committed in
@@ -23,7 +23,7 @@ import random
 
 from kazoo.exceptions import NoNodeError
 
-from controller.api import (QUOTA_KEY_TYPES, UNKNOWN_SERVER_ERROR, ApiResult, quota_entity_from_path,
+from controller.api import (ALL_QUOTA_KEY_TYPES, UNKNOWN_SERVER_ERROR, ApiResult, quota_entity_from_path,
                             quota_entity_path, quota_value_to_config, quota_values_from_config)
 from controller.zookeeper import znodes as Z
 
@@ -61,6 +61,7 @@ class ZkQuotaStore:
     async def load(self) -> None:
         quotas: dict[tuple, dict[str, float]] = {}
         paths = [f"clients/{c}" for c in await self._children("clients")]
+        paths += [f"ips/{i}" for i in await self._children("ips")]
         for u in await self._children("users"):
             paths.append(f"users/{u}")
             paths += [f"users/{u}/clients/{c}" for c in await self._children(f"users/{u}/clients")]
@@ -76,7 +77,7 @@ class ZkQuotaStore:
             log.info("Loaded client quotas of %d entities from ZooKeeper", len(quotas))
 
     async def entity_changed(self, path: str) -> None:
-        """A /config/changes notification for ``clients/...`` or ``users/...``."""
+        """A /config/changes notification for ``clients/...``, ``users/...`` or ``ips/...``."""
         entity = quota_entity_from_path(path)
         if entity is None:
             return
@@ -133,7 +134,7 @@ class ZkQuotaStore:
                          sequence=True)
             res = await self.bridge.transaction(build)
             if not any(isinstance(r, Exception) for r in res):
-                self._set(entity, quota_values_from_config({k: v for k, v in cfg.items() if k in QUOTA_KEY_TYPES}))
+                self._set(entity, quota_values_from_config({k: v for k, v in cfg.items() if k in ALL_QUOTA_KEY_TYPES}))
                 log.info("Updated client quotas of %s: %s", path, changes)
                 return ApiResult()
             log.debug("client quota update of %s raced with another writer (%s); retrying", path, res)

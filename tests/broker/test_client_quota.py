@@ -136,6 +136,28 @@ def test_alteration_checks():
     assert check_client_quota_entry([("user", "u")], [("nothing_known", 0, True)])[0] is None   # removal
 
 
+def test_ip_entity_checks():
+    C = "connection_creation_rate"
+    ok = check_client_quota_entry([("ip", "10.1.2.3")], [(C, 25.0, False)])
+    assert ok[0] is None and ok[1] == quota_entity(ip="10.1.2.3") and ok[2] == {C: 25.0}
+    assert check_client_quota_entry([("ip", None)], [(C, 5.0, False)])[1] == quota_entity(ip=None)
+    assert check_client_quota_entry([("ip", "localhost")], [(C, 5.0, False)])[0] is None   # resolvable
+    cases = [
+        ([("ip", "no-such-host.invalid")], [(C, 1.0, False)],
+         "no-such-host.invalid is not a valid IP or resolvable host."),
+        ([("ip", "10.1.2.3")], [(P, 1.0, False)], "Invalid configuration key producer_byte_rate"),
+        ([("user", "u")], [(C, 1.0, False)], "Invalid configuration key connection_creation_rate"),
+        ([("ip", "10.1.2.3")], [(C, 1.5, False)], "Configuration connection_creation_rate must be a INT value"),
+        ([("ip", "10.1.2.3")], [(C, 2.0 ** 31, False)],
+         "Proposed value for connection_creation_rate is too large for an INT."),
+    ]
+    for entity, ops, msg in cases:
+        bad, _, _ = check_client_quota_entry(entity, ops)
+        assert bad is not None and bad.error_code == 42 and bad.error_message == msg, (entity, ops)
+    for e, path in [(quota_entity(ip="10.1.2.3"), "ips/10.1.2.3"), (quota_entity(ip=None), "ips/<default>")]:
+        assert quota_entity_path(e) == path and quota_entity_from_path(path) == e
+
+
 def test_apply_changes_drops_empty_entities():
     e = quota_entity(user="u")
     q = apply_client_quota_changes({}, [(e, {P: 5.0, "consumer_byte_rate": 6.0})])
@@ -165,6 +187,13 @@ def test_describe_filters():
     assert vals([comp("user", 2), comp("client-id", 2)], True) == [3]
     assert vals([comp("client-id", 1)], True) == [5]
     assert vals([comp("ip", 2)], False) == []
+    q[quota_entity(ip="10.0.0.1")] = {P: 6.0}       # (an IP entity's key is connection_creation_rate;
+    q[quota_entity(ip=None)] = {P: 7.0}             #  the filters do not look at keys)
+    assert vals([comp("ip", 2)], False) == [6, 7]
+    assert vals([comp("ip", 1)], True) == [7]
+    assert vals([comp("ip", 0, "10.0.0.1")], True) == [6]
+    assert vals([comp("user", 2)], False) == [1, 2, 3]
+    assert vals([], False) == [1, 2, 3, 4, 5, 6, 7]
     for components, code, msg in [
             ([comp("user", 2), comp("user", 1)], 42, "Duplicate user filter component entity type"),
             ([comp("", 2)], 42, "Unexpected empty filter component entity type"),

@@ -141,3 +141,39 @@ def test_mutation_quota_in_a_cluster(cluster_factory):
         c.wait_for_leader(n, 0)
     in_zk = set(c.zk().get_children("/brokers/topics"))
     assert set(admitted) <= in_zk and not in_zk & (set(names) - set(admitted))
+
+
+def test_ip_connection_rate_quota_in_a_cluster(cluster_factory):
+    """An IP quota set through broker 1 lands in /config/ips/<ip> with a change notification, as
+    Kafka writes it; broker 2 applies it to the connections it accepts, and an IP node written
+    straight into ZooKeeper (the default entity here) is picked up too."""
+    from tests.support.rawkafka import RawConnection
+    c = cluster_factory(2, props={"quota.window.num": 2, "quota.window.size.seconds": 1})
+    r = configs(c, 1, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.1",
+                "--add-config", "connection_creation_rate=2")
+    assert r.returncode == 0, r.stderr
+    assert c.get_json("/config/ips/127.0.0.1") == {"version": 1, "config": {"connection_creation_rate": "2"}}
+    changes = [c.get_json(f"/config/changes/{ch}") for ch in c.zk().get_children("/config/changes")]
+    assert {"version": 2, "entity_path": "ips/127.0.0.1"} in changes
+    want = ["Quota configs for ip '127.0.0.1' are connection_creation_rate=2.0"]
+    Cluster.wait_for(lambda: describe_lines(c, 2, "--ip", "127.0.0.1") == want, 20, "IP quota visible at broker 2")
+    time.sleep(2.5)         # the tool's connections leave the windows
+    b2 = c.brokers[2]
+    conns = [RawConnection(b2.host, b2.port, timeout=3.0) for _ in range(8)]
+    closed = 0
+    for conn in conns:
+        try:
+            conn.metadata([], auto_create=False)
+        except (OSError, ConnectionError):
+            closed += 1
+        finally:
+            conn.close()
+    assert closed >= 4, f"only {closed} of 8 connections over 2/s were closed by broker 2"
+    time.sleep(2.5)
+    zk = c.zk()
+    zk.create("/config/ips/<default>", json.dumps({"version": 1, "config": {"connection_creation_rate": "7"}})
+              .encode(), makepath=True)
+    zk.create("/config/changes/config_change_", json.dumps({"version": 2, "entity_path": "ips/<default>"})
+              .encode(), sequence=True)
+    Cluster.wait_for(lambda: describe_lines(c, 2, "--ip-defaults") == [
+        "Quota configs for the default ip are connection_creation_rate=7.0"], 20, "default IP quota at broker 2")

@@ -194,3 +194,67 @@ def test_confluent_client_within_a_per_ip_limit(tmp_path):
                 got.append(m.value())
         c.close()
         assert got == [b"v%d" % i for i in range(100)]
+
+
+def burst(b, n):
+    """Open ``n`` connections at once, then see which are served: (served, closed unanswered)."""
+    conns = [RawConnection(b.host, b.port, timeout=3.0) for _ in range(n)]
+    served_n = closed_n = 0
+    for c in conns:
+        try:
+            assert api_versions(c).error_code == 0
+            served_n += 1
+        except (OSError, ConnectionError):
+            closed_n += 1
+        finally:
+            c.close()
+    return served_n, closed_n
+
+
+def test_ip_connection_rate_quota(tmp_path):
+    """connection_creation_rate for an IP entity (kafka-configs.sh --entity-type ips): connections of
+    that address over the rate are closed unanswered after their throttle time; removing the quota
+    lifts it; the default IP entity applies to addresses without their own."""
+    b = _broker(tmp_path, "ip-rate", **{"quota.window.num": 2, "quota.window.size.seconds": 1})
+    with running(b):
+        out = configs(b, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.1",
+                      "--add-config", "connection_creation_rate=3")
+        assert "Completed updating config for ip 127.0.0.1." in out
+        time.sleep(2.5)         # the tool's own connections leave the rate windows
+        served_n, closed_n = burst(b, 10)
+        # three fit in the (at least one second long) window; the rest are closed unanswered
+        assert closed_n >= 5 and served_n >= 1, (served_n, closed_n)
+        time.sleep(2.5)
+        out = configs(b, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.1")
+        assert "Quota configs for ip '127.0.0.1' are connection_creation_rate=3.0" in out
+        time.sleep(2.5)
+        configs(b, "--alter", "--ip", "127.0.0.1", "--delete-config", "connection_creation_rate")
+        time.sleep(0.5)
+        assert burst(b, 10) == (10, 0)
+        # the default entity: every address without its own quota
+        out = configs(b, "--alter", "--ip-defaults", "--add-config", "connection_creation_rate=2")
+        assert "Completed updating default config for ips in the cluster." in out
+        time.sleep(2.5)
+        served_n, closed_n = burst(b, 10)
+        assert closed_n >= 5, (served_n, closed_n)
+        time.sleep(2.5)
+        out = configs(b, "--describe", "--entity-type", "ips", "--entity-default")
+        assert "Quota configs for the default ip are connection_creation_rate=2.0" in out
+
+
+def test_ip_quota_entity_checks(tmp_path):
+    b = _broker(tmp_path, "ip-checks")
+    with running(b):
+        cp = subprocess.run([str(BIN / "kafka-configs.sh"), "--bootstrap-server", b.bootstrap, "--alter",
+                             "--entity-type", "ips", "--entity-name", "no-such-host.invalid",
+                             "--add-config", "connection_creation_rate=3"], capture_output=True, text=True,
+                            timeout=60)
+        assert cp.returncode != 0
+        assert "The entity name for ips must be a valid IP or resolvable host, but it is: " \
+               "no-such-host.invalid" in cp.stdout + cp.stderr
+        cp = subprocess.run([str(BIN / "kafka-configs.sh"), "--bootstrap-server", b.bootstrap, "--alter",
+                             "--ip", "10.0.0.1", "--add-config", "producer_byte_rate=3"],
+                            capture_output=True, text=True, timeout=60)
+        assert cp.returncode != 0
+        assert "Only connection quota configs can be added for 'ips' using --bootstrap-server. Unexpected " \
+               "config names: producer_byte_rate" in cp.stdout + cp.stderr
