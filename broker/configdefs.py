@@ -341,6 +341,10 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("delegation.token.expiry.check.interval.ms", "long", 3600000,
        "How often expired tokens are removed.", L, validator=at_least(1)),
     _k("sasl.jaas.config", "password", None, "JAAS login entry (PLAIN users as user_<name>=\"<password>\").", mode=PB),
+    _k("principal.builder.class", "class",
+       "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+       "Builds the principal of each connection: Kafka's default, or a Python class "
+       "(package.module.ClassName) with build(context) (broker/security/builder.py)."),
     # SASL/OAUTHBEARER token validation (KIP-768); docs/security.md.  Also read with the
     # listener.name.<l>. prefix.
     _k("sasl.server.callback.handler.class", "class", None,

@@ -34,6 +34,7 @@ from protocol.messages import ApiVersionsResponse
 from protocol.primitives import DecodeError
 
 from broker.dispatch import HANDLERS
+from broker.security.builder import PrincipalBuilderError
 from broker.security.principal import NoMatchingRule
 
 log = logging.getLogger("odradek.network")
@@ -149,10 +150,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sm is not None:
             try:
                 self.security = sm.new_session(self.listener_name, transport)
-            except NoMatchingRule as e:
-                # Kafka fails the authentication of a client whose certificate no rule maps
+            except (NoMatchingRule, PrincipalBuilderError) as e:
+                # Kafka fails the authentication of a client whose certificate no rule maps, or
+                # whose principal the configured builder cannot build
                 from broker.security.sasl import SecuritySession
-                log.warning("closing connection from %s:%s: ssl.principal.mapping.rules: %s", *self.peer[:2], e)
+                what = "ssl.principal.mapping.rules" if isinstance(e, NoMatchingRule) else "principal.builder.class"
+                log.warning("closing connection from %s:%s: %s: %s", *self.peer[:2], what, e)
                 self.security = SecuritySession(self.listener_name, "SSL")
                 self.security.state = "failed"      # nothing but ApiVersions is answered
                 transport.close()

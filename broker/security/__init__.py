@@ -65,6 +65,7 @@ class SecurityManager:
         self._oauth_validators: dict[str, object] = {}
         self._protocols: dict[str, str] = {}
         self._mappers: dict[str, PrincipalMapper] = {}
+        self._builders: dict[str, object] = {}     # listener -> principal.builder.class instance (builder.py)
         self.authorizer: AclAuthorizer | None = None
         self.enforcer = None            # broker.security.enforce.Enforcer when authorizing
         self.configure()
@@ -87,6 +88,10 @@ class SecurityManager:
                                       "ssl.principal.mapping.rules") from None
             if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
                 self._configure_sasl(name)
+            from broker.security.builder import load_builder
+            builder = load_builder(cfg, name)
+            if builder is not None:
+                self._builders[name] = builder
         if cfg.zookeeper_connect:
             # this broker's own connections to the others (checked now so that a bad set-up stops it)
             from broker.security.interbroker import inter_broker_security
@@ -207,16 +212,27 @@ class SecurityManager:
         return list(self._mechanisms.get(listener, ()))
 
     def new_session(self, listener: str, transport=None) -> SecuritySession:
+        """The connection's session; raises NoMatchingRule (no mapping rule for the certificate)
+        or PrincipalBuilderError (the custom builder failed): the connection is then closed."""
         protocol = self._protocols.get(listener, "PLAINTEXT")
         principal = ANONYMOUS
-        if protocol == "SSL" and transport is not None:
-            subject = peer_subject(transport)
-            if subject:
-                mapper = self._mappers.get(listener)
-                principal = "User:" + (mapper.name(subject) if mapper is not None else subject)
+        builder = self._builders.get(listener)
+        if builder is not None:
+            from broker.security.builder import build, context_for
+            if protocol in ("PLAINTEXT", "SSL"):
+                principal = build(builder, context_for(protocol, listener, transport))
+            build_principal = (lambda mech, authz_id: build(builder, context_for(
+                protocol, listener, transport, sasl_mechanism=mech, sasl_authorization_id=authz_id)))
+        else:
+            build_principal = None
+            if protocol == "SSL" and transport is not None:
+                subject = peer_subject(transport)
+                if subject:
+                    mapper = self._mappers.get(listener)
+                    principal = "User:" + (mapper.name(subject) if mapper is not None else subject)
         return SecuritySession(listener, protocol, self._mechanisms.get(listener, ()),
                                lambda mech: self._mechanism_server(listener, mech), principal,
-                               lambda mech: self._reauth_ms(listener, mech))
+                               lambda mech: self._reauth_ms(listener, mech), build_principal)
 
     def _reauth_ms(self, listener: str, mechanism: str) -> int:
         """``connections.max.reauth.ms`` for a mechanism on a listener (Kafka's lookup:

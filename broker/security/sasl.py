@@ -171,10 +171,10 @@ class SecuritySession:
     closes the connection (``expired``)."""
     __slots__ = ("listener", "protocol", "principal", "state", "mechanisms", "server", "close_after_response",
                  "_factory", "_reauth_ms", "mechanism", "expires_at", "session_lifetime_ms", "_previous",
-                 "_bad_mechanism", "_reauth_started", "token_authenticated")
+                 "_bad_mechanism", "_reauth_started", "token_authenticated", "_build_principal")
 
     def __init__(self, listener: str, protocol: str, mechanisms=(), factory=None, principal: str = ANONYMOUS,
-                 reauth_ms=None):
+                 reauth_ms=None, build_principal=None):
         self.listener = listener
         self.protocol = protocol
         self.principal = principal
@@ -191,6 +191,8 @@ class SecuritySession:
         self._bad_mechanism: str | None = None
         self._reauth_started = 0.0
         self.token_authenticated = False        # logged in with a delegation token (SCRAM tokenauth)
+        # principal.builder.class (builder.py): (mechanism, authorization id) -> "Type:name"
+        self._build_principal = build_principal
 
     @property
     def authenticated(self) -> bool:
@@ -241,7 +243,15 @@ class SecuritySession:
                 raise SaslFailure(self._bad_mechanism)
             out = self.server.evaluate(bytes(token))
             if self.server.complete:
-                principal = getattr(self.server, "principal", None) or "User:" + self.server.authorization_id
+                principal = getattr(self.server, "principal", None)     # a delegation token's owner
+                if principal is None and self._build_principal is not None:
+                    from broker.security.builder import PrincipalBuilderError
+                    try:
+                        principal = self._build_principal(self.server.mechanism, self.server.authorization_id)
+                    except PrincipalBuilderError as e:
+                        raise SaslFailure(f"principal.builder.class: {e}") from None
+                if principal is None:
+                    principal = "User:" + self.server.authorization_id
                 if self.reauthenticating and principal != self._previous[1]:
                     raise SaslFailure("Cannot change principals during re-authentication from "
                                       f"{self._previous[1].replace(':', '.', 1)}: {principal.replace(':', '.', 1)}")
