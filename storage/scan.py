@@ -5,7 +5,7 @@ bigger) and walks them with ``protocol.records.scan_batches``; each yielded item
 ``(position_in_file, header, buf)`` where ``header.pos`` indexes ``buf``.  When the walk stops
 early it records why in ``stop_reason`` ("torn" for a partial tail, "corrupt" for an impossible
 header) and where in ``stopped_at`` — recovery truncates the file there.  ``walk_headers`` is the
-cheap variant used after an index lookup: one 61-byte pread per batch.
+cheap variant used after an index lookup: headers only, read a window at a time.
 
 ``iter_records`` decodes the records of an uncompressed batch (offset, timestamp, key, value) for
 the few places that need record level data (timestamp search, control markers, the cleaner).
@@ -97,14 +97,24 @@ class FileScanner:
                 self.stopped_at = pos
 
 
+WALK_WINDOW = 8192 + BATCH_OVERHEAD     # one offset-index interval (4 KiB by default) and then some
+
+
 def walk_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
-    """Headers (``pos`` = file position) of the batches in [start, end); stops at a torn tail."""
+    """Headers (``pos`` = file position) of the batches in [start, end); stops at a torn tail.
+
+    The file is read ``WALK_WINDOW`` bytes at a time and every header inside a window is taken
+    from it: a walk from an offset-index entry to the batch wanted is usually one pread, however
+    small the batches; a batch bigger than the window costs one pread per header, as before."""
     pos = start
+    buf, base = b"", start          # buf holds the file from ``base``
     while pos + BATCH_OVERHEAD <= end:
-        head = pread_exact(fd, BATCH_OVERHEAD, pos)
-        if len(head) < BATCH_OVERHEAD:
-            return
-        h = BatchHeader(*HEADER.unpack_from(head, 0), pos)
+        off = pos - base
+        if off < 0 or off + BATCH_OVERHEAD > len(buf):
+            buf, base, off = pread_exact(fd, min(WALK_WINDOW, end - pos), pos), pos, 0
+            if len(buf) < BATCH_OVERHEAD:
+                return
+        h = BatchHeader(*HEADER.unpack_from(buf, off), pos)
         if h.batch_length < BATCH_OVERHEAD - LOG_OVERHEAD or pos + h.size > end:
             return
         yield h
