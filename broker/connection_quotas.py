@@ -72,6 +72,12 @@ def parse_ip_overrides(value: str | None) -> dict[str, int]:
 
 
 def _resolve(host: str) -> list[str]:
+    """The addresses of ``host`` (an address is itself; a name is looked up, blocking)."""
+    import ipaddress
+    try:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        pass
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except OSError as e:
@@ -123,6 +129,7 @@ class ConnectionQuotas:
         for lst in self.listeners.values():
             lst.configure(samples, window)
         self.inter_broker = cfg.inter_broker_listener_name() if hasattr(cfg, "inter_broker_listener_name") else None
+        self._close_excess()            # a lowered max.connections
         for lst in list(self.listeners.values()):
             lst.maybe_resume()
 
@@ -230,7 +237,7 @@ class ConnectionQuotas:
         self.listener_counts[name] = self.listener_counts.get(name, 0) + 1
         self.total += 1
         if self.total > self.broker_max and self.protected(name):
-            self._close_lru_unprotected()
+            self._close_excess()
         return True
 
     def dec(self, name: str, ip: str) -> None:
@@ -244,11 +251,19 @@ class ConnectionQuotas:
         for lst in self.listeners.values():
             lst.maybe_resume()
 
-    def _close_lru_unprotected(self) -> None:
-        conns = [c for c in self.broker.connections
-                 if not self.protected(c.listener_name) and not c.closed]
-        if conns:
-            victim = min(conns, key=lambda c: c.last_active)
+    def _close_excess(self) -> None:
+        """Over ``max.connections`` (the protected listener's connections pushed it over, or the
+        limit was lowered): close the least recently active connections of the other listeners
+        until the count is back at the limit (Kafka's processors close one per poll, to the
+        same end).  Connections already closing count as gone."""
+        live = getattr(self.broker, "connections", ())
+        closing = sum(1 for c in live if c.closed)
+        excess = self.total - closing - self.broker_max
+        if excess <= 0:
+            return
+        conns = sorted((c for c in live
+                        if not self.protected(c.listener_name) and not c.closed), key=lambda c: c.last_active)
+        for victim in conns[:excess]:
             log.info("closing the least recently used connection from %s:%s (listener %s): the "
                      "broker is over max.connections=%d", *victim.peer[:2], victim.listener_name,
                      self.broker_max)

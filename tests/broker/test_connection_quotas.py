@@ -97,3 +97,16 @@ def test_creation_rate_delay_follows_kafkas_rate():
     assert max(q.record_and_throttle_ms(ext) for _ in range(50)) == 1000
     # the protected listener is held only to its own (unlimited) rate
     assert q.record_and_throttle_ms(q.listeners["INTERNAL"]) == 0
+
+
+def test_a_lowered_broker_limit_closes_the_least_recently_used_connections():
+    q = quotas()
+    conns = [_Conn("EXTERNAL", t) for t in (3.0, 1.0, 2.0)]
+    q.broker.connections.update(conns)
+    for i in range(3):
+        assert q.inc("EXTERNAL", f"10.0.0.{i}")
+    q.broker.config.set_dynamic(cluster_default={"max.connections": "1"})
+    q.configure()
+    assert [c.closed for c in conns] == [False, True, True]
+    q.configure()                       # the two are closing: nothing more is closed
+    assert not conns[0].closed
