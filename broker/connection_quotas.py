@@ -42,7 +42,7 @@ import socket
 import time
 
 from broker.config import ConfigError
-from broker.client_quota import ClientRate
+from broker.client_quota import ClientAvg, ClientRate
 from broker.security.tls import listener_value
 from controller.api import CONNECTION_CREATION_RATE, QUOTA_IP
 
@@ -300,6 +300,12 @@ class Listener:
         self.closed = False
         self.handshakes: set[asyncio.Task] = set()
         self.throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # over an IP quota: closed later
+        # metrics: time not accepting (AcceptorBlockedPercent) and the mean non-zero delays
+        self.blocked_s = 0.0
+        self._blocked_since: float | None = None
+        cfg = quotas.broker.config
+        self.rate_throttle = ClientAvg(cfg.get("quota.window.num"), cfg.get("quota.window.size.seconds"))
+        self.ip_throttle = ClientAvg(cfg.get("quota.window.num"), cfg.get("quota.window.size.seconds"))
         quotas.listeners[name] = self
         quotas.listener_counts.setdefault(name, 0)
         for s in self.socks:
@@ -308,19 +314,33 @@ class Listener:
     def configure(self, samples, window) -> None:
         if self.rate.samples != samples or self.rate.window != window:
             self.rate = ClientRate(samples, window)
+            self.rate_throttle = ClientAvg(samples, window)
+            self.ip_throttle = ClientAvg(samples, window)
 
     # -- accepting --------------------------------------------------------------------------------
     def _pause(self) -> None:
         if not self.paused:
             self.paused = True
+            self._blocked_since = time.monotonic()
             for s in self.socks:
                 self.loop.remove_reader(s.fileno())
 
     def _resume(self) -> None:
         if self.paused and not self.closed:
             self.paused = False
+            self._end_blocked()
             for s in self.socks:
                 self.loop.add_reader(s.fileno(), self._on_readable, s)
+
+    def _end_blocked(self) -> None:
+        if self._blocked_since is not None:
+            self.blocked_s += time.monotonic() - self._blocked_since
+            self._blocked_since = None
+
+    def blocked_seconds(self) -> float:
+        """Seconds this listener has not accepted because of a limit, so far."""
+        now = time.monotonic()
+        return self.blocked_s + (now - self._blocked_since if self._blocked_since is not None else 0.0)
 
     def maybe_resume(self) -> None:
         """A slot may have freed (a connection closed, a limit was raised)."""
@@ -363,6 +383,7 @@ class Listener:
         self.held = None
         throttle_ms = q.record_and_throttle_ms(self)
         if throttle_ms > 0:
+            self.rate_throttle.record(throttle_ms, q.clock())
             # Kafka's acceptor waits out the delay with this connection in hand, then goes on
             self._pause()
             self.held = (sock, addr)
@@ -387,6 +408,7 @@ class Listener:
         ip = addr[0] if isinstance(addr, tuple) and addr else "?"
         throttle_ms = self.quotas.ip_throttle_ms(self, ip)
         if throttle_ms > 0:
+            self.ip_throttle.record(throttle_ms, self.quotas.clock())
             log.debug("Delaying closing of connection from %s for %d ms", ip, throttle_ms)
             handle = self.loop.call_later(throttle_ms / 1000, self._close_throttled, sock)
             self.throttled[sock] = handle

@@ -354,8 +354,9 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.connections = sorted(per_listener.items())
     cq = getattr(broker, "connection_quotas", None)
     now = time.monotonic()
-    snap.accept_rates = sorted((name, lst.rate.rate(now)) for name, lst in cq.listeners.items()) \
-        if cq is not None else []
+    snap.accept_rates = sorted((name, lst.rate.rate(now), lst.blocked_seconds(),
+                                lst.rate_throttle.value(now), lst.ip_throttle.value(now))
+                               for name, lst in cq.listeners.items()) if cq is not None else []
     snap.state = SHUTTING_DOWN if broker._stopping else RUNNING if broker.servers else STARTING
     snap.quotas = _quota_values(broker)
     return snap
@@ -480,9 +481,25 @@ def families(snap: _Snapshot):
                             "Connections accepted per second over the quota windows, by listener "
                             "(connection-accept-rate; what max.connection.creation.rate limits).",
                             labels=["listener"])
-    for name, r in snap.accept_rates:
+    for name, r, *_ in snap.accept_rates:
         fam.add_metric([name], r)
     yield fam
+    for i, fname, doc in (
+            (2, "kafka_network_acceptor_blocked_seconds", "Seconds the listener did not accept because "
+             "of max.connections or a creation rate (AcceptorBlockedPercent, as time)."),
+            (3, "kafka_server_socketservermetrics_connection_accept_throttle_time", "Mean non-zero delay in "
+             "ms before accepting, for the broker or listener creation rate, over the quota windows; NaN "
+             "when none (connection-accept-throttle-time)."),
+            (4, "kafka_server_socketservermetrics_ip_connection_accept_throttle_time", "Mean non-zero "
+             "delay in ms before closing a connection over its IP's connection_creation_rate; NaN when "
+             "none (ip-connection-accept-throttle-time).")):
+        if i == 2:
+            fam = CounterMetricFamily(fname, doc, labels=["listener"])
+        else:
+            fam = GaugeMetricFamily(fname, doc, labels=["listener"])
+        for row in snap.accept_rates:
+            fam.add_metric([row[0]], row[i])
+        yield fam
     # kafka.server:type=Produce|Fetch|Request|ControllerMutation,user=U,client-id=C
     for group, rate_name, rows, tokens in snap.quotas:
         what = _QUOTA_RATE_DOC[group]

@@ -20,6 +20,8 @@ import pytest
 from protocol.messages import ApiVersionsRequest
 from tests.support import BrokerProcess
 from tests.support.broker import running
+from tests.support.metrics import scrape, val
+from tests.support.net import free_port
 from tests.support.rawkafka import RawConnection
 
 BIN = Path(__file__).resolve().parents[2] / "bin"
@@ -126,8 +128,11 @@ def test_max_connections_holds_the_next_connection_until_one_closes(tmp_path):
 
 def test_creation_rate_delays_but_does_not_refuse(tmp_path):
     # one-second windows, two of them: the rate is connections over at least one second
+    mport = free_port()
     b = _broker(tmp_path, "conn-rate", **{"max.connection.creation.rate": 5, "quota.window.num": 2,
-                                          "quota.window.size.seconds": 1})
+                                          "quota.window.size.seconds": 1,
+                                          "odradek.metrics.prometheus.port": mport,
+                                          "odradek.metrics.prometheus.host": "127.0.0.1"})
     with running(b):
         time.sleep(2.5)         # the readiness probes' connections leave the window
         t0 = time.monotonic()
@@ -138,6 +143,10 @@ def test_creation_rate_delays_but_does_not_refuse(tmp_path):
             c.close()
         # 15 connections at 5/s: at least two seconds' worth of delays after the first five
         assert elapsed >= 1.0, f"15 connections accepted in {elapsed:.2f} s at max 5/s"
+        m = scrape(f"http://127.0.0.1:{mport}/metrics")
+        assert val(m, "kafka_network_acceptor_blocked_seconds_total", listener="PLAINTEXT") >= 0.5
+        assert val(m, "kafka_server_socketservermetrics_connection_accept_throttle_time",
+                   listener="PLAINTEXT") > 0
 
 
 def test_limits_change_on_a_running_broker(tmp_path):
@@ -215,7 +224,10 @@ def test_ip_connection_rate_quota(tmp_path):
     """connection_creation_rate for an IP entity (kafka-configs.sh --entity-type ips): connections of
     that address over the rate are closed unanswered after their throttle time; removing the quota
     lifts it; the default IP entity applies to addresses without their own."""
-    b = _broker(tmp_path, "ip-rate", **{"quota.window.num": 2, "quota.window.size.seconds": 1})
+    mport = free_port()
+    b = _broker(tmp_path, "ip-rate", **{"quota.window.num": 2, "quota.window.size.seconds": 1,
+                                        "odradek.metrics.prometheus.port": mport,
+                                        "odradek.metrics.prometheus.host": "127.0.0.1"})
     with running(b):
         out = configs(b, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.1",
                       "--add-config", "connection_creation_rate=3")
@@ -224,6 +236,9 @@ def test_ip_connection_rate_quota(tmp_path):
         served_n, closed_n = burst(b, 10)
         # three fit in the (at least one second long) window; the rest are closed unanswered
         assert closed_n >= 5 and served_n >= 1, (served_n, closed_n)
+        m = scrape(f"http://127.0.0.1:{mport}/metrics")
+        assert val(m, "kafka_server_socketservermetrics_ip_connection_accept_throttle_time",
+                   listener="PLAINTEXT") > 0
         time.sleep(2.5)
         out = configs(b, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.1")
         assert "Quota configs for ip '127.0.0.1' are connection_creation_rate=3.0" in out
