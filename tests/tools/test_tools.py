@@ -556,3 +556,18 @@ def test_console_consumer_group_commits(kafka, needs):
     assert r.rc == 0 and r.lines == ["g0", "g1", "g2", "g3"], r
     r = consume(kafka, t, "--group", g, "--from-beginning", n=2, timeout_ms=15000)
     assert r.rc == 0 and r.lines == ["g4", "g5"], r
+
+
+def test_cluster_tool(kafka):
+    """kafka-cluster.sh: the cluster id from the broker's meta.properties; unregister answered as
+    Kafka answers a cluster without the KRaft API; usage errors in argparse4j's form."""
+    meta = next(kafka.log_dir.rglob("meta.properties")).read_text()
+    cluster_id = re.search(r"^cluster\.id=(.+)$", meta, re.M).group(1).strip()
+    r = tool("kafka-cluster", "cluster-id", "--bootstrap-server", kafka.bootstrap)
+    assert r.rc == 0 and r.lines == [f"Cluster ID: {cluster_id}"], r
+    r = tool("kafka-cluster", "unregister", "-b", kafka.bootstrap, "--id", "3")
+    assert r.rc == 0 and r.lines == ["The target cluster does not support the broker unregistration API."], r
+    r = tool("kafka-cluster", "unregister", "--bootstrap-server", kafka.bootstrap)
+    assert r.rc == 1 and "kafka-cluster.sh unregister: error: argument --id/-i is required" in r.err, r
+    r = tool("kafka-cluster", "cluster-id")
+    assert r.rc == 1 and "error:" in r.err, r
