@@ -571,3 +571,21 @@ def test_cluster_tool(kafka):
     assert r.rc == 1 and "kafka-cluster.sh unregister: error: argument --id/-i is required" in r.err, r
     r = tool("kafka-cluster", "cluster-id")
     assert r.rc == 1 and "error:" in r.err, r
+
+
+def test_e2e_latency_tool(kafka):
+    """kafka-e2e-latency.sh: creates the missing topic, one progress line per 1000 messages, then
+    Kafka's average and percentile lines; acks=0 and a short command line are refused."""
+    pytest.importorskip("confluent_kafka")
+    topic = "e2e-" + uuid.uuid4().hex[:6]
+    r = tool("kafka-e2e-latency", kafka.bootstrap, topic, 1001, "all", 200, timeout=120)
+    assert r.rc == 0, r
+    assert r.lines[0] == f'Topic "{topic}" does not exist. Will create topic with 1 partition(s) and ' \
+                         'replication factor = 1'
+    assert [line.split("\t")[0] for line in r.lines[1:3]] == ["0", "1000"]
+    assert re.fullmatch(r"Avg latency: \d+\.\d{4} ms", r.lines[3]), r
+    assert re.fullmatch(r"Percentiles: 50th = \d+, 99th = \d+, 99\.9th = \d+", r.lines[4]), r
+    r = tool("kafka-e2e-latency", kafka.bootstrap, topic, 10, "0", 200)
+    assert r.rc == 1 and r.err.strip() == "Latency testing requires synchronous acknowledgement. Please use 1 or all"
+    r = tool("kafka-e2e-latency", kafka.bootstrap, topic)
+    assert r.rc == 1 and r.err.startswith("USAGE: java org.apache.kafka.tools.EndToEndLatency broker_list")
