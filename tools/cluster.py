@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from protocol.client import UnsupportedVersionError
-from tools.common import ToolError, cluster_from, run
+from tools.common import ToolError, cluster_from, run_parsed
 from tools.transactions import Parser
 
 PROG = "kafka-cluster.sh"
@@ -70,12 +70,7 @@ async def execute(a) -> int:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-
-    def body(args):
-        return execute(parser.parse_args(args))
-
-    return run(body, sys.argv[1:] if argv is None else argv, error_prefix="")
+    return run_parsed(build_parser(), execute, argv)
 
 
 if __name__ == "__main__":

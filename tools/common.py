@@ -309,6 +309,13 @@ def command_config(opts: Options, key: str = "command-config") -> dict[str, str]
 # Running
 # =============================================================================================
 
+def run_parsed(parser, execute, argv: list[str] | None = None) -> int:
+    """``run`` for an argparse-style tool: parse ``argv`` with ``parser`` and hand the namespace
+    to ``execute`` (errors as bare lines)."""
+    return run(lambda args: execute(parser.parse_args(args)), sys.argv[1:] if argv is None else argv,
+               error_prefix="")
+
+
 def run(main: Callable[[list[str]], Any], argv: list[str] | None = None,
         error_prefix: str = "Error: ", error_stream=None) -> int:
     """Run a tool body (sync or async) and turn failures into one line + exit status."""

@@ -19,7 +19,7 @@ from protocol.client import KafkaConnectionError
 from protocol.errors import ErrorCode as E, KafkaError, error_message
 from protocol.messages import (DescribeProducersRequest, DescribeTransactionsRequest,
                                ListTransactionsRequest, WriteTxnMarkersRequest)
-from tools.common import VERSION, ToolError, cluster_from, run
+from tools.common import VERSION, ToolError, cluster_from, run_parsed
 
 PROG = "kafka-transactions.sh"
 DEBUG_HINT = " Enable debug logging for additional detail."
@@ -513,12 +513,7 @@ async def execute(a) -> int:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-
-    def body(args):
-        return execute(parser.parse_args(args))
-
-    return run(body, sys.argv[1:] if argv is None else argv, error_prefix="")
+    return run_parsed(build_parser(), execute, argv)
 
 
 if __name__ == "__main__":

@@ -136,17 +136,10 @@ def run_command(zk, line: str, out=sys.stdout, err=sys.stderr) -> bool:
             print("[" + ", ".join(found) + "]", file=out)
         else:
             raise CommandError(COMMANDS)
-    except NoNodeError:
-        print(f"Node does not exist: {path}", file=err)
-        return False
-    except NodeExistsError:
-        print(f"Node already exists: {path}", file=err)
-        return False
-    except NotEmptyError:
-        print(f"Node not empty: {path}", file=err)
-        return False
-    except BadVersionError:
-        print(f"version No is not valid : {path}", file=err)
+    except (NoNodeError, NodeExistsError, NotEmptyError, BadVersionError) as e:
+        words = {NoNodeError: "Node does not exist: ", NodeExistsError: "Node already exists: ",
+                 NotEmptyError: "Node not empty: ", BadVersionError: "version No is not valid : "}
+        print(words[type(e)] + str(path), file=err)
         return False
     except (CommandError, ValueError) as e:
         print(str(e) or COMMANDS, file=err)

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from tests.support.broker import BrokerProcess, running
-from tests.tools.test_zk_tools import REPO, new_chroot, run_tool
+from tests.tools.test_zk_tools import new_chroot, run_tool
 
 ZK_CP = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 HEAD = "Connecting to {}\n\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n"
