@@ -71,7 +71,7 @@ def parse_ip_overrides(value: str | None) -> dict[str, int]:
     return out
 
 
-def _resolve(host: str) -> list[str]:
+def _resolve(host: str, what: str = "max.connections.per.ip.overrides") -> list[str]:
     """The addresses of ``host`` (an address is itself; a name is looked up, blocking)."""
     import ipaddress
     try:
@@ -81,7 +81,7 @@ def _resolve(host: str) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except OSError as e:
-        log.warning("max.connections.per.ip.overrides: cannot resolve %s (%s); its limit is not applied", host, e)
+        log.warning("%s: cannot resolve %s (%s); its limit is not applied", what, host, e)
         return []
     return sorted({info[4][0] for info in infos})
 
@@ -136,7 +136,6 @@ class ConnectionQuotas:
     def update_ip_quotas(self, quotas: dict) -> None:
         """IP entities of the client quotas (``connection_creation_rate``); an entity named by a
         host name applies to the addresses it resolves to, as Kafka resolves it."""
-        import ipaddress
         per_ip: dict[str, int] = {}
         default = INT_MAX
         for entity, values in quotas.items():
@@ -148,11 +147,7 @@ class ConnectionQuotas:
             if name is None:
                 default = rate
                 continue
-            try:
-                addrs = [str(ipaddress.ip_address(name))]
-            except ValueError:
-                addrs = _resolve(name)
-            for a in addrs:
+            for a in _resolve(name, "the IP quota entity"):
                 per_ip[a] = rate
         if per_ip != self.ip_rate_max or default != self.default_ip_rate_max:
             log.info("IP connection rate quotas: %s, default %s", per_ip or "none",

@@ -309,6 +309,24 @@ def command_config(opts: Options, key: str = "command-config") -> dict[str, str]
 # Running
 # =============================================================================================
 
+def librdkafka_client(kind, conf: dict, what: str = "client"):
+    """``kind(conf)`` (a confluent-kafka Producer, Consumer, ...), dropping with a warning each
+    setting librdkafka does not know (Java-only keys of a shared properties file)."""
+    import confluent_kafka as ck
+    while True:
+        try:
+            return kind(conf)
+        except ck.KafkaException as e:
+            msg = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
+            m = re.search(r'configuration property: "([^"]+)"', msg)
+            bad = m.group(1) if m else None
+            if bad and bad in conf:
+                print(f"WARNING: dropping {bad}, which librdkafka does not know", file=sys.stderr)
+                conf.pop(bad)
+                continue
+            raise ToolError(f"invalid {what} configuration: {msg}") from None
+
+
 def run_parsed(parser, execute, argv: list[str] | None = None) -> int:
     """``run`` for an argparse-style tool: parse ``argv`` with ``parser`` and hand the namespace
     to ``execute`` (errors as bare lines)."""

@@ -15,7 +15,7 @@ import random
 import sys
 import time
 
-from tools.common import ToolError, load_properties, run
+from tools.common import ToolError, librdkafka_client, load_properties, run
 
 USAGE = ("USAGE: java org.apache.kafka.tools.EndToEndLatency broker_list topic num_messages producer_acks "
          "message_size_bytes [optional] properties_file")
@@ -24,20 +24,6 @@ JAVA_ONLY = {"key.serializer", "value.serializer", "key.deserializer", "value.de
              "max.block.ms", "send.buffer.bytes", "receive.buffer.bytes", "metadata.max.age.ms",
              "delivery.timeout.ms", "max.request.size", "partitioner.class", "interceptor.classes",
              "metric.reporters", "default.api.timeout.ms", "request.timeout.ms"}
-
-
-def _client(ck, kind, conf: dict):
-    while True:
-        try:
-            return kind(conf)
-        except ck.KafkaException as e:
-            msg = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
-            bad = msg.split('configuration property: "', 1)[-1].split('"', 1)[0] if "property" in msg else None
-            if bad and bad in conf:
-                print(f"WARNING: dropping {bad}, which librdkafka does not know", file=sys.stderr)
-                conf.pop(bad)
-                continue
-            raise ToolError(f"invalid client configuration: {msg}") from None
 
 
 def execute(args: list[str]) -> int:
@@ -59,10 +45,10 @@ def execute(args: list[str]) -> int:
     base = {k: v for k, v in props.items() if k not in JAVA_ONLY and not k.startswith("sasl.jaas")}
     base["bootstrap.servers"] = brokers
     base.setdefault("log_level", 2)
-    producer = _client(ck, ck.Producer, {**base, "linger.ms": 0, "acks": acks})
-    consumer = _client(ck, ck.Consumer, {**base, "group.id": f"test-group-{int(time.time() * 1000)}",
+    producer = librdkafka_client(ck.Producer, {**base, "linger.ms": 0, "acks": acks}, "producer")
+    consumer = librdkafka_client(ck.Consumer, {**base, "group.id": f"test-group-{int(time.time() * 1000)}",
                                          "enable.auto.commit": False, "auto.offset.reset": "latest",
-                                         "fetch.wait.max.ms": 0, "fetch.queue.backoff.ms": 0})
+                                         "fetch.wait.max.ms": 0, "fetch.queue.backoff.ms": 0}, "consumer")
     try:
         md = consumer.list_topics(timeout=30)
         if topic not in md.topics or md.topics[topic].error is not None:

@@ -10,11 +10,10 @@ import argparse
 import asyncio
 import os
 import random
-import re
 import sys
 import time
 
-from tools.common import ToolError, load_properties, parse_properties, run
+from tools.common import ToolError, librdkafka_client, load_properties, parse_properties, run
 
 JAVA_ONLY = {"key.serializer", "value.serializer", "buffer.memory", "max.block.ms",
              "send.buffer.bytes", "receive.buffer.bytes", "metadata.max.age.ms",
@@ -201,19 +200,7 @@ def run_confluent(a, props, items):
     conf.setdefault("message.max.bytes", max(1000000, int(conf["batch.size"]) + 4096))
     errors = []
     conf["error_cb"] = lambda e: errors.append(e) if e.fatal() or e.code() == ck.KafkaError._ALL_BROKERS_DOWN else None
-    while True:
-        try:
-            p = ck.Producer(conf)
-            break
-        except ck.KafkaException as e:
-            msg = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
-            m = re.search(r'configuration property: "([^"]+)"', msg)
-            bad = m.group(1) if m else None
-            if bad and bad in conf:
-                print(f"WARNING: dropping {bad}, which librdkafka does not know", file=sys.stderr)
-                conf.pop(bad)
-                continue
-            raise ToolError(f"invalid producer configuration: {msg}") from None
+    p = librdkafka_client(ck.Producer, conf, "producer")
     print(f"Using confluent-kafka {getattr(ck, '__version__', ck.version()[0])} (librdkafka {ck.libversion()[0]}) for the "
           f"data path", file=sys.stderr)
     try:
