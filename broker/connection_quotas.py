@@ -100,7 +100,6 @@ class ConnectionQuotas:
         self.ip_rate_max: dict[str, int] = {}   # address -> connection_creation_rate (IP quotas)
         self.default_ip_rate_max = INT_MAX      # the <default> IP entity's, if any
         self.ip_rates: dict[str, ClientRate] = {}
-        self.throttled_ip = 0                   # connections closed late for an IP quota
         self.configure()
         ctrl = getattr(broker, "controller", None)
         if ctrl is not None and hasattr(ctrl, "client_quotas"):
@@ -179,7 +178,6 @@ class ConnectionQuotas:
         if not self.protected(lst.name):
             self.broker_rate.record(-1.0, now)
         lst.rate.record(-1.0, now)
-        self.throttled_ip += 1
         return ms
 
     def listener_max(self, name: str) -> int:
@@ -461,10 +459,6 @@ class Listener:
             _close(sock)
         self.throttled.clear()
         self.quotas.listeners.pop(self.name, None)
-
-    @property
-    def sockets(self):
-        return list(self.socks)
 
 
 def _close(sock: socket.socket) -> None:
