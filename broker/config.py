@@ -497,10 +497,10 @@ class BrokerConfig:
                                   "reserved.broker.max.id", "broker.id")
         elif bid < 0:
             raise ConfigError("broker.id must be greater than or equal to 0", "broker.id")
-        if "consumer" in g("group.coordinator.rebalance.protocols"):
-            raise ConfigError("The new consumer group protocol (consumer) is only supported in KRaft cluster; "
-                              "remove it from group.coordinator.rebalance.protocols",
+        if "classic" not in g("group.coordinator.rebalance.protocols"):
+            raise ConfigError("Disabling the 'classic' protocol is not supported (group.coordinator.rebalance.protocols).",
                               "group.coordinator.rebalance.protocols")
+        self._check_consumer_group_timeouts(g)
         if g("log.cleaner.min.compaction.lag.ms") > g("log.cleaner.max.compaction.lag.ms"):
             raise ConfigError("log.cleaner.min.compaction.lag.ms must not exceed log.cleaner.max.compaction.lag.ms",
                               "log.cleaner.min.compaction.lag.ms")
@@ -543,6 +543,27 @@ class BrokerConfig:
                                   "Use a routable IP address.", "advertised.listeners")
             out.append(e._replace(host=e.host or _hostname()))
         return out
+
+    @staticmethod
+    def _check_consumer_group_timeouts(g) -> None:
+        """Kafka's bounds between the group.consumer.* timeouts (GroupCoordinatorConfig)."""
+        from broker.group.assignors import assignor_name
+        pre = "group.consumer."
+        for kind in ("heartbeat.interval", "session.timeout"):
+            lo, hi, val = (f"{pre}min.{kind}.ms", f"{pre}max.{kind}.ms", f"{pre}{kind}.ms")
+            if g(hi) < g(lo):
+                raise ConfigError(f"{hi} must be greater than or equal to {lo}", hi)
+            if g(val) < g(lo):
+                raise ConfigError(f"{val} must be greater than or equal to {lo}", val)
+            if g(val) > g(hi):
+                raise ConfigError(f"{val} must be less than or equal to {hi}", val)
+        if g(pre + "heartbeat.interval.ms") >= g(pre + "session.timeout.ms"):
+            raise ConfigError(f"{pre}heartbeat.interval.ms must be less than {pre}session.timeout.ms",
+                              pre + "heartbeat.interval.ms")
+        for a in g(pre + "assignors"):
+            if assignor_name(a) is None:
+                raise ConfigError(f"Class {a} cannot be found (group.consumer.assignors knows uniform and range)",
+                                  pre + "assignors")
 
     def inter_broker_listener_name(self) -> str:
         return (self.get("inter.broker.listener.name") or self.get("security.inter.broker.protocol")).upper()

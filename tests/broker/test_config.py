@@ -145,7 +145,13 @@ def test_topic_defaults_follow_broker():
     ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"),
     ({"replica.fetch.wait.max.ms": "40000"}, "replica.socket.timeout.ms"),
     ({"broker.id": "2000"}, "broker.id"),
-    ({"group.coordinator.rebalance.protocols": "classic,consumer"}, "group.coordinator.rebalance.protocols"),
+    ({"group.coordinator.rebalance.protocols": "consumer"}, "group.coordinator.rebalance.protocols"),
+    ({"group.consumer.heartbeat.interval.ms": "4000"}, "group.consumer.heartbeat.interval.ms"),
+    ({"group.consumer.session.timeout.ms": "70000"}, "group.consumer.session.timeout.ms"),
+    ({"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "1000",
+      "group.consumer.min.heartbeat.interval.ms": "1000"}, "group.consumer.heartbeat.interval.ms"),
+    ({"group.consumer.max.heartbeat.interval.ms": "4000"}, "group.consumer.max.heartbeat.interval.ms"),
+    ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
 ])
 def test_invalid_values(props, key):
     with pytest.raises(ConfigError) as e:
