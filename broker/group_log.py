@@ -122,6 +122,9 @@ async def attach_group_coordinator(broker) -> None:
         return broker_node(broker, info.partitions[partition].leader)
 
     coord = GroupCoordinator(broker.config, glog, node_lookup)
+    coord.topic_lookup = lambda name: broker.controller.topic(name)
+    coord.topic_by_id = lambda tid: broker.controller.topic_by_id(tid)
+    coord.topic_names = lambda: broker.controller.topics().keys()
     broker.groups = coord
     await coord.start()
     for (t, p), part in broker.replicas.partitions.items():

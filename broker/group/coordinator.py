@@ -39,6 +39,7 @@ from broker.background import BackgroundTasks
 from broker.group import records as R
 from broker.group.group import DEAD, EMPTY, STABLE, STATES, Group, OffsetAndMetadata
 from broker.group.hashing import partition_for
+from broker.group.consumer_protocol import ConsumerProtocolMixin
 from broker.group.member import Member
 from broker.group.membership import MembershipMixin
 from broker.group.offsets import OffsetsMixin
@@ -101,7 +102,7 @@ LOAD_SLICE_RECORDS = 1000
 _EMPTY_ID_OK = {"commit", "fetch", "describe", "delete"}
 
 
-class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
+class GroupCoordinator(MembershipMixin, ConsumerProtocolMixin, OffsetsMixin, TxnOffsetsMixin):
     """Owns every group of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(self, config, group_log: GroupLog, node_lookup: Callable[[int], "Node | None"],
@@ -117,6 +118,10 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         self.active = False
         self._bg = BackgroundTasks("group coordinator")
         self._expiry_handle = None
+        # topic name -> TopicInfo | None (the broker's metadata), for consumer-protocol groups
+        self.topic_lookup: Callable | None = None
+        self.topic_by_id: Callable | None = None
+        self.topic_names: Callable | None = None       # () -> iterable of every topic name
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name):
@@ -355,6 +360,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         from broker.group.member import JoinResult, SyncResult
         log.info("unloading group %s (generation %d)", group.group_id, group.generation_id)
         group.state = DEAD
+        self._unload_modern(group)
         self._cancel_join_op(group)
         self._cancel_sync_op(group)
         for h in group.pending_timers.values():
@@ -414,15 +420,16 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return err, []
         out = []
         for gid, g in sorted(self.groups.items()):
             if g.is_(DEAD) or self.partition_for(gid) not in self.owned:
                 continue
             if wanted_states and g.state.lower() not in wanted_states:
                 continue
-            out.append((gid, g.protocol_type or "", g.state, "classic"))
+            gtype = "consumer" if g.modern is not None else "classic"
+            if wanted_types and gtype not in wanted_types:
+                continue
+            out.append((gid, g.protocol_type or "", g.state, gtype))
         return err, out
 
     def describe_group(self, group_id: str):
@@ -432,7 +439,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         if err:
             return err, {"state": "", "protocol_type": "", "protocol": "", "members": []}
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.modern is not None:    # Kafka: a consumer-protocol group reads as Dead here
             return E.NONE, {"state": DEAD, "protocol_type": "", "protocol": "", "members": []}
         stable = group.is_(STABLE)
         members = []

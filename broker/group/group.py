@@ -96,6 +96,8 @@ class Group:
         self.sync_op = None       # the pending-sync timer
         self.pending_timers: dict[str, object] = {}
         self._write_lock: asyncio.Lock | None = None
+        # the consumer group protocol's state (consumer_protocol.ModernGroup) when the group uses it
+        self.modern = None
 
     # ------------------------------------------------------------------ basics
     @property

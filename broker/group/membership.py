@@ -82,6 +82,10 @@ class MembershipMixin:
             return respond(JoinResult(E.INVALID_SESSION_TIMEOUT, member_id))
         is_unknown = member_id == ""
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None:
+            if group.modern.members:        # Kafka would mix protocols in one group; this broker does not
+                return respond(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            self._make_classic(group)
         if group is None:
             if not is_unknown:
                 return respond(JoinResult(E.UNKNOWN_MEMBER_ID, member_id))
@@ -491,7 +495,7 @@ class MembershipMixin:
         if err:
             return respond(SyncResult(err))
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.modern is not None:
             return respond(SyncResult(E.UNKNOWN_MEMBER_ID))
         if group.is_(DEAD):
             return respond(SyncResult(E.COORDINATOR_NOT_AVAILABLE))
@@ -551,7 +555,7 @@ class MembershipMixin:
         if err:
             return err
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.modern is not None:
             return E.UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
@@ -576,7 +580,7 @@ class MembershipMixin:
         if err:
             return err, []
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.modern is not None:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_(DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, []

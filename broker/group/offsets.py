@@ -27,8 +27,9 @@ TopicPartition = tuple  # (topic, partition)
 class OffsetsMixin:
     # ================================================================== OffsetCommit
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                             generation_id: int, offsets: dict) -> dict:
-        """``offsets``: {(topic, partition): OffsetAndMetadata}.  Returns {(topic, partition): error}."""
+                             generation_id: int, offsets: dict, api_version: int | None = None) -> dict:
+        """``offsets``: {(topic, partition): OffsetAndMetadata}.  Returns {(topic, partition): error}.
+        ``generation_id`` is the member epoch for a consumer-protocol group (OffsetCommit v9+)."""
         def all_(code):
             return {tp: code for tp in offsets}
 
@@ -38,9 +39,13 @@ class OffsetsMixin:
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return all_(E.ILLEGAL_GENERATION)
+                return all_(E.GROUP_ID_NOT_FOUND if api_version is not None and api_version >= 9
+                            else E.ILLEGAL_GENERATION)
             log.info("creating simple consumer group %s via a manual offset commit", group_id)
             group = self._add_group(Group(group_id, self.timers.now_ms()))
+        if group.modern is not None:
+            err = self._validate_modern_commit(group, member_id, generation_id, api_version)
+            return all_(err) if err else await self._store_offsets(group, offsets)
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if err:
             return all_(err)

@@ -42,12 +42,18 @@ class TxnOffsetsMixin:
             group = self._add_group(Group(group_id, self.timers.now_ms()))
         if group.is_(DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if group_instance_id is not None and group.static_members.get(group_instance_id) not in (None, member_id):
-            return all_(E.FENCED_INSTANCE_ID)
-        if member_id and not group.has(member_id):
-            return all_(E.UNKNOWN_MEMBER_ID)
-        if generation_id >= 0 and generation_id != group.generation_id:
-            return all_(E.ILLEGAL_GENERATION)
+        if group.modern is not None:
+            if member_id or generation_id >= 0:
+                err = self._validate_modern_commit(group, member_id, generation_id, None, transactional=True)
+                if err:
+                    return all_(err)
+        else:
+            if group_instance_id is not None and group.static_members.get(group_instance_id) not in (None, member_id):
+                return all_(E.FENCED_INSTANCE_ID)
+            if member_id and not group.has(member_id):
+                return all_(E.UNKNOWN_MEMBER_ID)
+            if generation_id >= 0 and generation_id != group.generation_id:
+                return all_(E.ILLEGAL_GENERATION)
         max_meta = self._max_metadata_bytes()
         result, valid = {}, {}
         for tp, om in offsets.items():

@@ -6,8 +6,8 @@ Versions (Kafka 3.9) and what differs between them:
   (v1 only); v2-4 a retention time (-1: broker default); v6 leader epochs; v7 group instance id;
   v8+ flexible.  v0 is handled like v1 (Kafka kept v0 offsets in ZooKeeper).
 * OffsetFetch (9) v0-9: v2 null topics = all partitions and a top-level error; v5 leader epochs;
-  v6+ flexible; v7 ``require_stable``; v8 several groups per request; v9 member id/epoch (ignored
-  by the classic coordinator).
+  v6+ flexible; v7 ``require_stable``; v8 several groups per request; v9 member id/epoch (checked
+  for consumer-protocol groups: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
 * FindCoordinator (10) v0-6: v1 key type and error message; v3+ flexible; v4 batched keys.
   Key type 0 (group) is answered; 1 (transaction) through ``ctx.broker.txns.find_coordinator``
   when the broker has one, else COORDINATOR_NOT_AVAILABLE; other types INVALID_REQUEST.
@@ -17,7 +17,10 @@ Versions (Kafka 3.9) and what differs between them:
 * Heartbeat (12) v0-4, LeaveGroup (13) v0-5, SyncGroup (14) v0-5: v3 (v3/v3/v3) group instance
   id; LeaveGroup v3 leaves several members at once, v5 reasons; SyncGroup v5 protocol type/name.
 * DescribeGroups (15) v0-5: v3 authorized operations; v4 group instance ids; v5+ flexible.
-* ListGroups (16) v0-5: v3+ flexible; v4 state filter; v5 type filter (every group is classic).
+* ListGroups (16) v0-5: v3+ flexible; v4 state filter; v5 type filter (classic or consumer).
+* ConsumerGroupHeartbeat (68) v0 and ConsumerGroupDescribe (69) v0: the consumer group protocol of
+  KIP-848 (``broker/group/consumer_protocol.py``); UNSUPPORTED_VERSION unless ``consumer`` is in
+  ``group.coordinator.rebalance.protocols``.
 * DeleteGroups (42) v0-2, OffsetDelete (47) v0.
 """
 from __future__ import annotations
@@ -226,7 +229,7 @@ async def offset_commit(ctx, req):
         else:
             results.update(await coord.commit_offsets(
                 req.group_id, req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
-                req.generation_id_or_member_epoch if v >= 1 else -1, offsets))
+                req.generation_id_or_member_epoch if v >= 1 else -1, offsets, api_version=v))
     topics: dict[str, list] = {}
     for tp in dict.fromkeys(order):
         topics.setdefault(tp[0], []).append(OffsetCommitResponse.OffsetCommitResponsePartition(
@@ -236,10 +239,15 @@ async def offset_commit(ctx, req):
 
 
 # ====================================================================== OffsetFetch
-def _fetch_group(coord, group_id, topics, require_stable):
-    """(group error, {topic: [(partition, offset, epoch, metadata, error)]})."""
+def _fetch_group(coord, group_id, topics, require_stable, member=None):
+    """(group error, {topic: [(partition, offset, epoch, metadata, error)]}).  ``member``:
+    (member id, member epoch) of a v9 request, checked against a consumer-protocol group."""
     if coord is None:
         return E.COORDINATOR_NOT_AVAILABLE, {}
+    if member is not None and not coord._validate_group_status(group_id, "fetch"):
+        err = coord.validate_modern_fetch(group_id, *member)
+        if err:
+            return err, {}
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     err, rows = coord.fetch_offsets(group_id, partitions, require_stable)
     out: dict[str, list] = {}
@@ -263,7 +271,8 @@ async def offset_fetch(ctx, req):
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch_group(coord, g.group_id, g.topics, req.require_stable)
+            err, topics = _fetch_group(coord, g.group_id, g.topics, req.require_stable,
+                                       (g.member_id, g.member_epoch) if v >= 9 else None)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
                 topics=[] if err else [R.OffsetFetchResponseTopics(name=n, partitions=[

@@ -1,0 +1,621 @@
+"""The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat, ConsumerGroupDescribe): mixin of
+GroupCoordinator.
+
+How it works
+------------
+A group that a member joins with ``ConsumerGroupHeartbeat`` is a ``Group`` (the same object that
+holds committed offsets) with ``group.modern`` set to a ``ModernGroup``.  There is no JoinGroup /
+SyncGroup round: the coordinator assigns partitions itself.
+
+* **Group epoch.** Bumped when a member joins, leaves or is fenced, when a subscription changes
+  and when the partition count or id of a subscribed topic changes (checked on every heartbeat).
+* **Target assignment.** When the group epoch is ahead of the assignment epoch, the group's
+  assignor (``assignors.py``; the one most members name in ``ServerAssignor``, else the first of
+  ``group.consumer.assignors``) computes a new target for every member, at the group epoch.
+* **Reconciliation** (``_reconcile``, Kafka's current-assignment builder).  Each member moves
+  towards its target one heartbeat at a time.  Partitions it must give up are first revoked: it
+  keeps its epoch and state ``unrevoked_partitions`` until a heartbeat reports it no longer owns
+  them (or its rebalance timeout passes and it is fenced).  Partitions it gains are handed over
+  only once no other member still owns them (``owners``: partition -> epoch of its holder);
+  until then it is ``unreleased_partitions``, at the target epoch.
+* **Liveness.** Every heartbeat re-arms the member's session timer
+  (``group.consumer.session.timeout.ms``); when it fires the member is fenced (removed, epoch
+  bump).  ``MemberEpoch -1`` leaves; ``-2`` is a static member's temporary leave: it keeps its
+  partitions until it rejoins with the same instance id or its session times out.
+* **Fencing.** A heartbeat must carry the member's epoch.  An older epoch is accepted only if it
+  is the member's previous epoch and the reported partitions are a subset of its assignment (the
+  member missed the last response); anything else is FENCED_MEMBER_EPOCH, and the client rejoins.
+
+The group state reported by ListGroups and ConsumerGroupDescribe is Empty (no members),
+Assigning (group epoch ahead of the target), Reconciling (a member not yet stable at the target
+epoch) or Stable.
+
+What is not kept: the membership and target assignment live in memory only (committed offsets
+are in ``__consumer_offsets`` as always).  After a restart or a coordinator move the members'
+next heartbeats get UNKNOWN_MEMBER_ID and they rejoin with epoch 0; Kafka would have reloaded the
+group from its records.  A non-empty classic group is not converted online (Kafka's migration);
+an empty one is.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections import Counter
+
+from protocol.errors import ErrorCode as E
+
+from broker.group.assignors import ASSIGNORS, assignor_name
+from broker.group.group import DEAD, EMPTY, Group
+from controller.api import is_internal_topic
+
+log = logging.getLogger("odradek.group")
+
+CONSUMER = "consumer"
+ASSIGNING, RECONCILING, MODERN_STABLE = "Assigning", "Reconciling", "Stable"
+# member states (Kafka's MemberState)
+M_STABLE, M_UNREVOKED, M_UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ModernMember:
+    __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms",
+                 "subscribed", "regex", "server_assignor", "state", "epoch", "previous_epoch", "assigned", "revoking",
+                 "session_timer", "rebalance_timer")
+
+    def __init__(self, member_id: str):
+        self.member_id = member_id
+        self.instance_id: str | None = None
+        self.rack_id: str | None = None
+        self.client_id = ""
+        self.client_host = ""
+        self.rebalance_timeout_ms = -1
+        self.subscribed: tuple[str, ...] = ()
+        self.regex: str | None = None         # SubscribedTopicRegex (v1), matched against whole names
+        self.server_assignor: str | None = None
+        self.state = M_STABLE
+        self.epoch = 0
+        self.previous_epoch = -1
+        self.assigned: dict = {}      # topic id -> set of partitions the member may use
+        self.revoking: dict = {}      # topic id -> partitions it must give up first
+        self.session_timer = None
+        self.rebalance_timer = None
+
+    def cancel_timers(self) -> None:
+        for h in (self.session_timer, self.rebalance_timer):
+            if h is not None:
+                h.cancel()
+        self.session_timer = self.rebalance_timer = None
+
+
+class ModernGroup:
+    """The KIP-848 state of one group."""
+
+    def __init__(self):
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ModernMember] = {}
+        self.static: dict[str, str] = {}          # instance id -> member id
+        self.target: dict[str, dict] = {}         # member id -> {topic id: set}
+        self.owners: dict[tuple, int] = {}        # (topic id, partition) -> epoch of the holder
+        self.metadata: dict[str, tuple] = {}      # subscribed topic -> (topic id, partitions)
+        self.assignor = ""
+        self.regex_matches: dict[str, frozenset] = {}   # regex -> topic names it matches now
+
+    def state(self) -> str:
+        if not self.members:
+            return EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ASSIGNING
+        for m in self.members.values():
+            if m.state != M_STABLE or m.epoch != self.assignment_epoch:
+                return RECONCILING
+        return MODERN_STABLE
+
+    def subscribed_topics(self) -> set[str]:
+        """Every topic some member subscribes to (by name or through its regex)."""
+        out: set[str] = set()
+        for m in self.members.values():
+            out.update(self.topics_of(m))
+        return out
+
+    def topics_of(self, member: ModernMember) -> set[str]:
+        out = set(member.subscribed)
+        if member.regex is not None:
+            out.update(self.regex_matches.get(member.regex, ()))
+        return out
+
+    # partition -> holder epoch, kept in step with every member change
+    def release(self, member: ModernMember) -> None:
+        for parts in (member.assigned, member.revoking):
+            for tid, ps in parts.items():
+                for p in ps:
+                    self.owners.pop((tid, p), None)
+
+    def hold(self, member: ModernMember) -> None:
+        for parts in (member.assigned, member.revoking):
+            for tid, ps in parts.items():
+                for p in ps:
+                    self.owners[(tid, p)] = member.epoch
+
+
+def _as_assignment(topic_partitions) -> dict:
+    out: dict = {}
+    for tp in topic_partitions or ():
+        if tp.partitions:
+            out.setdefault(tp.topic_id, set()).update(tp.partitions)
+    return out
+
+
+def _is_subset(owned, assigned: dict) -> bool:
+    for tp in owned:
+        have = assigned.get(tp.topic_id, ())
+        if any(p not in have for p in tp.partitions):
+            return False
+    return True
+
+
+def _owns_any(owned, partitions: dict) -> bool:
+    """Whether the partitions a heartbeat reports include any of ``partitions`` (no report: yes)."""
+    if owned is None:
+        return True
+    for tp in owned:
+        pending = partitions.get(tp.topic_id)
+        if pending and any(p in pending for p in tp.partitions):
+            return True
+    return False
+
+
+def _blank(s: str | None) -> bool:
+    return s is not None and s.strip() == ""
+
+
+class ConsumerProtocolMixin:
+    # ------------------------------------------------------------------ configuration
+    def consumer_protocol_enabled(self) -> bool:
+        return CONSUMER in self._cfg("group.coordinator.rebalance.protocols")
+
+    def _assignors(self) -> list[str]:
+        return [n for n in (assignor_name(a) for a in self._cfg("group.consumer.assignors")) if n]
+
+    # ------------------------------------------------------------------ ConsumerGroupHeartbeat
+    def consumer_group_heartbeat(self, *, group_id: str, member_id: str, member_epoch: int,
+                                 instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
+                                 subscribed: list[str] | None, server_assignor: str | None, owned,
+                                 client_id: str = "", client_host: str = "", regex: str | None = None,
+                                 api_version: int = 0) -> dict:
+        """Returns {error, message, member_id, member_epoch, heartbeat_interval_ms, assignment}
+        where assignment is None or {topic id: set(partition)}."""
+        interval = self._cfg("group.consumer.heartbeat.interval.ms")
+        out = {"error": E.NONE, "message": None, "member_id": member_id or None, "member_epoch": member_epoch,
+               "heartbeat_interval_ms": 0, "assignment": None}
+        try:
+            self._validate_heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
+                                     rebalance_timeout_ms, subscribed, server_assignor, owned, regex, api_version)
+            err = self._validate_group_status(group_id, "heartbeat")
+            if err:
+                raise HeartbeatError(err)
+            if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                mid, epoch = self._modern_leave(group_id, member_id, member_epoch, instance_id)
+                out.update(member_id=mid, member_epoch=epoch)
+                return out
+            member, assignment = self._modern_heartbeat(
+                group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
+                server_assignor, owned, client_id, client_host, regex)
+            out.update(member_id=member.member_id, member_epoch=member.epoch, heartbeat_interval_ms=interval,
+                       assignment=assignment)
+        except HeartbeatError as e:      # Kafka's error answer: only the code and the message
+            out.update(error=e.code, message=e.message, member_id=None, member_epoch=0)
+        return out
+
+    def _validate_heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                            subscribed, server_assignor, owned, regex=None, api_version=0) -> None:
+        def bad(msg):
+            raise HeartbeatError(E.INVALID_REQUEST, msg)
+        if not self.consumer_protocol_enabled():
+            raise HeartbeatError(E.UNSUPPORTED_VERSION,
+                                 "The new consumer group protocol is not enabled (group.coordinator.rebalance.protocols).")
+        if group_id is None or group_id.strip() == "":
+            bad("GroupId can't be empty.")
+        if _blank(instance_id):
+            bad("InstanceId can't be empty.")
+        if _blank(rack_id):
+            bad("RackId can't be empty.")
+        if member_epoch > 0 or member_epoch == LEAVE_EPOCH or (member_epoch == 0 and api_version >= 1):
+            if not member_id or not member_id.strip():       # v1: the client makes its member id
+                bad("MemberId can't be empty.")
+        if member_epoch == 0:
+            if rebalance_timeout_ms == -1:
+                bad("RebalanceTimeoutMs must be provided in first request.")
+            if owned is None or len(owned) != 0:
+                bad("TopicPartitions must be empty when (re-)joining.")
+            if not subscribed and not regex:
+                bad("SubscribedTopicNames must be set in first request." if api_version < 1 else
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        if regex is not None:
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise HeartbeatError(E.INVALID_REGULAR_EXPRESSION,
+                                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.")
+        if member_epoch == STATIC_LEAVE_EPOCH:
+            if not member_id or not member_id.strip():
+                bad("MemberId can't be empty.")
+            if instance_id is None:
+                bad("InstanceId can't be null.")
+        elif member_epoch < LEAVE_EPOCH:
+            bad("MemberEpoch is invalid.")
+        if server_assignor is not None and server_assignor not in self._assignors():
+            raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR,
+                                 f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
+                                 f"{', '.join(self._assignors())}.")
+
+    def _modern_group(self, group_id: str, create: bool) -> Group:
+        group = self.groups.get(group_id)
+        if group is not None and group.is_(DEAD):
+            group = None
+        if group is None:
+            if not create:
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            group = self._add_group(Group(group_id, self.timers.now_ms()))
+        if group.modern is None:
+            if not create or not group.is_(EMPTY):
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            self._make_modern(group)
+        return group
+
+    def _make_modern(self, group: Group) -> None:
+        """An empty classic group (offsets only) becomes a consumer-protocol group; offsets stay."""
+        self._cancel_join_op(group)
+        self._cancel_sync_op(group)
+        group.modern = ModernGroup()
+        group.protocol_type = CONSUMER
+        group.protocol_name = None
+        group.generation_id = 0
+        group.leader_id = None
+        if group.offsets:
+            log.info("group %s now uses the consumer group protocol", group.group_id)
+
+    def _make_classic(self, group: Group) -> None:
+        """An empty consumer-protocol group joined with JoinGroup becomes a classic group."""
+        group.modern = None
+        group.protocol_type = None
+        group.subscribed = None
+        group.state = EMPTY
+        log.info("group %s now uses the classic group protocol", group.group_id)
+
+    def _modern_heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                          subscribed, server_assignor, owned, client_id, client_host, regex=None):
+        group = self._modern_group(group_id, create=member_epoch == 0)
+        mg: ModernGroup = group.modern
+        member = self._modern_member(group, mg, member_id, member_epoch, instance_id, owned)
+        before = {t: set(ps) for t, ps in member.assigned.items()}
+        bump = False
+        # the fields a heartbeat may change (null / -1: unchanged)
+        if instance_id is not None:
+            member.instance_id = instance_id
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if server_assignor is not None:
+            member.server_assignor = server_assignor
+        member.client_id, member.client_host = client_id, client_host
+        if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
+            member.subscribed = tuple(sorted(set(subscribed)))
+            bump = True
+        if regex is not None and regex != (member.regex or ""):
+            member.regex = regex or None     # an empty regex clears it
+            bump = True
+        if member.member_id not in mg.members:
+            mg.members[member.member_id] = member
+            if member.instance_id is not None:
+                mg.static[member.instance_id] = member.member_id
+            log.info("member %s joined consumer group %s (instance %s)", member.member_id, group_id,
+                     member.instance_id)
+        metadata = self._subscription_metadata(mg)
+        if metadata != mg.metadata:
+            mg.metadata = metadata
+            bump = True
+        if bump:
+            mg.group_epoch += 1
+        if mg.group_epoch > mg.assignment_epoch:
+            self._compute_target(mg)
+        self._reconcile(group, mg, member, owned)
+        self._arm_session(group, member)
+        self._sync_group_fields(group)
+        full = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed is not None and owned is not None)
+        changed = before != member.assigned
+        return member, (member.assigned if full or changed else None)
+
+    def _modern_member(self, group, mg: ModernGroup, member_id, member_epoch, instance_id, owned) -> ModernMember:
+        if member_epoch == 0:
+            if instance_id is not None and instance_id in mg.static:
+                old = mg.members[mg.static[instance_id]]
+                if old.epoch != STATIC_LEAVE_EPOCH:
+                    raise HeartbeatError(
+                        E.UNRELEASED_INSTANCE_ID,
+                        f"Static member {member_id or '<new>'} with instance id {instance_id} cannot join the group "
+                        f"because the instance id is owned by {old.member_id} member.")
+                return self._replace_static(mg, old, member_id or _new_member_id())
+            if member_id and member_id in mg.members:
+                member = mg.members[member_id]
+                self._check_epoch(member, member_epoch, owned)
+                return member
+            if len(mg.members) >= self._cfg("group.consumer.max.size"):
+                raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
+                                     f"The consumer group has reached its maximum capacity of "
+                                     f"{self._cfg('group.consumer.max.size')} members.")
+            return ModernMember(member_id or _new_member_id())
+        member = self._known_member(mg, group.group_id, member_id, instance_id)
+        self._check_epoch(member, member_epoch, owned)
+        return member
+
+    @staticmethod
+    def _known_member(mg: ModernGroup, group_id: str, member_id: str, instance_id: str | None) -> ModernMember:
+        """The member a heartbeat (epoch > 0) or a leave names; a static member's instance id must
+        be held by that member id."""
+        if instance_id is not None:
+            holder = mg.static.get(instance_id)
+            if holder is None:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if holder != member_id:
+                raise HeartbeatError(E.FENCED_INSTANCE_ID,
+                                     f"Static member {member_id} with instance id {instance_id} was fenced by "
+                                     f"member {holder}.")
+        member = mg.members.get(member_id)
+        if member is None:
+            raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        return member
+
+    @staticmethod
+    def _check_epoch(member: ModernMember, received: int, owned) -> None:
+        if received > member.epoch:
+            raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a greater member epoch ({received}) than the "
+                                 f"one known by the group coordinator ({member.epoch}). The member must abandon "
+                                 f"all its partitions and rejoin.")
+        if received < member.epoch:
+            if received != member.previous_epoch or owned is None or not _is_subset(owned, member.assigned):
+                raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
+                                     f"The consumer group member has a smaller member epoch ({received}) than the "
+                                     f"one known by the group coordinator ({member.epoch}). The member must "
+                                     f"abandon all its partitions and rejoin.")
+
+    def _replace_static(self, mg: ModernGroup, old: ModernMember, new_id: str) -> ModernMember:
+        """A static member back after a temporary leave: the new member id takes over the old
+        member's partitions and target."""
+        old.cancel_timers()
+        mg.release(old)
+        del mg.members[old.member_id]
+        new = ModernMember(new_id)
+        for attr in ("instance_id", "rack_id", "rebalance_timeout_ms", "subscribed", "regex", "server_assignor"):
+            setattr(new, attr, getattr(old, attr))
+        new.assigned = old.assigned
+        new.epoch = new.previous_epoch = 0
+        if old.member_id in mg.target:
+            mg.target[new_id] = mg.target.pop(old.member_id)
+        mg.members[new_id] = new
+        mg.static[new.instance_id] = new_id
+        mg.hold(new)
+        log.info("static member %s of group with instance %s replaced by %s", old.member_id, new.instance_id, new_id)
+        return new
+
+    def _subscription_metadata(self, mg: ModernGroup) -> dict:
+        regexes = {m.regex for m in mg.members.values() if m.regex is not None}
+        mg.regex_matches = {}
+        if regexes and self.topic_names is not None:
+            names = [t for t in self.topic_names() if not is_internal_topic(t)]
+            for rx in regexes:
+                pattern = re.compile(rx)
+                mg.regex_matches[rx] = frozenset(t for t in names if pattern.fullmatch(t))
+        out = {}
+        lookup = getattr(self, "topic_lookup", None)
+        for name in mg.subscribed_topics():
+            info = lookup(name) if lookup is not None else None
+            if info is not None:
+                out[name] = (info.topic_id, len(info.partitions))
+        return out
+
+    def _compute_target(self, mg: ModernGroup) -> None:
+        names = self._assignors()
+        votes = Counter(m.server_assignor for m in mg.members.values() if m.server_assignor in names)
+        mg.assignor = votes.most_common(1)[0][0] if votes else names[0]
+        subs = {mid: {mg.metadata[t][0] for t in mg.topics_of(m) if t in mg.metadata}
+                for mid, m in mg.members.items()}
+        topics = {tid: n for tid, n in mg.metadata.values()}
+        mg.target = ASSIGNORS[mg.assignor](subs, topics, mg.target)
+        mg.assignment_epoch = mg.group_epoch
+        log.info("consumer group target assignment at epoch %d computed by %s for %d members",
+                 mg.assignment_epoch, mg.assignor, len(mg.members))
+
+    def _reconcile(self, group: Group, mg: ModernGroup, member: ModernMember, owned) -> None:
+        """Kafka's CurrentAssignmentBuilder: move ``member`` one step towards its target."""
+        if member.epoch == STATIC_LEAVE_EPOCH:
+            return
+        target_epoch = mg.assignment_epoch
+        if member.state == M_STABLE:
+            if member.epoch == target_epoch:
+                return self._after_reconcile(group, mg, member)
+            nxt = self._next_assignment(mg, member, member.epoch, target_epoch, owned)
+        elif member.state == M_UNREVOKED:
+            if _owns_any(owned, member.revoking):
+                return self._after_reconcile(group, mg, member)
+            nxt = self._next_assignment(mg, member, member.epoch + 1, target_epoch, owned)
+        else:
+            nxt = self._next_assignment(mg, member, member.epoch, target_epoch, owned)
+        if nxt != (member.state, member.epoch, member.assigned, member.revoking):
+            state, epoch, assigned, revoking = nxt
+            mg.release(member)
+            member.previous_epoch, member.epoch = member.epoch, epoch
+            member.state, member.assigned, member.revoking = state, assigned, revoking
+            mg.hold(member)
+            if member.rebalance_timer is not None:      # a new revocation gets a new timer
+                member.rebalance_timer.cancel()
+                member.rebalance_timer = None
+        self._after_reconcile(group, mg, member)
+
+    @staticmethod
+    def _next_assignment(mg: ModernGroup, member: ModernMember, epoch: int, target_epoch: int, owned):
+        target = mg.target.get(member.member_id, {})
+        assigned: dict = {}
+        revoking: dict = {}
+        pending: dict = {}
+        unreleased = False
+        for tid in set(target) | set(member.assigned):
+            want = target.get(tid, set())
+            have = member.assigned.get(tid, set())
+            keep = have & want
+            gone = have - keep
+            new = set()
+            for p in want - keep:
+                holder = mg.owners.get((tid, p))
+                if holder is None:
+                    new.add(p)
+                else:
+                    unreleased = True
+            if keep:
+                assigned[tid] = keep
+            if gone:
+                revoking[tid] = gone
+            if new:
+                pending[tid] = new
+        if revoking and _owns_any(owned, revoking):
+            return M_UNREVOKED, epoch, assigned, revoking
+        for tid, ps in pending.items():
+            assigned.setdefault(tid, set()).update(ps)
+        return (M_UNRELEASED if unreleased else M_STABLE), target_epoch, assigned, {}
+
+    def _after_reconcile(self, group: Group, mg: ModernGroup, member: ModernMember) -> None:
+        """The rebalance timer runs while the member has partitions to revoke."""
+        if member.state == M_UNREVOKED:
+            if member.rebalance_timer is None:
+                epoch = member.epoch
+
+                def expired():
+                    member.rebalance_timer = None
+                    if mg.members.get(member.member_id) is member and member.state == M_UNREVOKED \
+                            and member.epoch == epoch:
+                        log.info("member %s of group %s did not revoke its partitions within %d ms; fenced",
+                                 member.member_id, group.group_id, member.rebalance_timeout_ms)
+                        self._fence(group, member)
+                member.rebalance_timer = self.timers.call_later(max(member.rebalance_timeout_ms, 0), expired)
+        elif member.rebalance_timer is not None:
+            member.rebalance_timer.cancel()
+            member.rebalance_timer = None
+
+    def _arm_session(self, group: Group, member: ModernMember) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+
+        def expired():
+            member.session_timer = None
+            if group.modern is not None and group.modern.members.get(member.member_id) is member:
+                log.info("member %s of group %s has not heartbeated within %d ms; fenced", member.member_id,
+                         group.group_id, self._cfg("group.consumer.session.timeout.ms"))
+                self._fence(group, member)
+        member.session_timer = self.timers.call_later(self._cfg("group.consumer.session.timeout.ms"), expired)
+
+    def _fence(self, group: Group, member: ModernMember) -> None:
+        """Remove ``member`` (left, expired or fenced) and bump the group epoch."""
+        mg = group.modern
+        member.cancel_timers()
+        mg.release(member)
+        mg.members.pop(member.member_id, None)
+        mg.target.pop(member.member_id, None)
+        if member.instance_id is not None and mg.static.get(member.instance_id) == member.member_id:
+            del mg.static[member.instance_id]
+        mg.group_epoch += 1
+        self._sync_group_fields(group)
+
+    def _modern_leave(self, group_id, member_id, member_epoch, instance_id):
+        group = self._modern_group(group_id, create=False)
+        mg: ModernGroup = group.modern
+        member = self._known_member(mg, group_id, member_id, instance_id)
+        if member_epoch == STATIC_LEAVE_EPOCH:
+            # keeps its partitions (not the ones being revoked) until it rejoins or times out
+            mg.release(member)
+            member.revoking = {}
+            member.state = M_STABLE
+            member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
+            mg.hold(member)
+            if member.rebalance_timer is not None:
+                member.rebalance_timer.cancel()
+                member.rebalance_timer = None
+            log.info("static member %s (instance %s) of group %s left temporarily", member_id, instance_id, group_id)
+            self._sync_group_fields(group)
+            return member.member_id, STATIC_LEAVE_EPOCH
+        log.info("member %s left consumer group %s", member_id, group_id)
+        self._fence(group, member)
+        return member_id, LEAVE_EPOCH
+
+    def _sync_group_fields(self, group: Group) -> None:
+        """The classic fields other code reads: state (Empty makes the group deletable and its
+        offsets expirable) and the subscribed topics (OffsetDelete)."""
+        mg = group.modern
+        group.state = mg.state()
+        group.subscribed = mg.subscribed_topics()
+
+    def _unload_modern(self, group: Group) -> None:
+        if group.modern is not None:
+            for m in group.modern.members.values():
+                m.cancel_timers()
+
+    # ------------------------------------------------------------------ offsets of modern groups
+    def _validate_modern_commit(self, group: Group, member_id: str, member_epoch: int,
+                                api_version: int | None, transactional: bool = False) -> int:
+        mg = group.modern
+        if member_epoch < 0 and not mg.members:
+            return E.NONE
+        member = mg.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if not transactional and api_version is not None and api_version < 9:
+            return E.UNSUPPORTED_VERSION
+        if member_epoch != member.epoch:
+            return E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH
+        return E.NONE
+
+    def validate_modern_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        group = self.groups.get(group_id)
+        if group is None or group.modern is None or (member_id is None and member_epoch < 0):
+            return E.NONE
+        member = group.modern.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if member_epoch != member.epoch:
+            return E.STALE_MEMBER_EPOCH
+        return E.NONE
+
+    # ------------------------------------------------------------------ ConsumerGroupDescribe
+    def consumer_group_describe(self, group_id: str):
+        """(error, summary) with summary a dict: state, group_epoch, assignment_epoch, assignor,
+        members [ModernMember, target assignment]."""
+        if not group_id:
+            return E.INVALID_GROUP_ID, None
+        err = self._validate_group_status(group_id, "describe")
+        if err:
+            return err, None
+        group = self.groups.get(group_id)
+        if group is None or group.modern is None or group.is_(DEAD):
+            return E.GROUP_ID_NOT_FOUND, None
+        mg = group.modern
+        return E.NONE, {"state": mg.state(), "group_epoch": mg.group_epoch, "assignment_epoch": mg.assignment_epoch,
+                        "assignor": mg.assignor or self._assignors()[0],
+                        "members": [(m, mg.target.get(m.member_id, {})) for m in mg.members.values()]}
+
+
+def _new_member_id() -> str:
+    """Kafka's Uuid.toString(): 22 characters of URL-safe base64, no padding."""
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+__all__ = ["ConsumerProtocolMixin", "ModernGroup", "ModernMember", "CONSUMER"]
