@@ -20,7 +20,9 @@ Rules (the operation checked, on which resource):
 * Group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit): READ on the group;
   OffsetCommit also READ on each topic.  OffsetFetch: DESCRIBE on the group, DESCRIBE on the
   topics (unauthorized ones are dropped from an all-partitions answer).  DescribeGroups:
-  DESCRIBE per group.  ListGroups: DESCRIBE on the cluster lists every group, otherwise the
+  DESCRIBE per group.  ConsumerGroupHeartbeat: READ on the group and DESCRIBE on every
+  subscribed topic (TOPIC_AUTHORIZATION_FAILED naming them); ConsumerGroupDescribe: DESCRIBE per
+  group.  ListGroups: DESCRIBE on the cluster lists every group, otherwise the
   groups the principal may DESCRIBE.  DeleteGroups: DELETE per group.  OffsetDelete: DELETE on
   the group and READ on the topics.  FindCoordinator: DESCRIBE on the group/transactional id.
 * CreateTopics: CREATE on the cluster or the topic.  DeleteTopics, DeleteRecords: DELETE on the
@@ -338,6 +340,32 @@ async def _describe_groups(ctx, req, call):
     return resp
 
 
+async def _consumer_group_heartbeat(ctx, req, call):
+    R = RESPONSES[68]
+    if not _ok(ctx, A.READ, A.GROUP, req.group_id):
+        return R(error_code=G_AUTH)
+    denied = [t for t in req.subscribed_topic_names or () if not _ok(ctx, A.DESCRIBE, A.TOPIC, t)]
+    if denied:
+        return R(error_code=T_AUTH,
+                 error_message=f"The following topics are not authorized: {', '.join(sorted(set(denied)))}")
+    return await call(ctx, req)
+
+
+async def _consumer_group_describe(ctx, req, call):
+    R = RESPONSES[69]
+    denied = [g for g in req.group_ids if not _ok(ctx, A.DESCRIBE, A.GROUP, g)]
+    req.group_ids = [g for g in req.group_ids if g not in denied]
+    resp = await call(ctx, req) if req.group_ids else R(groups=[])
+    if req.include_authorized_operations:
+        for g in resp.groups:
+            if not g.error_code:
+                g.authorized_operations = ctx.authorizer.authorized_operations(ctx.principal, ctx.client_host,
+                                                                               A.GROUP, g.group_id)
+    resp.groups = list(resp.groups) + [R.DescribedGroup(error_code=G_AUTH, group_id=g, group_state="",
+                                                        assignor_name="") for g in denied]
+    return resp
+
+
 async def _list_groups(ctx, req, call):
     resp = await call(ctx, req)
     if not _cluster(ctx, A.DESCRIBE):
@@ -647,4 +675,6 @@ RULES = {
     61: _describe_producers,
     65: _describe_transactions,
     66: _list_transactions,
+    68: _consumer_group_heartbeat,
+    69: _consumer_group_describe,
 }

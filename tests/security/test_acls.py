@@ -112,8 +112,28 @@ def test_prefixed_and_deny_wins_and_super_user(authz_broker):
     assert _produce(_conf(b, "admin", "admin-secret"), "other") is None
 
 
-def test_group_read_needed_to_consume(authz_broker):
+def _consume_one(conf, topic, commit=False):
+    """The first record's value (committed if asked), its error, or None after 15 s."""
     from confluent_kafka import Consumer
+    c = Consumer(conf)
+    c.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                return m.error()
+            if commit:
+                c.commit(m, asynchronous=False)
+            return m.value()
+        return None
+    finally:
+        c.close()
+
+
+def test_group_read_needed_to_consume(authz_broker):
     b = authz_broker
     _create_topic(b, "events")
     assert _produce(_conf(b, "admin", "admin-secret"), "events") is None
@@ -121,20 +141,8 @@ def test_group_read_needed_to_consume(authz_broker):
     group = "g-" + uuid.uuid4().hex[:6]
 
     def consume():
-        c = Consumer({**_conf(b, "alice", "alice-secret"), "group.id": group, "auto.offset.reset": "earliest"})
-        c.subscribe(["events"])
-        try:
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                m = c.poll(0.5)
-                if m is None:
-                    continue
-                if m.error():
-                    return m.error()
-                c.commit(m, asynchronous=False)
-                return m.value()
-        finally:
-            c.close()
+        return _consume_one({**_conf(b, "alice", "alice-secret"), "group.id": group, "auto.offset.reset": "earliest"},
+                            "events", commit=True)
     got = consume()
     assert isinstance(got, KafkaError) and got.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, got
     assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", group).returncode == 0
@@ -192,3 +200,35 @@ def test_describe_topic_partitions_hides_what_the_principal_may_not_describe(aut
         assert "seen" in every and "hidden" not in every
     finally:
         a.close()
+
+
+def test_consumer_protocol_needs_group_read_and_topic_describe(authz_broker):
+    """group.protocol=consumer (ConsumerGroupHeartbeat): READ on the group, DESCRIBE on the
+    subscribed topics; ConsumerGroupDescribe: DESCRIBE on the group."""
+    from confluent_kafka.admin import AdminClient
+    b = authz_broker
+    topic = "kip848-" + uuid.uuid4().hex[:6]
+    _create_topic(b, topic)
+    assert _produce(_conf(b, "admin", "admin-secret"), topic) is None
+    group = "g-" + uuid.uuid4().hex[:6]
+
+    def consume():
+        return _consume_one({**_conf(b, "alice", "alice-secret"), "group.id": group, "group.protocol": "consumer",
+                             "auto.offset.reset": "earliest"}, topic)
+    got = consume()
+    assert isinstance(got, KafkaError) and got.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, got
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", group).returncode == 0
+    got = consume()
+    assert isinstance(got, KafkaError) and got.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, got
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic).returncode == 0
+    assert consume() == b"x"
+    # describing the group needs DESCRIBE on it: alice has READ (which implies DESCRIBE), bob nothing
+    for user, ok in (("alice", True), ("bob", False)):
+        admin = AdminClient(_conf(b, user, f"{user}-secret"))
+        fut = admin.describe_consumer_groups([group])[group]
+        if ok:
+            assert fut.result(timeout=30).group_id == group
+        else:
+            with pytest.raises(Exception) as e:
+                fut.result(timeout=30)
+            assert e.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, e.value
