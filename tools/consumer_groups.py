@@ -22,8 +22,8 @@ from collections import defaultdict
 
 from protocol.client import KafkaConnectionError
 from protocol.errors import KafkaError, error_message, error_name
-from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
-                               OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest)
+from protocol.messages import (ConsumerGroupDescribeRequest, DeleteGroupsRequest, DescribeGroupsRequest,
+                               ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest)
 from tools.common import (OptionParser, ToolError, UsageError, check_invalid, cluster_from,
                           parse_or_exit, run, standard_options)
 from tools.kclient import EARLIEST, LATEST, decode_assignment, list_offsets
@@ -366,7 +366,33 @@ class Service:
         return [seen[g] for g in sorted(seen)]
 
     async def describe(self, group: str) -> dict:
-        """{state, protocol, members: [(id, instance, client, host, {topic: [p]})], coordinator}."""
+        """{state, protocol, members: [(id, instance, client, host, {topic: [p]})], coordinator}.
+        A consumer-protocol group (KIP-848) is described with ConsumerGroupDescribe, any other
+        with DescribeGroups (as Kafka's admin client does: the first answers GROUP_ID_NOT_FOUND or
+        UNSUPPORTED_VERSION for a classic group or an older broker)."""
+        d = await self.describe_consumer_protocol(group)
+        return d if d is not None else await self.describe_classic(group)
+
+    async def describe_consumer_protocol(self, group: str) -> dict | None:
+        node = await self.coordinator(group)
+        conn = await self.client.connection(node)
+        if conn.version_range(ConsumerGroupDescribeRequest.API_KEY) is None:
+            return None
+        resp = await self.to_coordinator(
+            group, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+            lambda r: r.groups[0].error_code if r.groups else 0)
+        g = resp.groups[0]
+        if g.error_code in (69, 35):          # GROUP_ID_NOT_FOUND, UNSUPPORTED_VERSION
+            return None
+        if g.error_code:
+            raise KafkaErrorText(g.error_code, g.error_message)
+        members = [(m.member_id, m.instance_id or "", m.client_id, m.client_host,
+                    {tp.topic_name: list(tp.partitions) for tp in m.assignment.topic_partitions})
+                   for m in g.members]
+        return {"state": g.group_state, "protocol": g.assignor_name, "members": members,
+                "coordinator": self.coordinators[group]}
+
+    async def describe_classic(self, group: str) -> dict:
         resp = await self.to_coordinator(
             group, DescribeGroupsRequest(groups=[group], include_authorized_operations=False),
             lambda r: r.groups[0].error_code if r.groups else 0)

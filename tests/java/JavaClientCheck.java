@@ -43,6 +43,7 @@ public class JavaClientCheck {
         checks.put("group_commit_resume", JavaClientCheck::groupCommitResume);
         checks.put("cooperative_two_members", JavaClientCheck::cooperativeTwoMembers);
         checks.put("static_member", JavaClientCheck::staticMember);
+        checks.put("consumer_protocol", JavaClientCheck::consumerProtocol);
         checks.put("transactions", JavaClientCheck::transactions);
         checks.put("admin_groups", JavaClientCheck::adminGroups);
         checks.put("admin_configs_and_records", JavaClientCheck::adminConfigsAndRecords);
@@ -349,6 +350,20 @@ public class JavaClientCheck {
         return "300 + 300 records, resumed exactly at the committed offsets";
     }
 
+    /** Poll both members until they hold two partitions each, disjoint (four in all). */
+    static void requireSplit(KafkaConsumer<byte[], byte[]> c1, KafkaConsumer<byte[], byte[]> c2, long ms) {
+        long deadline = System.currentTimeMillis() + ms;
+        while ((c1.assignment().size() != 2 || c2.assignment().size() != 2) && System.currentTimeMillis() < deadline) {
+            c1.poll(Duration.ofMillis(100));
+            c2.poll(Duration.ofMillis(100));
+        }
+        require(c1.assignment().size() == 2 && c2.assignment().size() == 2,
+                "split " + c1.assignment() + " / " + c2.assignment());
+        Set<TopicPartition> all = new HashSet<>(c1.assignment());
+        all.addAll(c2.assignment());
+        require(all.size() == 4, "overlap " + c1.assignment() + " / " + c2.assignment());
+    }
+
     static String cooperativeTwoMembers() throws Exception {
         String t = topic("j-coop"), g = topic("jg");
         try (Admin a = admin()) { create(a, t, 4); }
@@ -360,17 +375,29 @@ public class JavaClientCheck {
             while (c1.assignment().size() < 4 && System.currentTimeMillis() < deadline) c1.poll(Duration.ofMillis(100));
             require(c1.assignment().size() == 4, "one member holds " + c1.assignment());
             c2.subscribe(List.of(t));
-            deadline = System.currentTimeMillis() + 45000;
-            while ((c1.assignment().size() != 2 || c2.assignment().size() != 2) && System.currentTimeMillis() < deadline) {
-                c1.poll(Duration.ofMillis(100));
-                c2.poll(Duration.ofMillis(100));
-            }
-            require(c1.assignment().size() == 2 && c2.assignment().size() == 2,
-                    "split " + c1.assignment() + " / " + c2.assignment());
-            Set<TopicPartition> all = new HashSet<>(c1.assignment());
-            all.addAll(c2.assignment());
-            require(all.size() == 4, "overlap " + c1.assignment() + " / " + c2.assignment());
+            requireSplit(c1, c2, 45000);
             return "4 partitions split 2/2 by cooperative-sticky";
+        }
+    }
+
+    /** group.protocol=consumer (KIP-848): the coordinator assigns, members reconcile by heartbeats. */
+    static String consumerProtocol() throws Exception {
+        String t = topic("j-kip848"), g = topic("jg");
+        try (Admin a = admin()) { create(a, t, 4); }
+        produceValues(t, "v", 40);
+        Map<String, Object> conf = Map.of("group.id", g, "group.protocol", "consumer");
+        try (KafkaConsumer<byte[], byte[]> c1 = consumer(conf); KafkaConsumer<byte[], byte[]> c2 = consumer(conf)) {
+            c1.subscribe(List.of(t));
+            int read = 0;
+            long deadline = System.currentTimeMillis() + 30000;
+            while ((c1.assignment().size() < 4 || read < 40) && System.currentTimeMillis() < deadline)
+                read += c1.poll(Duration.ofMillis(100)).count();
+            require(c1.assignment().size() == 4 && read == 40, "one member holds " + c1.assignment() + ", read " + read);
+            c1.commitSync();
+            c2.subscribe(List.of(t));
+            requireSplit(c1, c2, 60000);
+            c2.commitSync();
+            return "4 partitions split 2/2 by the coordinator; commits with member epochs";
         }
     }
 
