@@ -293,6 +293,14 @@ class ConsumerProtocolMixin:
 
     def _modern_heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                           subscribed, server_assignor, owned, client_id, client_host, regex=None):
+        if member_epoch > 0:
+            known = self.groups.get(group_id)
+            if known is None or known.is_(DEAD) or (known.modern is None and known.is_(EMPTY)):
+                # The membership is not kept across restarts and coordinator moves: a member of a
+                # group this coordinator does not know (or knows only by its offsets) is told it is
+                # unknown, so that it rejoins.  Kafka, which reloads its groups, would answer
+                # GROUP_ID_NOT_FOUND here -- an error librdkafka treats as fatal.
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         group = self._modern_group(group_id, create=member_epoch == 0)
         mg: ModernGroup = group.modern
         member = self._modern_member(group, mg, member_id, member_epoch, instance_id, owned)

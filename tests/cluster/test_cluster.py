@@ -465,6 +465,34 @@ def test_rolling_restart_with_controlled_shutdown_and_a_group(cluster):
     assert sum(len(v) for v in reader.seen.values()) > 0
 
 
+def test_rolling_restart_with_a_consumer_protocol_group(cluster_factory):
+    """group.protocol=consumer: the coordinator moves with every restart (the membership is in
+    memory only), the member rejoins and goes on reading; nothing below its commits is missed."""
+    cluster = cluster_factory(3, props={"group.consumer.heartbeat.interval.ms": 500,
+                                        "group.consumer.min.heartbeat.interval.ms": 500,
+                                        "group.consumer.session.timeout.ms": 6000,
+                                        "group.consumer.min.session.timeout.ms": 6000})
+    cluster.create_topic("roll848", partitions=3, rf=3)
+    prod = NumberedProducer(cluster.bootstrap, "roll848", 3).start()
+    reader = GroupReader(cluster.bootstrap, "roll848", "roll848-group", protocol="consumer").start()
+    try:
+        _rolling_restart(cluster, "roll848", 3, prod)
+        prod.wait_acked(200, 60)
+        seen_before = sum(len(v) for v in reader.seen.values())
+        deadline = time.monotonic() + 60
+        while sum(len(v) for v in reader.seen.values()) <= seen_before and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        prod.stop()
+        time.sleep(2)
+        reader.stop()
+    log = read_all(cluster.bootstrap, "roll848", 3)
+    res = check_no_loss(prod.acked, log)
+    assert res["n_problems"] == 0, res
+    assert check_group(reader, log, 3) == []
+    assert sum(len(v) for v in reader.seen.values()) > seen_before, "the member stopped reading after the restarts"
+
+
 def _cut_leader_round(cluster, topic, partitions, prod, victim_partition):
     """Cut a leader off the network past the session timeout, then heal it."""
     leader = cluster.leader(topic, victim_partition)

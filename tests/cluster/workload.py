@@ -124,16 +124,21 @@ def check_no_loss(acked: dict[int, list[tuple[int, int]]], log: dict[int, list[t
 class GroupReader:
     """A consumer-group member (confluent-kafka) that reads continuously and commits."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str):
+    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str = "classic"):
         from confluent_kafka import Consumer
         self.topic = topic
         self.group = group
         self.bootstrap = bootstrap
         self.seen: dict[int, dict[int, int]] = defaultdict(dict)     # partition -> {offset: seq}
         self._stop = threading.Event()
-        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                           "enable.auto.commit": True, "auto.commit.interval.ms": 500,
-                           "session.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000})
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                "topic.metadata.refresh.interval.ms": 1000}
+        if protocol == "classic":
+            conf["session.timeout.ms"] = 10000
+        else:       # KIP-848: the broker sets the session timeout and heartbeat interval
+            conf["group.protocol"] = protocol
+        self.c = Consumer(conf)
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):

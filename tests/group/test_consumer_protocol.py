@@ -156,7 +156,11 @@ async def test_validation_messages():
     assert out["error"] == E.NONE and len(out["member_id"]) == 22
     # an unknown member, an unknown group
     assert Member(coord, member_id="ghost").beat(member_epoch=3)["error"] == E.UNKNOWN_MEMBER_ID
-    out = Member(coord, group="nope").beat(member_epoch=3)
+    # a group this coordinator does not know: the member is unknown (after a restart or a
+    # coordinator move the membership is gone, and the member must rejoin)
+    out = Member(coord, member_id="m1", group="nope").beat(member_epoch=3)
+    assert (out["error"], out["message"]) == (E.UNKNOWN_MEMBER_ID, "Member m1 is not a member of group nope.")
+    out = Member(coord, member_id="m1", group="nope").beat(member_epoch=-1)
     assert (out["error"], out["message"]) == (E.GROUP_ID_NOT_FOUND, "Consumer group nope not found.")
 
 

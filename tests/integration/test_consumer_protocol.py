@@ -235,3 +235,25 @@ def test_disabled_protocol_answers_unsupported_version(tmp_path):
         with RawConnection(host, int(port)) as conn:
             r = conn.request(68, 1, heartbeat(group, "m" * 22, 0))
             assert r.error_code == E.UNSUPPORTED_VERSION
+
+
+def test_member_rejoins_after_a_broker_restart(tmp_path):
+    """The membership lives in memory: after a restart the member's heartbeat gets
+    UNKNOWN_MEMBER_ID, it rejoins with epoch 0 and goes on from its committed offsets."""
+    with running(BrokerProcess(tmp_path, name="restart", props=PROPS)) as b:
+        topic, group = unique("kip848s"), unique("g")
+        create_topic(b.bootstrap, topic)
+        produce(b.bootstrap, topic, [f"a{i}" for i in range(40)])
+        c = consumer(b.bootstrap, group, [topic], **{"enable.auto.commit": True, "auto.commit.interval.ms": 200})
+        try:
+            wait_values([c], 40)
+            time.sleep(1.0)                      # an auto-commit after the last record
+            b.restart()
+            produce(b.bootstrap, topic, [f"b{i}" for i in range(40)])
+            got = wait_values([c], 80)
+            assert sorted(set(got)) == sorted({f"a{i}" for i in range(40)} | {f"b{i}" for i in range(40)})
+            assert c.error is None
+            # the second broker process saw the member join again
+            assert f"joined consumer group {group}" in b.log_text().split("===== start")[-1]
+        finally:
+            c.close()
