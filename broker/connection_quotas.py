@@ -71,13 +71,19 @@ def parse_ip_overrides(value: str | None) -> dict[str, int]:
     return out
 
 
-def _resolve(host: str, what: str = "max.connections.per.ip.overrides") -> list[str]:
-    """The addresses of ``host`` (an address is itself; a name is looked up, blocking)."""
+def _as_address(host: str) -> str | None:
     import ipaddress
     try:
-        return [str(ipaddress.ip_address(host))]
+        return str(ipaddress.ip_address(host))
     except ValueError:
-        pass
+        return None
+
+
+def _resolve(host: str, what: str = "max.connections.per.ip.overrides") -> list[str]:
+    """The addresses of ``host`` (an address is itself; a name is looked up, blocking)."""
+    addr = _as_address(host)
+    if addr is not None:
+        return [addr]
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except OSError as e:
@@ -96,6 +102,7 @@ class ConnectionQuotas:
         self.listeners: dict[str, "Listener"] = {}
         self.ip_max: dict[str, int] = {}        # resolved override address -> limit
         self._overrides_raw = None
+        self._lookup_gen: dict[str, int] = {}
         self.rejected = 0                       # connections closed for the per-IP limit
         self.ip_rate_max: dict[str, int] = {}   # address -> connection_creation_rate (IP quotas)
         self.default_ip_rate_max = INT_MAX      # the <default> IP entity's, if any
@@ -112,11 +119,12 @@ class ConnectionQuotas:
         self.default_ip_max = cfg.get("max.connections.per.ip")
         raw = cfg.get("max.connections.per.ip.overrides")
         if raw != self._overrides_raw:
-            resolved: dict[str, int] = {}
-            for host, n in parse_ip_overrides(raw).items():
-                for addr in _resolve(host):
-                    resolved[addr] = n
-            self.ip_max, self._overrides_raw = resolved, raw
+            self._overrides_raw = raw
+            overrides = parse_ip_overrides(raw)
+
+            def apply(addresses: dict[str, list[str]]) -> None:
+                self.ip_max = {a: overrides[h] for h, addrs in addresses.items() for a in addrs}
+            self._lookup("overrides", list(overrides), "max.connections.per.ip.overrides", apply)
         self.broker_max = cfg.get("max.connections")
         samples = cfg.get("quota.window.num")
         window = cfg.get("quota.window.size.seconds")
@@ -135,7 +143,7 @@ class ConnectionQuotas:
     def update_ip_quotas(self, quotas: dict) -> None:
         """IP entities of the client quotas (``connection_creation_rate``); an entity named by a
         host name applies to the addresses it resolves to, as Kafka resolves it."""
-        per_ip: dict[str, int] = {}
+        rates: dict[str, int] = {}
         default = INT_MAX
         for entity, values in quotas.items():
             d = dict(entity)
@@ -145,13 +153,38 @@ class ConnectionQuotas:
             name = d[QUOTA_IP]
             if name is None:
                 default = rate
-                continue
-            for a in _resolve(name, "the IP quota entity"):
-                per_ip[a] = rate
-        if per_ip != self.ip_rate_max or default != self.default_ip_rate_max:
-            log.info("IP connection rate quotas: %s, default %s", per_ip or "none",
-                     default if default < INT_MAX else "none")
-        self.ip_rate_max, self.default_ip_rate_max = per_ip, default
+            else:
+                rates[name] = rate
+
+        def apply(addresses: dict[str, list[str]]) -> None:
+            per_ip = {a: rates[h] for h, addrs in addresses.items() for a in addrs}
+            if per_ip != self.ip_rate_max or default != self.default_ip_rate_max:
+                log.info("IP connection rate quotas: %s, default %s", per_ip or "none",
+                         default if default < INT_MAX else "none")
+            self.ip_rate_max, self.default_ip_rate_max = per_ip, default
+        self._lookup("ip quotas", list(rates), "the IP quota entity", apply)
+
+    def _lookup(self, kind: str, hosts: list[str], what: str, apply) -> None:
+        """``apply({host: [address]})`` for ``hosts``.  Addresses apply at once; host names are
+        looked up in a worker thread when the event loop runs (a slow DNS must not stall every
+        client), and until the answer is in they have no limit.  A newer call for the same
+        ``kind`` supersedes a lookup still in flight."""
+        gen = self._lookup_gen[kind] = self._lookup_gen.get(kind, 0) + 1
+        names = [h for h in hosts if _as_address(h) is None]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if not names or loop is None:        # nothing to look up, or start-up before serving
+            apply({h: _resolve(h, what) for h in hosts})
+            return
+        apply({h: [_as_address(h)] for h in hosts if h not in names})
+
+        def done(fut) -> None:
+            if self._lookup_gen.get(kind) == gen and not fut.cancelled() and fut.exception() is None:
+                apply(fut.result())
+        fut = loop.run_in_executor(None, lambda: {h: _resolve(h, what) for h in hosts})
+        fut.add_done_callback(done)
 
     def ip_rate_limit(self, ip: str) -> int:
         return self.ip_rate_max.get(ip, self.default_ip_rate_max)

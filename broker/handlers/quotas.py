@@ -21,6 +21,9 @@ Alter ALTER_CONFIGS on the cluster; otherwise CLUSTER_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
+import asyncio
+import ipaddress
+
 from broker.dispatch import handler
 from controller.api import QUOTA_CLIENT_ID, QUOTA_IP, QUOTA_USER, check_client_quota_entry
 from protocol.errors import ErrorCode as E
@@ -102,15 +105,27 @@ async def describe_client_quotas(ctx, req):
     return R(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
 
 
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
 @handler(49, 0, 1)
 async def alter_client_quotas(ctx, req):
     R = AlterClientQuotasResponse
     results = []            # (request entry, error ApiResult or index into valid)
     valid = []
     for entry in req.entries:
-        bad, entity, changes = check_client_quota_entry(
-            [(e.entity_type, e.entity_name) for e in entry.entity],
-            [(op.key, op.value, op.remove) for op in entry.ops])
+        args = ([(e.entity_type, e.entity_name) for e in entry.entity], [(op.key, op.value, op.remove) for op in entry.ops])
+        if any(t == QUOTA_IP and n and not _is_address(n) for t, n in args[0]):
+            # an IP entity named by a host must resolve: looked up off the event loop
+            bad, entity, changes = await asyncio.get_running_loop().run_in_executor(
+                None, check_client_quota_entry, *args)
+        else:
+            bad, entity, changes = check_client_quota_entry(*args)
         if bad is not None:
             results.append((entry, bad))
         else:

@@ -110,3 +110,49 @@ def test_a_lowered_broker_limit_closes_the_least_recently_used_connections():
     assert [c.closed for c in conns] == [False, True, True]
     q.configure()                       # the two are closing: nothing more is closed
     assert not conns[0].closed
+
+
+def test_host_names_are_looked_up_off_the_event_loop(monkeypatch):
+    """With the loop running, an override (or IP quota entity) named by a host is resolved in a
+    worker thread: configure() returns at once, addresses apply at once, the name once looked up;
+    a newer configuration wins over a lookup still in flight."""
+    import asyncio
+    import socket
+    import threading
+    import time as _time
+
+    release = threading.Event()
+    looked_up_on = []
+
+    def slow_getaddrinfo(host, *a, **kw):
+        looked_up_on.append(threading.current_thread() is threading.main_thread())
+        release.wait(5)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.9.9.9", 0))]
+    monkeypatch.setattr(socket, "getaddrinfo", slow_getaddrinfo)
+
+    async def main():
+        q = quotas(**{"max.connections.per.ip.overrides": "127.0.0.1:1"})
+        # a dynamic change of the overrides, as kafka-configs.sh makes it
+        q.broker.config = BrokerConfig.from_dict({**LISTENERS,
+                                                  "max.connections.per.ip.overrides": "127.0.0.1:4,db.example:2"})
+        t0 = _time.monotonic()
+        q.configure()
+        assert _time.monotonic() - t0 < 0.5            # did not wait for the lookup
+        assert q.ip_max == {"127.0.0.1": 4}             # the address applies at once
+        q.update_ip_quotas({(("ip", "cache.example"),): {"connection_creation_rate": 7.0}})
+        release.set()
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if "10.9.9.9" in q.ip_max and "10.9.9.9" in q.ip_rate_max:
+                break
+        assert q.ip_max == {"127.0.0.1": 4, "10.9.9.9": 2}
+        assert q.ip_rate_max == {"10.9.9.9": 7}
+        assert looked_up_on and not any(looked_up_on)   # never on the loop's thread
+        # a lookup superseded by a newer configuration is dropped
+        release.clear()
+        q.update_ip_quotas({(("ip", "old.example"),): {"connection_creation_rate": 1.0}})
+        q.update_ip_quotas({(("ip", "10.1.1.1"),): {"connection_creation_rate": 3.0}})
+        release.set()
+        await asyncio.sleep(0.2)
+        assert q.ip_rate_max == {"10.1.1.1": 3}
+    asyncio.run(main())
