@@ -30,11 +30,15 @@ The group state reported by ListGroups and ConsumerGroupDescribe is Empty (no me
 Assigning (group epoch ahead of the target), Reconciling (a member not yet stable at the target
 epoch) or Stable.
 
-What is not kept: the membership and target assignment live in memory only (committed offsets
-are in ``__consumer_offsets`` as always).  After a restart or a coordinator move the members'
-next heartbeats get UNKNOWN_MEMBER_ID and they rejoin with epoch 0; Kafka would have reloaded the
-group from its records.  A non-empty classic group is not converted online (Kafka's migration);
-an empty one is.
+Persistence: every change is written to ``__consumer_offsets`` as Kafka's records
+(``modern_records.py``: group epoch, subscription metadata, member metadata, target assignment
+and its epoch, current assignment; tombstones when a member goes or the group is deleted) before
+the heartbeat is answered.  What to write is the difference between the group now and
+``ModernGroup.persisted``, the state the log holds.  A coordinator that becomes leader of the
+partition rebuilds the groups from those records and starts their members' session timers, so
+members go on at their epochs after a restart or a coordinator move.
+
+A non-empty classic group is not converted online (Kafka's migration); an empty one is.
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ from collections import Counter
 
 from protocol.errors import ErrorCode as E
 
+from broker.group import modern_records as MR
+from broker.group import records as R
 from broker.group.assignors import ASSIGNORS, assignor_name
 from broker.group.group import DEAD, EMPTY, Group
 from controller.api import is_internal_topic
@@ -54,7 +60,7 @@ log = logging.getLogger("odradek.group")
 CONSUMER = "consumer"
 ASSIGNING, RECONCILING, MODERN_STABLE = "Assigning", "Reconciling", "Stable"
 # member states (Kafka's MemberState)
-M_STABLE, M_UNREVOKED, M_UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
+M_STABLE, M_UNREVOKED, M_UNRELEASED, M_UNKNOWN = "stable", "unrevoked_partitions", "unreleased_partitions", "unknown"
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
 
@@ -108,6 +114,8 @@ class ModernGroup:
         self.metadata: dict[str, tuple] = {}      # subscribed topic -> (topic id, partitions)
         self.assignor = ""
         self.regex_matches: dict[str, frozenset] = {}   # regex -> topic names it matches now
+        self.persisted: dict | None = None       # _snapshot() of what the log holds (None: nothing)
+        self.classic_record = False              # a classic GroupMetadata record to delete
 
     def state(self) -> str:
         if not self.members:
@@ -186,13 +194,24 @@ class ConsumerProtocolMixin:
         return [n for n in (assignor_name(a) for a in self._cfg("group.consumer.assignors")) if n]
 
     # ------------------------------------------------------------------ ConsumerGroupHeartbeat
-    def consumer_group_heartbeat(self, *, group_id: str, member_id: str, member_epoch: int,
-                                 instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
-                                 subscribed: list[str] | None, server_assignor: str | None, owned,
-                                 client_id: str = "", client_host: str = "", regex: str | None = None,
-                                 api_version: int = 0) -> dict:
+    async def consumer_group_heartbeat(self, **kw) -> dict:
         """Returns {error, message, member_id, member_epoch, heartbeat_interval_ms, assignment}
-        where assignment is None or {topic id: set(partition)}."""
+        where assignment is None or {topic id: set(partition)}.  The answer goes out once the
+        records of what changed are in ``__consumer_offsets`` (as Kafka answers after its write)."""
+        out = self._heartbeat(**kw)
+        if out["error"] == E.NONE:
+            group = self.groups.get(kw["group_id"])
+            err = await self._persist_modern(group) if group is not None else E.NONE
+            if err:
+                out.update(error=err, message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                           assignment=None)
+        return out
+
+    def _heartbeat(self, *, group_id: str, member_id: str, member_epoch: int,
+                   instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
+                   subscribed: list[str] | None, server_assignor: str | None, owned,
+                   client_id: str = "", client_host: str = "", regex: str | None = None,
+                   api_version: int = 0) -> dict:
         interval = self._cfg("group.consumer.heartbeat.interval.ms")
         out = {"error": E.NONE, "message": None, "member_id": member_id or None, "member_epoch": member_epoch,
                "heartbeat_interval_ms": 0, "assignment": None}
@@ -275,7 +294,9 @@ class ConsumerProtocolMixin:
         """An empty classic group (offsets only) becomes a consumer-protocol group; offsets stay."""
         self._cancel_join_op(group)
         self._cancel_sync_op(group)
+        had_record = group.generation_id > 0
         group.modern = ModernGroup()
+        group.modern.classic_record = had_record     # its GroupMetadata record gets a tombstone
         group.protocol_type = CONSUMER
         group.protocol_name = None
         group.generation_id = 0
@@ -284,7 +305,11 @@ class ConsumerProtocolMixin:
             log.info("group %s now uses the consumer group protocol", group.group_id)
 
     def _make_classic(self, group: Group) -> None:
-        """An empty consumer-protocol group joined with JoinGroup becomes a classic group."""
+        """An empty consumer-protocol group joined with JoinGroup becomes a classic group (its
+        consumer-protocol records get tombstones, written before anything the join writes)."""
+        tombstones = self._modern_tombstones(group)
+        if tombstones:
+            self._spawn(self._append(group, tombstones))
         group.modern = None
         group.protocol_type = None
         group.subscribed = None
@@ -293,14 +318,6 @@ class ConsumerProtocolMixin:
 
     def _modern_heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                           subscribed, server_assignor, owned, client_id, client_host, regex=None):
-        if member_epoch > 0:
-            known = self.groups.get(group_id)
-            if known is None or known.is_(DEAD) or (known.modern is None and known.is_(EMPTY)):
-                # The membership is not kept across restarts and coordinator moves: a member of a
-                # group this coordinator does not know (or knows only by its offsets) is told it is
-                # unknown, so that it rejoins.  Kafka, which reloads its groups, would answer
-                # GROUP_ID_NOT_FOUND here -- an error librdkafka treats as fatal.
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         group = self._modern_group(group_id, create=member_epoch == 0)
         mg: ModernGroup = group.modern
         member = self._modern_member(group, mg, member_id, member_epoch, instance_id, owned)
@@ -457,6 +474,11 @@ class ConsumerProtocolMixin:
             if _owns_any(owned, member.revoking):
                 return self._after_reconcile(group, mg, member)
             nxt = self._next_assignment(mg, member, member.epoch + 1, target_epoch, owned)
+        elif member.state == M_UNKNOWN:        # read from a record with a state this version lacks
+            if owned is None or len(owned):
+                raise HeartbeatError(E.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
+                                                            "The member must abandon all its partitions and rejoin.")
+            nxt = self._next_assignment(mg, member, target_epoch, target_epoch, owned)
         else:
             nxt = self._next_assignment(mg, member, member.epoch, target_epoch, owned)
         if nxt != (member.state, member.epoch, member.assigned, member.revoking):
@@ -514,6 +536,7 @@ class ConsumerProtocolMixin:
                         log.info("member %s of group %s did not revoke its partitions within %d ms; fenced",
                                  member.member_id, group.group_id, member.rebalance_timeout_ms)
                         self._fence(group, member)
+                        self._spawn(self._persist_modern(group))
                 member.rebalance_timer = self.timers.call_later(max(member.rebalance_timeout_ms, 0), expired)
         elif member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
@@ -529,6 +552,7 @@ class ConsumerProtocolMixin:
                 log.info("member %s of group %s has not heartbeated within %d ms; fenced", member.member_id,
                          group.group_id, self._cfg("group.consumer.session.timeout.ms"))
                 self._fence(group, member)
+                self._spawn(self._persist_modern(group))
         member.session_timer = self.timers.call_later(self._cfg("group.consumer.session.timeout.ms"), expired)
 
     def _fence(self, group: Group, member: ModernMember) -> None:
@@ -570,6 +594,129 @@ class ConsumerProtocolMixin:
         mg = group.modern
         group.state = mg.state()
         group.subscribed = mg.subscribed_topics()
+
+    # ------------------------------------------------------------------ persistence
+    @staticmethod
+    def _snapshot(mg: ModernGroup) -> dict:
+        """What the records of ``mg`` say, to compare with what the log has (``mg.persisted``)."""
+        def frozen(parts):
+            return frozenset((t, p) for t, ps in parts.items() for p in ps)
+        return {"epoch": mg.group_epoch, "assignment_epoch": mg.assignment_epoch, "metadata": dict(mg.metadata),
+                "members": {mid: ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.regex,
+                                   m.rebalance_timeout_ms, m.server_assignor),
+                                  frozen(mg.target.get(mid, {})),
+                                  (m.epoch, m.previous_epoch, m.state, frozen(m.assigned), frozen(m.revoking)))
+                            for mid, m in mg.members.items()}}
+
+    def _modern_diff(self, group: Group, mg: ModernGroup):
+        """(records, snapshot): the records that bring the log from ``mg.persisted`` to now, in
+        Kafka's order (member metadata, partition metadata, group epoch, targets, target epoch,
+        current assignments; tombstones for members gone)."""
+        old = mg.persisted or {"epoch": None, "assignment_epoch": None, "metadata": None, "members": {}}
+        new = self._snapshot(mg)
+        gid = group.group_id
+        recs = []
+        if mg.classic_record:
+            recs.append((R.group_key(gid), None))
+        gone = [mid for mid in old["members"] if mid not in new["members"]]
+        for mid in gone:
+            recs += [(MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), None), (MR.key(MR.TARGET_MEMBER, gid, mid), None),
+                     (MR.key(MR.MEMBER_METADATA, gid, mid), None)]
+        for mid, (meta, _, _) in new["members"].items():
+            o = old["members"].get(mid)
+            if o is None or o[0] != meta:
+                recs.append((MR.key(MR.MEMBER_METADATA, gid, mid),
+                             MR.member_metadata_value(MR.MemberMetadata(*meta))))
+        if new["metadata"] != old["metadata"]:
+            recs.append((MR.key(MR.PARTITION_METADATA, gid), MR.partition_metadata_value(new["metadata"])))
+        if new["epoch"] != old["epoch"]:
+            recs.append((MR.key(MR.GROUP_METADATA, gid), MR.epoch_value(new["epoch"])))
+        for mid, (_, target, _) in new["members"].items():
+            o = old["members"].get(mid)
+            if o is None or o[1] != target:
+                recs.append((MR.key(MR.TARGET_MEMBER, gid, mid), MR.target_member_value(mg.target.get(mid, {}))))
+        if new["assignment_epoch"] != old["assignment_epoch"]:
+            recs.append((MR.key(MR.TARGET_METADATA, gid), MR.epoch_value(new["assignment_epoch"])))
+        for mid, (_, _, cur) in new["members"].items():
+            o = old["members"].get(mid)
+            if o is None or o[2] != cur:
+                m = mg.members[mid]
+                recs.append((MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), MR.current_assignment_value(
+                    MR.CurrentAssignment(m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking))))
+        return recs, new
+
+    async def _persist_modern(self, group: Group) -> int:
+        """Write what changed in ``group`` since its last write; the error a member should see."""
+        mg = group.modern
+        if mg is None:
+            return E.NONE
+        async with group.write_lock:
+            if group.modern is not mg:
+                return E.NONE
+            recs, snap = self._modern_diff(group, mg)
+            if not recs:
+                return E.NONE
+            err = await self._append_unlocked(group, recs)
+            if err:
+                return self._store_group_error(err)
+            mg.persisted = snap
+            mg.classic_record = False
+            return E.NONE
+
+    def _modern_tombstones(self, group: Group) -> list:
+        """Tombstones for every consumer-protocol record the log holds for ``group``."""
+        mg = group.modern
+        if mg is None or mg.persisted is None:
+            return []
+        gid = group.group_id
+        out = []
+        for mid in mg.persisted["members"]:
+            out += [(MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), None), (MR.key(MR.TARGET_MEMBER, gid, mid), None),
+                    (MR.key(MR.MEMBER_METADATA, gid, mid), None)]
+        out += [(MR.key(MR.TARGET_METADATA, gid), None), (MR.key(MR.PARTITION_METADATA, gid), None),
+                (MR.key(MR.GROUP_METADATA, gid), None)]
+        mg.persisted = None
+        return out
+
+    def _load_modern(self, group: Group, data: dict) -> None:
+        """Rebuild a consumer-protocol group from its records (``data``: the last value of each
+        key, see ``coordinator._load``); the members' session timers start in ``_on_group_loaded``."""
+        mg = ModernGroup()
+        mg.group_epoch = data["epoch"]
+        mg.assignment_epoch = data.get("assignment_epoch") or 0
+        mg.metadata = data.get("metadata") or {}
+        for mid, recs in data.get("members", {}).items():
+            meta = recs.get(MR.MEMBER_METADATA)
+            if meta is None:
+                continue
+            m = ModernMember(mid)
+            (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.regex, m.rebalance_timeout_ms,
+             m.server_assignor) = (meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
+                                   tuple(meta.subscribed), meta.regex, meta.rebalance_timeout_ms,
+                                   meta.server_assignor)
+            cur = recs.get(MR.CURRENT_ASSIGNMENT)
+            if cur is not None:
+                m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking = (
+                    cur.epoch, cur.previous_epoch, cur.state, cur.assigned, cur.revoking)
+            if recs.get(MR.TARGET_MEMBER) is not None:
+                mg.target[mid] = recs[MR.TARGET_MEMBER]
+            mg.members[mid] = m
+            if m.instance_id is not None:
+                mg.static[m.instance_id] = mid
+            mg.hold(m)
+        if mg.assignment_epoch:
+            names = self._assignors()
+            votes = Counter(m.server_assignor for m in mg.members.values() if m.server_assignor in names)
+            mg.assignor = votes.most_common(1)[0][0] if votes else (names[0] if names else "")
+        mg.persisted = self._snapshot(mg)
+        group.modern = mg
+        group.protocol_type = CONSUMER
+        self._sync_group_fields(group)
+
+    def _on_modern_loaded(self, group: Group) -> None:
+        for m in group.modern.members.values():
+            self._arm_session(group, m)
+            self._after_reconcile(group, group.modern, m)
 
     def _unload_modern(self, group: Group) -> None:
         if group.modern is not None:

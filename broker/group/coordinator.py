@@ -36,6 +36,7 @@ from typing import Callable, Iterable, Protocol, runtime_checkable
 from protocol.errors import ErrorCode as E, code_for_exception
 
 from broker.background import BackgroundTasks
+from broker.group import modern_records as MR
 from broker.group import records as R
 from broker.group.group import DEAD, EMPTY, STABLE, STATES, Group, OffsetAndMetadata
 from broker.group.hashing import partition_for
@@ -266,6 +267,7 @@ class GroupCoordinator(MembershipMixin, ConsumerProtocolMixin, OffsetsMixin, Txn
         started = time.monotonic()
         offsets: dict[tuple[str, str, int], R.OffsetValue] = {}
         groups: dict[str, R.GroupValue] = {}
+        modern: dict[str, dict] = {}        # consumer-protocol groups: key version -> last value
         removed: set[str] = set()
         count = 0
         for _offset, key, value in self.log.read(partition):
@@ -276,6 +278,11 @@ class GroupCoordinator(MembershipMixin, ConsumerProtocolMixin, OffsetsMixin, Txn
                 continue
             try:
                 k = R.parse_key(key)
+                if k is None:
+                    mk = MR.parse_key(key)
+                    if mk is not None:
+                        self._load_modern_record(modern, mk, value)
+                        continue
                 if isinstance(k, R.OffsetKey):
                     gtp = (k.group, k.topic, k.partition)
                     if value is None:
@@ -302,12 +309,15 @@ class GroupCoordinator(MembershipMixin, ConsumerProtocolMixin, OffsetsMixin, Txn
             by_group.setdefault(gid, {})[(topic, p)] = OffsetAndMetadata(
                 v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
         loaded = 0
-        for gid in set(groups) | set(by_group):
+        modern = {gid: d for gid, d in modern.items() if d.get("epoch") is not None}
+        for gid in set(groups) | set(by_group) | set(modern):
             if self.partition_for(gid) != partition:
                 log.warning("group %s found in %s-%d but belongs to partition %d; ignored", gid,
                             GROUP_METADATA_TOPIC, partition, self.partition_for(gid))
                 continue
-            group = self._group_from_value(gid, groups.get(gid))
+            group = self._group_from_value(gid, groups.get(gid) if gid not in modern else None)
+            if gid in modern:
+                self._load_modern(group, modern[gid])
             group.offsets.update(by_group.get(gid, {}))
             self.groups[gid] = group
             self._on_group_loaded(group)
@@ -341,7 +351,24 @@ class GroupCoordinator(MembershipMixin, ConsumerProtocolMixin, OffsetsMixin, Txn
         group.subscribed = group.compute_subscribed_topics()
         return group
 
+    @staticmethod
+    def _load_modern_record(modern: dict, k, value) -> None:
+        """One consumer-protocol record into ``modern`` (last value wins, a tombstone deletes)."""
+        d = modern.setdefault(k.group, {"members": {}})
+        field = {MR.GROUP_METADATA: "epoch", MR.PARTITION_METADATA: "metadata",
+                 MR.TARGET_METADATA: "assignment_epoch"}.get(k.kind)
+        parsed = None if value is None else MR.PARSERS[k.kind](value)
+        if field is not None:
+            d[field] = parsed
+        elif parsed is None:
+            d["members"].get(k.member, {}).pop(k.kind, None)
+        else:
+            d["members"].setdefault(k.member, {})[k.kind] = parsed
+
     def _on_group_loaded(self, group: Group) -> None:
+        if group.modern is not None:
+            self._on_modern_loaded(group)
+            return
         if group.size > self._max_group_size():
             self._prepare_rebalance(group, "freshly loaded group is over capacity")
         for m in list(group.members.values()):

@@ -195,7 +195,9 @@ class OffsetsMixin:
             tombstones = [(R.offset_key(group.group_id, tp[0], tp[1]), None) for tp in removed]
             if group.is_(DEAD) and self.groups.get(group.group_id) is group:
                 self._remove_group(group)
-                if group.generation_id > 0:
+                if group.modern is not None:
+                    tombstones += self._modern_tombstones(group)
+                elif group.generation_id > 0:
                     tombstones.append((R.group_key(group.group_id), None))
             if tombstones:
                 err = await self._append(group, tombstones)

@@ -19,7 +19,7 @@ async def consumer_group_heartbeat(ctx, req):
     coord = _coordinator(ctx)
     if coord is None:
         return R(error_code=E.COORDINATOR_NOT_AVAILABLE)
-    out = coord.consumer_group_heartbeat(
+    out = await coord.consumer_group_heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
         instance_id=req.instance_id, rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
         subscribed=req.subscribed_topic_names, server_assignor=req.server_assignor, owned=req.topic_partitions,

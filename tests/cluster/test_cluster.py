@@ -466,8 +466,9 @@ def test_rolling_restart_with_controlled_shutdown_and_a_group(cluster):
 
 
 def test_rolling_restart_with_a_consumer_protocol_group(cluster_factory):
-    """group.protocol=consumer: the coordinator moves with every restart (the membership is in
-    memory only), the member rejoins and goes on reading; nothing below its commits is missed."""
+    """group.protocol=consumer: the coordinator moves with every restart; the new one loads the
+    group from its records and the member goes on at its epoch; nothing below its commits is
+    missed."""
     cluster = cluster_factory(3, props={"group.consumer.heartbeat.interval.ms": 500,
                                         "group.consumer.min.heartbeat.interval.ms": 500,
                                         "group.consumer.session.timeout.ms": 6000,
@@ -491,6 +492,9 @@ def test_rolling_restart_with_a_consumer_protocol_group(cluster_factory):
     assert res["n_problems"] == 0, res
     assert check_group(reader, log, 3) == []
     assert sum(len(v) for v in reader.seen.values()) > seen_before, "the member stopped reading after the restarts"
+    # the group's records moved with the coordinator: the member joined once and never again
+    joins = sum(b.log_text().count("joined consumer group roll848-group") for b in cluster.brokers.values())
+    assert joins == 1, joins
 
 
 def _cut_leader_round(cluster, topic, partitions, prod, victim_partition):

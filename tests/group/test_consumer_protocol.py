@@ -54,7 +54,7 @@ class Member:
     def owned_list(self):
         return [TP(t, sorted(ps)) for t, ps in self.owned.items() if ps]
 
-    def beat(self, full=False, **over):
+    async def beat(self, full=False, **over):
         joining = self.epoch == 0
         args = dict(group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
                     instance_id=self.instance if joining or full else None, rack_id=None,
@@ -63,7 +63,7 @@ class Member:
                     owned=[] if joining else self.owned_list(), regex=self.regex if joining else None,
                     api_version=self.version)
         args.update(over)
-        out = self.coord.consumer_group_heartbeat(**args)
+        out = await self.coord.consumer_group_heartbeat(**args)
         self.last = out
         if out["error"] == E.NONE:
             if out["member_id"]:
@@ -85,7 +85,7 @@ def all_partitions(topic_id=T1, n=6):
 async def test_single_member_gets_every_partition():
     coord, _, _ = await coordinator()
     a = Member(coord)
-    out = a.beat()
+    out = await a.beat()
     assert out["error"] == E.NONE and out["member_epoch"] == 1 and out["heartbeat_interval_ms"] == 5000
     assert a.parts() == all_partitions()
     group = coord.groups["g"]
@@ -93,28 +93,28 @@ async def test_single_member_gets_every_partition():
     assert coord.list_groups()[1] == [("g", "consumer", "Stable", "consumer")]
     assert coord.list_groups(types=["classic"])[1] == []
     # a heartbeat with nothing new gets no assignment back
-    assert a.beat()["assignment"] is None
+    assert (await a.beat())["assignment"] is None
 
 
 @run
 async def test_second_member_waits_for_revocation():
     coord, _, _ = await coordinator()
     a, b = Member(coord), Member(coord)
-    a.beat()
-    out = b.beat()
+    await a.beat()
+    out = await b.beat()
     # b is at the new epoch but gets nothing yet: a still owns everything
     assert out["member_epoch"] == 2 and b.parts() == set()
     assert coord.groups["g"].state == "Reconciling"
     # a learns it must give up three partitions; it keeps its epoch until it has done so
-    out = a.beat()
+    out = await a.beat()
     assert out["member_epoch"] == 1 and len(a.parts()) == 3
     revoked = all_partitions() - a.parts()
     # b still waits while a has not confirmed the revocation
-    b.beat()
+    await b.beat()
     assert b.parts() == set()
     # a confirms (its owned list no longer has them): it moves to epoch 2
-    assert a.beat()["member_epoch"] == 2
-    b.beat()
+    assert (await a.beat())["member_epoch"] == 2
+    await b.beat()
     assert b.parts() == revoked and coord.groups["g"].state == "Stable"
     assert a.parts() | b.parts() == all_partitions() and not a.parts() & b.parts()
 
@@ -123,13 +123,13 @@ async def test_second_member_waits_for_revocation():
 async def test_leave_gives_partitions_back():
     coord, _, _ = await coordinator()
     a, b = Member(coord), Member(coord)
-    a.beat(); b.beat(); a.beat(); a.beat(); b.beat()
+    await a.beat(); await b.beat(); await a.beat(); await a.beat(); await b.beat()
     assert len(b.parts()) == 3
-    out = b.beat(member_epoch=-1)
+    out = await b.beat(member_epoch=-1)
     assert out["error"] == E.NONE and out["member_epoch"] == -1
-    a.beat()
+    await a.beat()
     assert a.parts() == all_partitions()
-    out = a.beat(member_epoch=-1)
+    out = await a.beat(member_epoch=-1)
     assert coord.groups["g"].state == EMPTY
 
 
@@ -137,30 +137,28 @@ async def test_leave_gives_partitions_back():
 async def test_validation_messages():
     coord, _, _ = await coordinator()
     a = Member(coord)
-    assert a.beat(group_id="")["message"] == "GroupId can't be empty."
-    assert a.beat(member_id="")["message"] == "MemberId can't be empty."
-    out = a.beat(rebalance_timeout_ms=-1)
+    assert (await a.beat(group_id=""))["message"] == "GroupId can't be empty."
+    assert (await a.beat(member_id=""))["message"] == "MemberId can't be empty."
+    out = await a.beat(rebalance_timeout_ms=-1)
     assert (out["error"], out["message"]) == (E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
-    assert a.beat(owned=[TP(T1, [0])])["message"] == "TopicPartitions must be empty when (re-)joining."
-    assert a.beat(subscribed=[])["message"] == \
+    assert (await a.beat(owned=[TP(T1, [0])]))["message"] == "TopicPartitions must be empty when (re-)joining."
+    assert (await a.beat(subscribed=[]))["message"] == \
         "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-    assert a.beat(member_epoch=-3)["message"] == "MemberEpoch is invalid."
-    assert a.beat(instance_id=" ")["message"] == "InstanceId can't be empty."
-    out = a.beat(server_assignor="sticky")
+    assert (await a.beat(member_epoch=-3))["message"] == "MemberEpoch is invalid."
+    assert (await a.beat(instance_id=" "))["message"] == "InstanceId can't be empty."
+    out = await a.beat(server_assignor="sticky")
     assert out["error"] == E.UNSUPPORTED_ASSIGNOR
     assert out["message"] == "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
-    assert a.beat(regex="(")["error"] == E.INVALID_REGULAR_EXPRESSION
+    assert (await a.beat(regex="("))["error"] == E.INVALID_REGULAR_EXPRESSION
     # v0: the coordinator makes the member id
     v0 = Member(coord, member_id="", version=0)
-    out = v0.beat()
+    out = await v0.beat()
     assert out["error"] == E.NONE and len(out["member_id"]) == 22
     # an unknown member, an unknown group
-    assert Member(coord, member_id="ghost").beat(member_epoch=3)["error"] == E.UNKNOWN_MEMBER_ID
-    # a group this coordinator does not know: the member is unknown (after a restart or a
-    # coordinator move the membership is gone, and the member must rejoin)
-    out = Member(coord, member_id="m1", group="nope").beat(member_epoch=3)
-    assert (out["error"], out["message"]) == (E.UNKNOWN_MEMBER_ID, "Member m1 is not a member of group nope.")
-    out = Member(coord, member_id="m1", group="nope").beat(member_epoch=-1)
+    assert (await Member(coord, member_id="ghost").beat(member_epoch=3))["error"] == E.UNKNOWN_MEMBER_ID
+    out = await Member(coord, member_id="m1", group="nope").beat(member_epoch=3)
+    assert (out["error"], out["message"]) == (E.GROUP_ID_NOT_FOUND, "Consumer group nope not found.")
+    out = await Member(coord, member_id="m1", group="nope").beat(member_epoch=-1)
     assert (out["error"], out["message"]) == (E.GROUP_ID_NOT_FOUND, "Consumer group nope not found.")
 
 
@@ -168,19 +166,19 @@ async def test_validation_messages():
 async def test_epoch_fencing():
     coord, _, _ = await coordinator()
     a = Member(coord)
-    a.beat()
-    assert a.beat(member_epoch=5)["error"] == E.FENCED_MEMBER_EPOCH
+    await a.beat()
+    assert (await a.beat(member_epoch=5))["error"] == E.FENCED_MEMBER_EPOCH
     # an older epoch is accepted only as the previous one with owned partitions a subset
     b = Member(coord)
-    b.beat()
-    a.beat()            # a: revoking at epoch 1
-    a.beat()            # a: revoked, now epoch 2 (previous 1)
+    await b.beat()
+    await a.beat()            # a: revoking at epoch 1
+    await a.beat()            # a: revoked, now epoch 2 (previous 1)
     assert a.epoch == 2
-    out = a.beat(member_epoch=1)           # the response to the last beat was lost
+    out = await a.beat(member_epoch=1)           # the response to the last beat was lost
     assert out["error"] == E.NONE and out["member_epoch"] == 2
-    assert a.beat(member_epoch=1, owned=[TP(T1, [0, 1, 2, 3, 4, 5])])["error"] == E.FENCED_MEMBER_EPOCH
+    assert (await a.beat(member_epoch=1, owned=[TP(T1, [0, 1, 2, 3, 4, 5])]))["error"] == E.FENCED_MEMBER_EPOCH
     # a rejoin (epoch 0) under a member id still in use is fenced too
-    assert a.beat(member_epoch=0, owned=[], rebalance_timeout_ms=30000, subscribed=["t"])["error"] == \
+    assert (await a.beat(member_epoch=0, owned=[], rebalance_timeout_ms=30000, subscribed=["t"]))["error"] == \
         E.FENCED_MEMBER_EPOCH
 
 
@@ -188,31 +186,31 @@ async def test_epoch_fencing():
 async def test_session_timeout_fences_and_reassigns():
     coord, timers, _ = await coordinator()
     a, b = Member(coord), Member(coord)
-    a.beat(); b.beat(); a.beat(); a.beat(); b.beat()
+    await a.beat(); await b.beat(); await a.beat(); await a.beat(); await b.beat()
     timers.advance(30_000)
-    a.beat()
+    await a.beat()
     timers.advance(30_000)                 # b silent for 60 s
     assert b.member_id not in coord.groups["g"].modern.members
-    a.beat()
+    await a.beat()
     assert a.parts() == all_partitions()
-    assert b.beat()["error"] == E.UNKNOWN_MEMBER_ID
+    assert (await b.beat())["error"] == E.UNKNOWN_MEMBER_ID
 
 
 @run
 async def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
     coord, timers, _ = await coordinator()
     a, b = Member(coord), Member(coord)
-    a.beat(); b.beat()
-    a.beat()                                   # told to revoke three
+    await a.beat(); await b.beat()
+    await a.beat()                                   # told to revoke three
     assert coord.groups["g"].modern.members[a.member_id].state == "unrevoked_partitions"
     # a keeps heartbeating but never reports the revocation
     for _ in range(6):
         timers.advance(5_000)
-        a.beat(owned=[TP(T1, [0, 1, 2, 3, 4, 5])])
-        b.beat()
+        await a.beat(owned=[TP(T1, [0, 1, 2, 3, 4, 5])])
+        await b.beat()
     timers.advance(5_000)                      # 35 s > the 30 s rebalance timeout
     assert a.member_id not in coord.groups["g"].modern.members
-    b.beat()
+    await b.beat()
     assert b.parts() == all_partitions()
 
 
@@ -221,20 +219,20 @@ async def test_static_member_temporary_leave_and_return():
     coord, timers, _ = await coordinator()
     a = Member(coord, instance="i-a")
     b = Member(coord, instance="i-b")
-    a.beat(); b.beat(); a.beat(); a.beat(); b.beat()
+    await a.beat(); await b.beat(); await a.beat(); await a.beat(); await b.beat()
     held = b.parts()
     assert len(held) == 3
-    out = b.beat(member_epoch=-2, instance_id="i-b")
+    out = await b.beat(member_epoch=-2, instance_id="i-b")
     assert out["member_epoch"] == -2
     # its partitions stay with it: a does not get them
-    a.beat()
+    await a.beat()
     assert len(a.parts()) == 3
     # another member cannot take the instance id while the old one is active
     c = Member(coord, instance="i-a")
-    assert c.beat()["error"] == E.UNRELEASED_INSTANCE_ID
+    assert (await c.beat())["error"] == E.UNRELEASED_INSTANCE_ID
     # b comes back under a new member id and gets its partitions at once
     b2 = Member(coord, instance="i-b")
-    out = b2.beat()
+    out = await b2.beat()
     assert out["error"] == E.NONE and b2.parts() == held
     assert b.member_id not in coord.groups["g"].modern.members
 
@@ -244,11 +242,11 @@ async def test_regex_subscription_follows_new_topics():
     topics = {"re-1": Info("re-1", T1, dict.fromkeys(range(2))), "other": Info("other", T2, dict.fromkeys(range(2)))}
     coord, _, _ = await coordinator(topics)
     a = Member(coord, topics=(), regex="re-.*")
-    a.beat()
+    await a.beat()
     assert a.parts() == {(T1, 0), (T1, 1)}
     t3 = uuid.UUID(int=3)
     topics["re-2"] = Info("re-2", t3, dict.fromkeys(range(1)))
-    a.beat()
+    await a.beat()
     assert a.parts() == {(T1, 0), (T1, 1), (t3, 0)}
     err, s = coord.consumer_group_describe("g")
     assert err == E.NONE and s["members"][0][0].regex == "re-.*"
@@ -258,9 +256,9 @@ async def test_regex_subscription_follows_new_topics():
 async def test_partition_count_change_bumps_the_epoch():
     coord, _, topics = await coordinator()
     a = Member(coord)
-    a.beat()
+    await a.beat()
     topics["t"].partitions[6] = None
-    out = a.beat()
+    out = await a.beat()
     assert out["member_epoch"] == 2 and (T1, 6) in a.parts()
 
 
@@ -268,7 +266,7 @@ async def test_partition_count_change_bumps_the_epoch():
 async def test_offsets_of_a_consumer_protocol_group():
     coord, _, _ = await coordinator()
     a = Member(coord)
-    a.beat()
+    await a.beat()
 
     def om(o):
         return {("t", 0): OffsetAndMetadata(o, -1, "", 1000, -1)}
@@ -289,7 +287,7 @@ async def test_offsets_of_a_consumer_protocol_group():
     assert rows[0][1].offset == 5
     # a non-empty group cannot be deleted; once empty, an admin commit works and so does deletion
     assert (await coord.delete_groups(["g"])) == {"g": E.NON_EMPTY_GROUP}
-    a.beat(member_epoch=-1)
+    await a.beat(member_epoch=-1)
     assert await coord.commit_offsets("g", "", None, -1, om(7), api_version=9) == {("t", 0): E.NONE}
     assert (await coord.delete_groups(["g"])) == {"g": E.NONE}
     assert "g" not in coord.groups or coord.groups["g"].is_(DEAD)
@@ -299,7 +297,7 @@ async def test_offsets_of_a_consumer_protocol_group():
 async def test_classic_and_consumer_protocols_do_not_mix():
     coord, _, _ = await coordinator()
     a = Member(coord)
-    a.beat()
+    await a.beat()
     res = await coord.join_group("g", "", None, client_id="c", client_host="/h", rebalance_timeout_ms=1000,
                                  session_timeout_ms=10000, protocol_type="consumer", protocols=[("range", b"")])
     assert res.error == E.INCONSISTENT_GROUP_PROTOCOL
@@ -308,21 +306,21 @@ async def test_classic_and_consumer_protocols_do_not_mix():
     err, s = coord.describe_group("g")
     assert (err, s["state"], s["members"]) == (E.NONE, DEAD, [])
     # an empty consumer-protocol group can be joined classically: it becomes a classic group
-    a.beat(member_epoch=-1)
+    await a.beat(member_epoch=-1)
     task = coord.join_group("g", "", None, client_id="c", client_host="/h", rebalance_timeout_ms=1000,
                             session_timeout_ms=10000, protocol_type="consumer", protocols=[("range", b"")],
                             require_known_member_id=False)
     res = await task
     assert res.error == E.NONE and coord.groups["g"].modern is None
     # and a consumer-protocol member then gets Kafka's answer for a classic group
-    out = Member(coord).beat()
+    out = await Member(coord).beat()
     assert (out["error"], out["message"]) == (E.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
 
 
 @run
 async def test_disabled_protocol_is_unsupported():
     coord, _, _ = await coordinator(group_coordinator_rebalance_protocols="classic")
-    assert Member(coord).beat()["error"] == E.UNSUPPORTED_VERSION
+    assert (await Member(coord).beat())["error"] == E.UNSUPPORTED_VERSION
 
 
 @run
@@ -331,11 +329,104 @@ async def test_range_assignor_chosen_by_members():
     coord, _, _ = await coordinator(topics)
     m1 = Member(coord, member_id="m1", topics=("a", "b"))
     m2 = Member(coord, member_id="m2", topics=("a", "b"))
-    m1.beat(server_assignor="range")
-    m2.beat(server_assignor="range")
-    m1.beat(); m1.beat(); m2.beat()
+    await m1.beat(server_assignor="range")
+    await m2.beat(server_assignor="range")
+    await m1.beat(); await m1.beat(); await m2.beat()
     err, s = coord.consumer_group_describe("g")
     assert s["assignor"] == "range"
     # co-partitioned: each member has the same partition numbers of both topics
     assert m1.parts() == {(T1, 0), (T1, 1), (T2, 0), (T2, 1)}
     assert m2.parts() == {(T1, 2), (T2, 2)}
+
+
+# ------------------------------------------------------------------------------ persistence
+async def reloaded(coord, log_topics):
+    """A fresh coordinator reading the same __consumer_offsets (a restart or a coordinator move)."""
+    from tests.group.support import make_coordinator as mk
+    await coord.idle()
+    fresh, _, timers = mk(coord.log, group_consumer_session_timeout_ms=45000)
+    fresh.topic_lookup = log_topics.get
+    fresh.topic_by_id = coord.topic_by_id
+    fresh.topic_names = lambda: list(log_topics)
+    await fresh.start()
+    for p in range(coord.log.num_partitions):
+        fresh.on_become_leader(p)
+    return fresh, timers
+
+
+def member_view(group):
+    mg = group.modern
+    return {mid: (m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking, mg.target.get(mid), m.subscribed,
+                  m.instance_id, m.rebalance_timeout_ms) for mid, m in mg.members.items()}
+
+
+@run
+async def test_the_group_survives_a_reload_mid_revocation():
+    coord, _, topics = await coordinator()
+    a, b = Member(coord, instance="i-a"), Member(coord)
+    await a.beat()
+    await b.beat()
+    await a.beat()                      # a is told to revoke three partitions
+    g0 = coord.groups["g"]
+    assert g0.modern.members[a.member_id].state == "unrevoked_partitions"
+    fresh, _ = await reloaded(coord, topics)
+    g = fresh.groups["g"]
+    assert g.modern is not None and g.state == g0.state == "Reconciling"
+    assert (g.modern.group_epoch, g.modern.assignment_epoch) == (g0.modern.group_epoch, g0.modern.assignment_epoch)
+    assert g.modern.metadata == g0.modern.metadata
+    assert member_view(g) == member_view(g0)
+    assert g.modern.static == {"i-a": a.member_id}
+    # the members go on with the new coordinator at their epochs: no rejoin
+    a.coord = b.coord = fresh
+    out = await a.beat()                # revocation done
+    assert out["error"] == E.NONE and out["member_epoch"] == 2
+    await b.beat()
+    assert len(a.parts()) == len(b.parts()) == 3 and not a.parts() & b.parts()
+    assert fresh.groups["g"].state == "Stable"
+
+
+@run
+async def test_leaving_and_deleting_write_tombstones():
+    from broker.group import modern_records as MR
+    from broker.group.hashing import partition_for
+    coord, _, topics = await coordinator()
+    a, b = Member(coord), Member(coord)
+    await a.beat()
+    await b.beat()
+    await b.beat(member_epoch=-1)
+    await coord.idle()
+    log = coord.log.partitions[partition_for("g", coord.log.num_partitions)]
+    keys = [(MR.parse_key(k), v) for _, k, v in log]
+    last = {}
+    for k, v in keys:
+        last[k] = v
+    assert {k.kind for k in last if k and k.member is None} == {3, 4, 6}
+    assert all(v is None for k, v in last.items() if k and k.member == b.member_id)
+    assert all(v is not None for k, v in last.items() if k and k.member == a.member_id)
+    assert MR.parse_epoch_value(last[MR.ModernKey(3, "g")]) == coord.groups["g"].modern.group_epoch
+    await a.beat(member_epoch=-1)
+    assert await coord.delete_groups(["g"]) == {"g": E.NONE}
+    await coord.idle()
+    last = {}
+    for _, k, v in log:
+        last[MR.parse_key(k)] = v
+    assert all(v is None for k, v in last.items() if k is not None)
+    fresh, _ = await reloaded(coord, topics)
+    assert "g" not in fresh.groups
+
+
+def test_record_layouts():
+    from broker.group import modern_records as MR
+    assert MR.key(MR.GROUP_METADATA, "g") == b"\x00\x03\x00\x01g"
+    assert MR.key(MR.CURRENT_ASSIGNMENT, "g", "m") == b"\x00\x08\x00\x01g\x00\x01m"
+    assert MR.epoch_value(5) == b"\x00\x00\x00\x00\x00\x05\x00"
+    t = uuid.UUID(int=7)
+    v = MR.current_assignment_value(MR.CurrentAssignment(3, 2, "unrevoked_partitions", {t: {1, 0}}, {}))
+    assert v == (b"\x00\x00" + b"\x00\x00\x00\x03" + b"\x00\x00\x00\x02" + b"\x01"
+                 + b"\x02" + t.bytes + b"\x03" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01" + b"\x00"
+                 + b"\x01" + b"\x00")
+    c = MR.parse_current_assignment_value(v)
+    assert (c.epoch, c.previous_epoch, c.state, c.assigned, c.revoking) == (3, 2, "unrevoked_partitions", {t: {0, 1}}, {})
+    m = MR.MemberMetadata("i", None, "cid", "/h", ("a", "b"), "r.*", 3000, "range")
+    assert MR.parse_member_metadata_value(MR.member_metadata_value(m)) == m
+    assert MR.parse_partition_metadata_value(MR.partition_metadata_value({"a": (t, 4)})) == {"a": (t, 4)}

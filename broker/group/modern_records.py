@@ -1,0 +1,249 @@
+"""Records of consumer-protocol (KIP-848) groups in ``__consumer_offsets``: Kafka's byte layouts,
+our own encoder and decoder (the same ``_Writer``/``_Reader`` as ``records.py``).
+
+Keys are non-flexible, an int16 version then the fields; values are version 0, flexible
+(compact strings and arrays, uuids, an empty tagged-field section after every struct).
+
+==== ====================================== ================== ==========================================
+key  record                                 key fields         value fields
+==== ====================================== ================== ==========================================
+3    ConsumerGroupMetadata                  group              epoch int32
+4    ConsumerGroupPartitionMetadata         group              topics[]: id uuid, name, partitions int32,
+                                                               partition metadata[] (partition, racks[])
+5    ConsumerGroupMemberMetadata            group, member      instance?, rack?, client id, client host,
+                                                               subscribed names[], regex?, rebalance
+                                                               timeout int32, server assignor?
+6    ConsumerGroupTargetAssignmentMetadata  group              assignment epoch int32
+7    ConsumerGroupTargetAssignmentMember    group, member      topic partitions[]: id uuid, partitions[]
+8    ConsumerGroupCurrentMemberAssignment   group, member      epoch, previous epoch int32, state int8
+                                                               (0 stable, 1 unrevoked, 2 unreleased,
+                                                               127 unknown), assigned[], pending revocation[]
+==== ====================================== ================== ==========================================
+
+A null value is a tombstone.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from broker.group.records import RecordFormatError, _Reader, _Writer
+
+GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
+TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
+KINDS = (GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+_WITH_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+
+STATE_CODES = {"stable": 0, "unrevoked_partitions": 1, "unreleased_partitions": 2}
+STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
+
+
+@dataclass(frozen=True)
+class ModernKey:
+    kind: int                 # the key version, 3..8
+    group: str
+    member: str | None = None
+
+
+@dataclass
+class MemberMetadata:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed: tuple
+    regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass
+class CurrentAssignment:
+    epoch: int
+    previous_epoch: int
+    state: str                 # stable / unrevoked_partitions / unreleased_partitions / unknown
+    assigned: dict
+    revoking: dict
+
+
+def key(kind: int, group: str, member: str | None = None) -> bytes:
+    w = _Writer(kind)
+    w.string(group)
+    if kind in _WITH_MEMBER:
+        w.string(member)
+    return bytes(w.out)
+
+
+def parse_key(data) -> ModernKey | None:
+    """A consumer-protocol group key, or None for any other key version."""
+    r = _Reader(data)
+    kind = r.i16()
+    if kind not in KINDS:
+        return None
+    group = r.string()
+    return ModernKey(kind, group, r.string() if kind in _WITH_MEMBER else None)
+
+
+# --------------------------------------------------------------------------- values
+def _w() -> _Writer:
+    return _Writer(0, flexible=True)
+
+
+def _uuid(w: _Writer, u: uuid.UUID) -> None:
+    w.out += u.bytes
+
+
+def _partitions(w: _Writer, parts: dict) -> None:
+    items = [(t, sorted(ps)) for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0])) if ps]
+    w.array_len(len(items))
+    for tid, ps in items:
+        _uuid(w, tid)
+        w.array_len(len(ps))
+        for p in ps:
+            w.i32(p)
+        w.tags()
+
+
+def epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue and ConsumerGroupTargetAssignmentMetadataValue."""
+    w = _w()
+    w.i32(epoch)
+    w.tags()
+    return bytes(w.out)
+
+
+def partition_metadata_value(topics: dict) -> bytes:
+    """``topics``: {name: (topic id, partitions)}; no rack information is kept."""
+    w = _w()
+    w.array_len(len(topics))
+    for name, (tid, n) in sorted(topics.items()):
+        _uuid(w, tid)
+        w.string(name)
+        w.i32(n)
+        w.array_len(0)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def member_metadata_value(m: MemberMetadata) -> bytes:
+    w = _w()
+    w.string(m.instance_id)
+    w.string(m.rack_id)
+    w.string(m.client_id)
+    w.string(m.client_host)
+    w.array_len(len(m.subscribed))
+    for t in m.subscribed:
+        w.string(t)
+    w.string(m.regex)
+    w.i32(m.rebalance_timeout_ms)
+    w.string(m.server_assignor)
+    w.tags()
+    return bytes(w.out)
+
+
+def target_member_value(parts: dict) -> bytes:
+    w = _w()
+    _partitions(w, parts)
+    w.tags()
+    return bytes(w.out)
+
+
+def current_assignment_value(c: CurrentAssignment) -> bytes:
+    w = _w()
+    w.i32(c.epoch)
+    w.i32(c.previous_epoch)
+    w.out.append(STATE_CODES.get(c.state, 127) & 0xFF)
+    _partitions(w, c.assigned)
+    _partitions(w, c.revoking)
+    w.tags()
+    return bytes(w.out)
+
+
+def _reader(data) -> _Reader:
+    r = _Reader(data, flexible=True)
+    version = r.i16()
+    if version != 0:
+        raise RecordFormatError(f"unknown consumer group record value version {version}")
+    return r
+
+
+def _read_uuid(r: _Reader) -> uuid.UUID:
+    return uuid.UUID(bytes=bytes(r._take(16)))
+
+
+def _read_partitions(r: _Reader) -> dict:
+    out = {}
+    for _ in range(r.array_len()):
+        tid = _read_uuid(r)
+        out[tid] = {r.i32() for _ in range(r.array_len())}
+        r.skip_tags()
+    return out
+
+
+def parse_epoch_value(data) -> int:
+    r = _reader(data)
+    epoch = r.i32()
+    r.skip_tags()
+    return epoch
+
+
+def parse_partition_metadata_value(data) -> dict:
+    r = _reader(data)
+    out = {}
+    for _ in range(r.array_len()):
+        tid = _read_uuid(r)
+        name = r.string()
+        n = r.i32()
+        for _ in range(r.array_len()):
+            r.i32()
+            for _ in range(r.array_len()):
+                r.string()
+            r.skip_tags()
+        r.skip_tags()
+        out[name] = (tid, n)
+    r.skip_tags()
+    return out
+
+
+def parse_member_metadata_value(data) -> MemberMetadata:
+    r = _reader(data)
+    instance = r.string(nullable=True)
+    rack = r.string(nullable=True)
+    client_id = r.string()
+    client_host = r.string()
+    subscribed = tuple(r.string() for _ in range(r.array_len()))
+    regex = r.string(nullable=True)
+    rebalance = r.i32()
+    assignor = r.string(nullable=True)
+    r.skip_tags()
+    return MemberMetadata(instance, rack, client_id, client_host, subscribed, regex, rebalance, assignor)
+
+
+def parse_target_member_value(data) -> dict:
+    r = _reader(data)
+    parts = _read_partitions(r)
+    r.skip_tags()
+    return parts
+
+
+def parse_current_assignment_value(data) -> CurrentAssignment:
+    r = _reader(data)
+    epoch = r.i32()
+    previous = r.i32()
+    code = r._take(1)[0]
+    state = STATE_NAMES.get(code if code < 128 else code - 256, "unknown")
+    assigned = _read_partitions(r)
+    revoking = _read_partitions(r)
+    r.skip_tags()
+    return CurrentAssignment(epoch, previous, state, assigned, revoking)
+
+
+PARSERS = {
+    GROUP_METADATA: parse_epoch_value,
+    PARTITION_METADATA: parse_partition_metadata_value,
+    MEMBER_METADATA: parse_member_metadata_value,
+    TARGET_METADATA: parse_epoch_value,
+    TARGET_MEMBER: parse_target_member_value,
+    CURRENT_ASSIGNMENT: parse_current_assignment_value,
+}
