@@ -290,7 +290,8 @@ def _response(status: int, body: bytes, content_type: str = "text/plain; charset
 class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
-                 "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas")
+                 "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
+                 "groups", "group_epoch_bumps")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -359,7 +360,26 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
                                for name, lst in cq.listeners.items()) if cq is not None else []
     snap.state = SHUTTING_DOWN if broker._stopping else RUNNING if broker.servers else STARTING
     snap.quotas = _quota_values(broker)
+    snap.groups, snap.group_epoch_bumps = _group_counts(broker)
     return snap
+
+
+CLASSIC_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+CONSUMER_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
+
+
+def _group_counts(broker):
+    """{(protocol, state): groups} over the groups this broker coordinates, and the consumer
+    protocol's rebalances (group epoch bumps) so far."""
+    coord = getattr(broker, "groups", None)
+    counts = {("classic", s): 0 for s in CLASSIC_STATES}
+    counts.update({("consumer", s): 0 for s in CONSUMER_STATES})
+    if coord is None:
+        return counts, 0
+    for g in coord.groups.values():
+        proto = "consumer" if g.modern is not None else "classic"
+        counts[(proto, g.state)] = counts.get((proto, g.state), 0) + 1
+    return counts, getattr(coord, "consumer_rebalances", 0)
 
 
 def _quota_values(broker) -> list:
@@ -470,6 +490,23 @@ def families(snap: _Snapshot):
                             "(GlobalTopicCount).", value=topics)
     yield GaugeMetricFamily(c + "globalpartitioncount", "Partitions in the cluster; active controller only "
                             "(GlobalPartitionCount).", value=total)
+
+    # kafka.server:type=group-coordinator-metrics (Kafka's new group coordinator, KIP-848)
+    gc = "kafka_server_group_coordinator_metrics_"
+    fam = GaugeMetricFamily(gc + "group_count", "Groups this broker coordinates, by protocol (group-count).",
+                            labels=["protocol"])
+    for proto in ("classic", "consumer"):
+        fam.add_metric([proto], sum(n for (p, _), n in snap.groups.items() if p == proto))
+    yield fam
+    for proto in ("classic", "consumer"):
+        fam = GaugeMetricFamily(gc + f"{proto}_group_count", f"{proto.capitalize()} groups by state "
+                                f"({proto}-group-count).", labels=["state"])
+        for (p, state), n in sorted(snap.groups.items()):
+            if p == proto:
+                fam.add_metric([state.lower()], n)
+        yield fam
+    yield CounterMetricFamily(gc + "consumer_group_rebalance", "Group epoch bumps of consumer-protocol groups "
+                              "(consumer-group-rebalance-count).", value=snap.group_epoch_bumps)
 
     # kafka.server:type=socket-server-metrics, kafka.server:type=KafkaServer
     fam = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",

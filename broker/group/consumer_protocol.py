@@ -186,6 +186,7 @@ def _blank(s: str | None) -> bool:
 
 
 class ConsumerProtocolMixin:
+    consumer_rebalances = 0         # group epoch bumps, for the metrics
     # ------------------------------------------------------------------ configuration
     def consumer_protocol_enabled(self) -> bool:
         return CONSUMER in self._cfg("group.coordinator.rebalance.protocols")
@@ -351,6 +352,7 @@ class ConsumerProtocolMixin:
             bump = True
         if bump:
             mg.group_epoch += 1
+            self.consumer_rebalances += 1
         if mg.group_epoch > mg.assignment_epoch:
             self._compute_target(mg)
         self._reconcile(group, mg, member, owned)
@@ -565,6 +567,7 @@ class ConsumerProtocolMixin:
         if member.instance_id is not None and mg.static.get(member.instance_id) == member.member_id:
             del mg.static[member.instance_id]
         mg.group_epoch += 1
+        self.consumer_rebalances += 1
         self._sync_group_fields(group)
 
     def _modern_leave(self, group_id, member_id, member_epoch, instance_id):

@@ -264,3 +264,40 @@ def test_http_behaviour(kafka):
     assert "kafka_server_replicamanager_leadercount" in body
     with urllib.request.urlopen(base + "/?x=1", timeout=5) as r:
         assert b"/metrics" in r.read()
+
+
+def test_group_coordinator_gauges(kafka):
+    """group-count by protocol, consumer-group-count by state, the consumer protocol's rebalance
+    counter: a raw ConsumerGroupHeartbeat joins a group, then leaves it."""
+    from protocol.messages import ConsumerGroupHeartbeatRequest, CreateTopicsRequest, FindCoordinatorRequest
+    topic, group = _name("gcm"), _name("g")
+    host, port = kafka.bootstrap.split(":")
+    gc = "kafka_server_group_coordinator_metrics_"
+
+    def hb(member, epoch):
+        join = epoch == 0
+        return ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=30000 if join else -1, subscribed_topic_names=[topic] if join else None,
+            subscribed_topic_regex=None, server_assignor=None, topic_partitions=[] if join else None)
+
+    with RawConnection(host, int(port)) as conn:
+        conn.request(19, 4, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=10000, validate_only=False))
+        deadline = time.monotonic() + 30
+        while conn.request(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group])) \
+                .coordinators[0].error_code and time.monotonic() < deadline:
+            time.sleep(0.2)
+        before = scrape(kafka.metrics_url)
+        r = conn.request(68, 1, hb("m" * 22, 0))
+        assert r.error_code == 0 and r.member_epoch == 1
+        mid = scrape(kafka.metrics_url)
+        assert delta(before, mid, gc + "group_count", protocol="consumer") == 1
+        assert delta(before, mid, gc + "consumer_group_count", state="stable") == 1
+        assert delta(before, mid, gc + "consumer_group_rebalance_total") == 1
+        assert conn.request(68, 1, hb("m" * 22, -1)).error_code == 0
+        after = scrape(kafka.metrics_url)
+        assert delta(mid, after, gc + "consumer_group_count", state="stable") == -1
+        assert delta(mid, after, gc + "consumer_group_count", state="empty") == 1
+        assert delta(mid, after, gc + "consumer_group_rebalance_total") == 1
