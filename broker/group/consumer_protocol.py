@@ -115,7 +115,13 @@ class ModernGroup:
         self.assignor = ""
         self.regex_matches: dict[str, frozenset] = {}   # regex -> topic names it matches now
         self.persisted: dict | None = None       # _snapshot() of what the log holds (None: nothing)
+        self.dirty: dict[str, int] = {}          # member id -> changes not yet written (see touch)
         self.classic_record = False              # a classic GroupMetadata record to delete
+
+    def touch(self, member_id: str) -> None:
+        """Mark a member whose records (metadata, target, current assignment) may have changed,
+        or that is gone; the next write compares only marked members."""
+        self.dirty[member_id] = self.dirty.get(member_id, 0) + 1
 
     def state(self) -> str:
         if not self.members:
@@ -356,6 +362,7 @@ class ConsumerProtocolMixin:
         if mg.group_epoch > mg.assignment_epoch:
             self._compute_target(mg)
         self._reconcile(group, mg, member, owned)
+        mg.touch(member.member_id)
         self._arm_session(group, member)
         self._sync_group_fields(group)
         full = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed is not None and owned is not None)
@@ -432,6 +439,8 @@ class ConsumerProtocolMixin:
         mg.members[new_id] = new
         mg.static[new.instance_id] = new_id
         mg.hold(new)
+        mg.touch(old.member_id)
+        mg.touch(new_id)
         log.info("static member %s of group with instance %s replaced by %s", old.member_id, new.instance_id, new_id)
         return new
 
@@ -458,7 +467,11 @@ class ConsumerProtocolMixin:
         subs = {mid: {mg.metadata[t][0] for t in mg.topics_of(m) if t in mg.metadata}
                 for mid, m in mg.members.items()}
         topics = {tid: n for tid, n in mg.metadata.values()}
+        before = mg.target
         mg.target = ASSIGNORS[mg.assignor](subs, topics, mg.target)
+        for mid in set(before) | set(mg.target):
+            if before.get(mid) != mg.target.get(mid):
+                mg.touch(mid)
         mg.assignment_epoch = mg.group_epoch
         log.info("consumer group target assignment at epoch %d computed by %s for %d members",
                  mg.assignment_epoch, mg.assignor, len(mg.members))
@@ -564,6 +577,7 @@ class ConsumerProtocolMixin:
         mg.release(member)
         mg.members.pop(member.member_id, None)
         mg.target.pop(member.member_id, None)
+        mg.touch(member.member_id)
         if member.instance_id is not None and mg.static.get(member.instance_id) == member.member_id:
             del mg.static[member.instance_id]
         mg.group_epoch += 1
@@ -581,6 +595,7 @@ class ConsumerProtocolMixin:
             member.state = M_STABLE
             member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
             mg.hold(member)
+            mg.touch(member.member_id)
             if member.rebalance_timer is not None:
                 member.rebalance_timer.cancel()
                 member.rebalance_timer = None
@@ -600,53 +615,73 @@ class ConsumerProtocolMixin:
 
     # ------------------------------------------------------------------ persistence
     @staticmethod
-    def _snapshot(mg: ModernGroup) -> dict:
-        """What the records of ``mg`` say, to compare with what the log has (``mg.persisted``)."""
+    def _member_snapshot(mg: ModernGroup, m: ModernMember) -> tuple:
+        """(metadata, target, current assignment) of ``m`` as its three records hold them."""
         def frozen(parts):
             return frozenset((t, p) for t, ps in parts.items() for p in ps)
+        return ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.regex,
+                 m.rebalance_timeout_ms, m.server_assignor),
+                frozen(mg.target.get(m.member_id, {})),
+                (m.epoch, m.previous_epoch, m.state, frozen(m.assigned), frozen(m.revoking)))
+
+    def _snapshot(self, mg: ModernGroup) -> dict:
+        """What the records of ``mg`` say, to compare with what the log has (``mg.persisted``)."""
         return {"epoch": mg.group_epoch, "assignment_epoch": mg.assignment_epoch, "metadata": dict(mg.metadata),
-                "members": {mid: ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.regex,
-                                   m.rebalance_timeout_ms, m.server_assignor),
-                                  frozen(mg.target.get(mid, {})),
-                                  (m.epoch, m.previous_epoch, m.state, frozen(m.assigned), frozen(m.revoking)))
-                            for mid, m in mg.members.items()}}
+                "members": {mid: self._member_snapshot(mg, m) for mid, m in mg.members.items()}}
 
     def _modern_diff(self, group: Group, mg: ModernGroup):
-        """(records, snapshot): the records that bring the log from ``mg.persisted`` to now, in
-        Kafka's order (member metadata, partition metadata, group epoch, targets, target epoch,
-        current assignments; tombstones for members gone)."""
-        old = mg.persisted or {"epoch": None, "assignment_epoch": None, "metadata": None, "members": {}}
-        new = self._snapshot(mg)
+        """(records, snapshot, dirty marks handled): the records that bring the log from
+        ``mg.persisted`` to now, in Kafka's order (member metadata, partition metadata, group
+        epoch, targets, target epoch, current assignments; tombstones for members gone).  Only
+        members marked dirty (``ModernGroup.touch``) are compared, so a heartbeat costs the same
+        in a group of three members as in one of a thousand."""
+        old = mg.persisted
+        if old is None:
+            old = {"epoch": None, "assignment_epoch": None, "metadata": None, "members": {}}
+            marks = dict(mg.dirty)
+            dirty = set(mg.members) | set(marks)
+        else:
+            marks = dict(mg.dirty)
+            dirty = set(marks)
         gid = group.group_id
-        recs = []
-        if mg.classic_record:
-            recs.append((R.group_key(gid), None))
-        gone = [mid for mid in old["members"] if mid not in new["members"]]
-        for mid in gone:
-            recs += [(MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), None), (MR.key(MR.TARGET_MEMBER, gid, mid), None),
-                     (MR.key(MR.MEMBER_METADATA, gid, mid), None)]
-        for mid, (meta, _, _) in new["members"].items():
+        members = dict(old["members"])
+        new = {"epoch": mg.group_epoch, "assignment_epoch": mg.assignment_epoch, "metadata": mg.metadata,
+               "members": members}
+        meta_recs, target_recs, current_recs, tombstones = [], [], [], []
+        for mid in sorted(dirty):
             o = old["members"].get(mid)
-            if o is None or o[0] != meta:
-                recs.append((MR.key(MR.MEMBER_METADATA, gid, mid),
-                             MR.member_metadata_value(MR.MemberMetadata(*meta))))
+            m = mg.members.get(mid)
+            if m is None:
+                if o is not None:
+                    tombstones += [(MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), None),
+                                   (MR.key(MR.TARGET_MEMBER, gid, mid), None),
+                                   (MR.key(MR.MEMBER_METADATA, gid, mid), None)]
+                    del members[mid]
+                continue
+            snap = members[mid] = self._member_snapshot(mg, m)
+            if o is None or o[0] != snap[0]:
+                meta_recs.append((MR.key(MR.MEMBER_METADATA, gid, mid),
+                                  MR.member_metadata_value(MR.MemberMetadata(*snap[0]))))
+            if o is None or o[1] != snap[1]:
+                target_recs.append((MR.key(MR.TARGET_MEMBER, gid, mid),
+                                    MR.target_member_value(mg.target.get(mid, {}))))
+            if o is None or o[2] != snap[2]:
+                current_recs.append((MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), MR.current_assignment_value(
+                    MR.CurrentAssignment(m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking))))
+        recs = [(R.group_key(gid), None)] if mg.classic_record else []
+        recs += tombstones + meta_recs
         if new["metadata"] != old["metadata"]:
+            new["metadata"] = dict(mg.metadata)
             recs.append((MR.key(MR.PARTITION_METADATA, gid), MR.partition_metadata_value(new["metadata"])))
+        else:
+            new["metadata"] = old["metadata"]
         if new["epoch"] != old["epoch"]:
             recs.append((MR.key(MR.GROUP_METADATA, gid), MR.epoch_value(new["epoch"])))
-        for mid, (_, target, _) in new["members"].items():
-            o = old["members"].get(mid)
-            if o is None or o[1] != target:
-                recs.append((MR.key(MR.TARGET_MEMBER, gid, mid), MR.target_member_value(mg.target.get(mid, {}))))
+        recs += target_recs
         if new["assignment_epoch"] != old["assignment_epoch"]:
             recs.append((MR.key(MR.TARGET_METADATA, gid), MR.epoch_value(new["assignment_epoch"])))
-        for mid, (_, _, cur) in new["members"].items():
-            o = old["members"].get(mid)
-            if o is None or o[2] != cur:
-                m = mg.members[mid]
-                recs.append((MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), MR.current_assignment_value(
-                    MR.CurrentAssignment(m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking))))
-        return recs, new
+        recs += current_recs
+        return recs, new, marks
 
     async def _persist_modern(self, group: Group) -> int:
         """Write what changed in ``group`` since its last write; the error a member should see."""
@@ -656,14 +691,16 @@ class ConsumerProtocolMixin:
         async with group.write_lock:
             if group.modern is not mg:
                 return E.NONE
-            recs, snap = self._modern_diff(group, mg)
-            if not recs:
-                return E.NONE
-            err = await self._append_unlocked(group, recs)
-            if err:
-                return self._store_group_error(err)
+            recs, snap, marks = self._modern_diff(group, mg)
+            if recs:
+                err = await self._append_unlocked(group, recs)
+                if err:
+                    return self._store_group_error(err)
             mg.persisted = snap
             mg.classic_record = False
+            for mid, n in marks.items():          # unless touched again during the write
+                if mg.dirty.get(mid) == n:
+                    del mg.dirty[mid]
             return E.NONE
 
     def _modern_tombstones(self, group: Group) -> list:

@@ -3,6 +3,8 @@ revocation before reassignment, fencing, leaving, static members, timeouts, offs
 import uuid
 from dataclasses import dataclass
 
+from hypothesis import given, settings, strategies as st
+
 from broker.group.group import DEAD, EMPTY
 from broker.group import OffsetAndMetadata
 from protocol.errors import ErrorCode as E
@@ -430,3 +432,56 @@ def test_record_layouts():
     m = MR.MemberMetadata("i", None, "cid", "/h", ("a", "b"), "r.*", 3000, "range")
     assert MR.parse_member_metadata_value(MR.member_metadata_value(m)) == m
     assert MR.parse_partition_metadata_value(MR.partition_metadata_value({"a": (t, 4)})) == {"a": (t, 4)}
+
+
+# every step of a random run: what the log holds equals the group, and a reload rebuilds it
+OPS = ("join", "beat", "beat", "beat", "leave", "static_leave", "time", "grow")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3)), min_size=1, max_size=30))
+def test_log_follows_the_group_through_random_runs(steps):
+    import asyncio
+
+    async def main():
+        coord, timers, topics = await coordinator()
+        members = [Member(coord, member_id=f"m{i}-" + "x" * 18, instance=f"i{i}" if i % 2 else None)
+                   for i in range(4)]
+        joined = [False] * 4
+        for op, i in steps:
+            m = members[i]
+            if op == "join" and not joined[i]:
+                m.epoch, m.owned = 0, {}
+                joined[i] = (await m.beat())["error"] == E.NONE
+            elif op == "beat" and joined[i]:
+                out = await m.beat()
+                if out["error"]:
+                    joined[i] = False
+            elif op == "leave" and joined[i]:
+                await m.beat(member_epoch=-1)
+                joined[i] = False
+            elif op == "static_leave" and joined[i] and m.instance:
+                await m.beat(member_epoch=-2, instance_id=m.instance)
+                joined[i] = False
+                m.member_id = f"m{i}-" + "y" * 18          # comes back under a new id
+            elif op == "time":
+                timers.advance(20_000)
+            elif op == "grow":
+                topics["t"].partitions[len(topics["t"].partitions)] = None
+            await coord.idle()
+            group = coord.groups.get("g")
+            if group is None or group.modern is None:
+                continue
+            mg = group.modern
+            assert mg.persisted is not None and not mg.dirty
+            assert mg.persisted["members"] == {mid: coord._member_snapshot(mg, x) for mid, x in mg.members.items()}
+            assert (mg.persisted["epoch"], mg.persisted["assignment_epoch"], mg.persisted["metadata"]) == \
+                (mg.group_epoch, mg.assignment_epoch, mg.metadata)
+        group = coord.groups.get("g")
+        if group is not None and group.modern is not None:
+            fresh, _ = await reloaded(coord, topics)
+            g = fresh.groups["g"]
+            assert member_view(g) == member_view(group)
+            assert (g.modern.group_epoch, g.modern.assignment_epoch) == \
+                (group.modern.group_epoch, group.modern.assignment_epoch)
+    asyncio.run(main())
