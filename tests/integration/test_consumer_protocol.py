@@ -7,6 +7,8 @@ process, driven by confluent-kafka (librdkafka 2.x sends ConsumerGroupHeartbeat 
 * a regex subscription follows topics created later;
 * the admin API lists the group as a consumer-protocol group and describes its members and
   their assignments (ConsumerGroupDescribe); kafka-consumer-groups.sh shows them too;
+* a static member (group.instance.id) that closes keeps its partitions reserved and gets them
+  back under a new member id; after a broker restart a member goes on at its epoch;
 * raw requests: a classic JoinGroup into the live group gets INCONSISTENT_GROUP_PROTOCOL, a
   heartbeat with a made-up epoch FENCED_MEMBER_EPOCH, and a broker with the protocol disabled
   answers UNSUPPORTED_VERSION.
@@ -260,3 +262,29 @@ def test_member_goes_on_after_a_broker_restart(tmp_path):
             assert re.search(r"loaded [1-9][0-9]* groups from __consumer_offsets", second)
         finally:
             c.close()
+
+
+def test_static_member_gets_its_partitions_back(kafka):
+    """group.instance.id with the consumer protocol: a closing static member leaves with epoch -2,
+    its partitions stay reserved (the other member does not get them), and the same instance id
+    coming back under a new member id gets the same partitions."""
+    topic, group = unique("kip848st"), unique("g")
+    create_topic(kafka.bootstrap, topic)
+    a = consumer(kafka.bootstrap, group, [topic], **{"group.instance.id": "inst-a"})
+    b = consumer(kafka.bootstrap, group, [topic], **{"group.instance.id": "inst-b"})
+    try:
+        sets = wait_split([a, b])
+        held = sets[1]
+        b.close()
+        time.sleep(2.0)                           # four heartbeats of the member that stayed
+        assert a.snapshot()[0] == sets[0]
+        b2 = consumer(kafka.bootstrap, group, [topic], **{"group.instance.id": "inst-b"})
+        try:
+            wait_for(lambda: b2.snapshot()[0] == held, what="the static member's partitions back")
+            assert a.snapshot()[0] == sets[0]
+        finally:
+            b2.close()
+    finally:
+        a.close()
+        if not b.closed.is_set():
+            b.close()
