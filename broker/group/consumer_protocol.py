@@ -610,7 +610,10 @@ class ConsumerProtocolMixin:
         """The classic fields other code reads: state (Empty makes the group deletable and its
         offsets expirable) and the subscribed topics (OffsetDelete)."""
         mg = group.modern
-        group.state = mg.state()
+        state = mg.state()
+        if state != group.state:        # offsets of an Empty group expire counted from here
+            group.state_timestamp = self.timers.now_ms()
+        group.state = state
         group.subscribed = mg.subscribed_topics()
 
     # ------------------------------------------------------------------ persistence

@@ -485,3 +485,24 @@ def test_log_follows_the_group_through_random_runs(steps):
             assert (g.modern.group_epoch, g.modern.assignment_epoch) == \
                 (group.modern.group_epoch, group.modern.assignment_epoch)
     asyncio.run(main())
+
+
+@run
+async def test_offsets_expire_counted_from_when_the_group_became_empty():
+    """offsets.retention.minutes (7 days) counts from the moment the last member left, not from
+    when the group was created (Kafka's rule for Empty groups)."""
+    day = 24 * 3600 * 1000
+    coord, timers, _ = await coordinator(group_consumer_max_session_timeout_ms=10 * day,
+                                         group_consumer_session_timeout_ms=9 * day)
+    a = Member(coord)
+    await a.beat()
+    await coord.commit_offsets("g", a.member_id, None, a.epoch,
+                               {("t", 0): OffsetAndMetadata(5, -1, "", timers.now_ms(), -1)}, api_version=9)
+    timers.advance(8 * day)                       # a member for eight days
+    await a.beat(member_epoch=-1)
+    timers.advance(60_000)
+    assert await coord.expire_offsets() == 0      # empty for a minute only
+    assert coord.groups["g"].offsets
+    timers.advance(7 * day)
+    assert await coord.expire_offsets() == 1
+    assert "g" not in coord.groups                # and the empty group without offsets is gone
