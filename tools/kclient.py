@@ -18,6 +18,7 @@ import struct
 import time
 from collections import defaultdict, deque
 
+from broker.group.assignors import contiguous_ranges
 from protocol import records as rec
 from protocol.client import KafkaConnectionError
 from protocol.errors import KafkaError, error_for, is_retriable
@@ -338,15 +339,10 @@ def range_assign(subscriptions: dict[str, list[str]], partitions: dict[str, int]
         for t in topics:
             by_topic[t].append(m)
     for t, members in by_topic.items():
-        n = partitions.get(t, 0)
         members = sorted(members)
-        per, extra = divmod(n, len(members))
-        start = 0
-        for i, m in enumerate(members):
-            count = per + (1 if i < extra else 0)
-            if count:
-                result[m][t] = list(range(start, start + count))
-            start += count
+        for m, r in zip(members, contiguous_ranges(partitions.get(t, 0), len(members))):
+            if r:
+                result[m][t] = list(r)
     return result
 
 

@@ -90,14 +90,21 @@ def range_(subscriptions: dict, topics: dict, current: dict) -> Assignment:
         subs = [m for m in members if tid in subscriptions[m]]
         if not subs:
             continue
-        n = topics[tid]
-        per, extra = divmod(n, len(subs))
-        start = 0
-        for i, m in enumerate(subs):
-            size = per + (1 if i < extra else 0)
-            if size:
-                out[m][tid] = set(range(start, start + size))
-            start += size
+        for m, r in zip(subs, contiguous_ranges(topics[tid], len(subs))):
+            if r:
+                out[m][tid] = set(r)
+    return out
+
+
+def contiguous_ranges(n: int, k: int) -> list[range]:
+    """``n`` partitions in ``k`` consecutive ranges, the first ``n % k`` one longer (the range
+    assignor's split, server side here and client side in ``tools/kclient.py``)."""
+    per, extra = divmod(n, k)
+    out, start = [], 0
+    for i in range(k):
+        size = per + (1 if i < extra else 0)
+        out.append(range(start, start + size))
+        start += size
     return out
 
 
@@ -119,4 +126,4 @@ def assignor_name(configured: str) -> str | None:
     return name if name in ASSIGNORS else None
 
 
-__all__ = ["ASSIGNORS", "assignor_name", "uniform", "range_"]
+__all__ = ["ASSIGNORS", "assignor_name", "contiguous_ranges", "uniform", "range_"]

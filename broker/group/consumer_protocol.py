@@ -453,9 +453,8 @@ class ConsumerProtocolMixin:
                 pattern = re.compile(rx)
                 mg.regex_matches[rx] = frozenset(t for t in names if pattern.fullmatch(t))
         out = {}
-        lookup = getattr(self, "topic_lookup", None)
         for name in mg.subscribed_topics():
-            info = lookup(name) if lookup is not None else None
+            info = self.topic_lookup(name) if self.topic_lookup is not None else None
             if info is not None:
                 out[name] = (info.topic_id, len(info.partitions))
         return out

@@ -29,6 +29,7 @@ from tests.integration.test_groups import (PARTITIONS, WAIT, ThreadedConsumer, c
                                            wait_split)
 from tests.support import BrokerProcess
 from tests.support.broker import running
+from tests.support.net import wait_for
 from tests.support.rawkafka import RawConnection
 
 PROPS = {
@@ -78,16 +79,6 @@ def wait_values(consumers, n, timeout=WAIT):
     raise AssertionError(f"got {len(vals)} of {n} records")
 
 
-def wait_for(pred, timeout=WAIT, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_two_members_split_and_the_survivor_takes_over(kafka):
     topic, group = unique("kip848"), unique("g")
     create_topic(kafka.bootstrap, topic)
@@ -107,7 +98,7 @@ def test_two_members_split_and_the_survivor_takes_over(kafka):
         for c, s in zip((a, b), sets):
             assert sorted(c.snapshot()[1]) == sorted(v for _, p in s for v in by_partition[p])
         b.close()
-        wait_for(lambda: len(a.snapshot()[0]) == PARTITIONS, what="the survivor to own every partition")
+        wait_for(lambda: len(a.snapshot()[0]) == PARTITIONS, WAIT, what="the survivor to own every partition")
     finally:
         a.close()
         if not b.closed.is_set():
@@ -146,7 +137,7 @@ def test_regex_subscription_follows_new_topics(kafka):
         create_topic(kafka.bootstrap, f"{prefix}-two", 2)
         produce(kafka.bootstrap, f"{prefix}-two", ["y1", "y2"], partitions=2)
         wait_for(lambda: {t for t, _ in c.snapshot()[0]} == {f"{prefix}-one", f"{prefix}-two"},
-                 what="the new topic to be assigned")
+                 WAIT, what="the new topic to be assigned")
         assert sorted(wait_values([c], 4)) == ["x1", "x2", "y1", "y2"]
     finally:
         c.close()
@@ -171,7 +162,7 @@ def test_admin_lists_and_describes_the_group(kafka):
         def described():
             d = admin.describe_consumer_groups([group])[group].result(timeout=30)
             return d if str(d.state).endswith("STABLE") else None
-        d = wait_for(described, what="a stable description")
+        d = wait_for(described, WAIT, what="a stable description")
         assert d.type == ConsumerGroupType.CONSUMER
         by_client = {m.client_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
                      for m in d.members}
@@ -200,7 +191,7 @@ def test_raw_protocol_errors(kafka):
     topic, group = unique("kip848r"), unique("g")
     create_topic(kafka.bootstrap, topic)
     host, port = kafka.bootstrap.split(":")
-    coord_ready = wait_for(lambda: _coordinator_ready(host, int(port), group), what="the coordinator")
+    coord_ready = wait_for(lambda: _coordinator_ready(host, int(port), group), WAIT, what="the coordinator")
     assert coord_ready
     with RawConnection(host, int(port)) as conn:
         member = uuid.uuid4().hex[:22]
@@ -234,7 +225,7 @@ def test_disabled_protocol_answers_unsupported_version(tmp_path):
     with running(BrokerProcess(tmp_path, name="classic-only", props=props)) as b:
         host, port = b.bootstrap.split(":")
         group = unique("g")
-        wait_for(lambda: _coordinator_ready(host, int(port), group), what="the coordinator")
+        wait_for(lambda: _coordinator_ready(host, int(port), group), WAIT, what="the coordinator")
         with RawConnection(host, int(port)) as conn:
             r = conn.request(68, 1, heartbeat(group, "m" * 22, 0))
             assert r.error_code == E.UNSUPPORTED_VERSION
@@ -280,7 +271,7 @@ def test_static_member_gets_its_partitions_back(kafka):
         assert a.snapshot()[0] == sets[0]
         b2 = consumer(kafka.bootstrap, group, [topic], **{"group.instance.id": "inst-b"})
         try:
-            wait_for(lambda: b2.snapshot()[0] == held, what="the static member's partitions back")
+            wait_for(lambda: b2.snapshot()[0] == held, WAIT, what="the static member's partitions back")
             assert a.snapshot()[0] == sets[0]
         finally:
             b2.close()
