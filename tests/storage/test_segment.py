@@ -1,7 +1,10 @@
 import os
 
-from protocol.records import read_header, set_base_offset
+from hypothesis import given, settings, strategies as st
 
+from protocol.records import build_batch, read_header, set_base_offset
+
+from storage import segment
 from storage.segment import LogSegment
 from tests.storage.helpers import make_batch
 
@@ -112,3 +115,38 @@ def test_index_corruption_triggers_rebuild(tmp_path):
         f.write(b"\x7f\xff\xff\xff\x7f\xff\xff\xff")   # points past the log
     seg = LogSegment(str(tmp_path), 0, index_interval_bytes=20)
     assert seg.read(7, 100)[1].base_offset == 7
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 9000), min_size=1, max_size=15),
+       interval=st.sampled_from([0, 100, 4096, 20000, 10 ** 6]),
+       start=st.integers(0, 14), max_size=st.integers(0, 150000), min_one=st.booleans())
+def test_whole_batches_region_ends_after_the_last_batch_that_fits(tmp_path_factory, sizes,
+                                                                  interval, start, max_size,
+                                                                  min_one):
+    """Kafka answers a first batch that does not fit (and no min-one rule) with no records;
+    here the partial tail after the last whole batch goes too, whatever the index density
+    (a sparse index past TRIM_WALK_MAX leaves the region as it was)."""
+    seg = LogSegment(str(tmp_path_factory.mktemp("whole")), 0, index_interval_bytes=interval,
+                     create=True, active=True)
+    ends, pos = [], 0
+    for off, n in enumerate(sizes):
+        b = build_batch([(None, b"v" * n, [], 1700000000000)], base_offset=off)
+        append(seg, b)
+        pos += len(b)
+        ends.append(pos)
+    first = min(start, len(sizes) - 1)
+    begin = ends[first - 1] if first else 0
+    plain, h = seg.read(first, max_size, min_one_message=min_one)
+    whole, h2 = seg.read(first, max_size, min_one_message=min_one, whole_batches=True)
+    assert h2.pos == h.pos == begin and whole.position == begin
+    fit = [e for e in ends[first:] if e <= begin + plain.length]
+    expected = (fit[-1] - begin) if fit else 0
+    if whole.length != expected:
+        # only a walk longer than the bound may leave the partial tail in place
+        end = begin + plain.length
+        assert whole.length == plain.length
+        assert end - max(begin, seg.offset_index.floor_position(end)) > segment.TRIM_WALK_MAX
+    if min_one:
+        assert whole.length >= ends[first] - begin      # KIP-74: the first batch, whole
+    assert whole.length <= plain.length
