@@ -40,6 +40,7 @@ public class JavaClientCheck {
                 checks.put("produce_" + codec + "_acks" + acks, () -> produceAndRead(codec, acks));
         checks.put("idempotent_default", JavaClientCheck::idempotentDefault);
         checks.put("list_offsets", JavaClientCheck::listOffsets);
+        checks.put("fetch_limits", JavaClientCheck::fetchLimits);
         checks.put("group_commit_resume", JavaClientCheck::groupCommitResume);
         checks.put("cooperative_two_members", JavaClientCheck::cooperativeTwoMembers);
         checks.put("static_member", JavaClientCheck::staticMember);
@@ -280,6 +281,29 @@ public class JavaClientCheck {
             require(s(got.get(i).value()).equals("v" + i), "order at " + i);
         }
         return "2000 records in order, no duplicates";
+    }
+
+    /** Two partitions of 20 KB batches read with fetch.max.bytes of 30 KB: the second partition's
+     *  first batch never fits in what the first leaves, and a cut batch there would stop this
+     *  consumer ("Failed to make progress reading messages"); Kafka answers it with no records. */
+    static String fetchLimits() throws Exception {
+        String t = topic("jfetchlimits");
+        try (Admin a = admin()) { create(a, t, 2); }
+        byte[] big = new byte[20000];
+        java.util.Arrays.fill(big, (byte) 'x');
+        int per = 4;
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of("linger.ms", 0, "batch.size", 30000))) {
+            for (int part = 0; part < 2; part++)
+                for (int i = 0; i < per; i++)
+                    p.send(new ProducerRecord<>(t, part, b("k" + i), big)).get();
+        }
+        List<ConsumerRecord<byte[], byte[]>> got = readAll(t, 2, 2 * per,
+            Map.of("fetch.max.bytes", 30000, "max.partition.fetch.bytes", 25000));
+        Set<String> seen = new HashSet<>();
+        for (ConsumerRecord<byte[], byte[]> r : got) seen.add(r.partition() + "/" + r.offset());
+        require(got.size() == 2 * per && seen.size() == 2 * per,
+                "read " + got.size() + " records (" + seen.size() + " distinct), want " + 2 * per);
+        return "read " + got.size() + " records of 20 KB from 2 partitions with fetch.max.bytes=30000";
     }
 
     static String listOffsets() throws Exception {
