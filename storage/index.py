@@ -221,12 +221,6 @@ class OffsetIndex(_Index):
             return self.base_offset, 0
         return self.base_offset + self._offsets[-1], self._positions[-1]
 
-    def floor_position(self, position: int) -> int:
-        """The largest indexed batch position ≤ ``position`` (0 if none)."""
-        self._ensure_loaded()
-        i = bisect_right(self._positions, position) - 1
-        return self._positions[i] if i >= 0 else 0
-
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose offset is ≥ ``offset``."""
         self._ensure_loaded()

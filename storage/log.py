@@ -516,7 +516,7 @@ class Log:
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True, whole_batches: bool = False) -> FetchDataInfo:
+             min_one_message: bool = True, whole_first: bool = False) -> FetchDataInfo:
         """Bytes from ``fetch_offset`` up to ``max_offset`` (exclusive; default = log end
         offset — consumers pass the high watermark or last stable offset)."""
         leo = self.log_end_offset
@@ -537,7 +537,7 @@ class Log:
             else:
                 h = seg.translate_offset(max_offset)
                 max_pos = h.pos if h is not None else seg.size
-            r = seg.read(fetch_offset, max_bytes, max_pos, min_one_message, whole_batches)
+            r = seg.read(fetch_offset, max_bytes, max_pos, min_one_message, whole_first)
             if r is not None:
                 region = r[0]
                 return FetchDataInfo(fetch_offset, (region,) if region.length else (),

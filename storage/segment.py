@@ -42,9 +42,6 @@ from .txn_index import TransactionIndex
 
 INT32_MAX = 0x7FFFFFFF
 DELETED_SUFFIX = ".deleted"
-# the longest header walk that trimming a fetch region to whole batches may take (an index
-# entry every index.interval.bytes, 4096 by default, keeps it to one window)
-TRIM_WALK_MAX = 64 * 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -235,14 +232,14 @@ class LogSegment:
         return None
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = False, whole_batches: bool = False):
+             min_one_message: bool = False, whole_first: bool = False):
         """``(FileRegion, first BatchHeader)`` from the batch holding ``start_offset``, or None.
 
         The region is at most ``max_size`` bytes (at least the first batch when
         ``min_one_message``) and never extends past ``max_position``.  Like Kafka, the last
-        batch in the region may be cut short (clients drop a partial trailing batch) — unless
-        ``whole_batches``: then the region ends after the last batch that fits whole, and is
-        empty if not even the first one does.
+        batch in the region may be cut short; clients drop a partial trailing batch.  A first
+        batch that does not fit is cut too, unless ``whole_first``: then the region is empty
+        (Kafka's answer to Fetch v3+, its ``firstEntryIncomplete`` rule).
         """
         h = self.translate_offset(start_offset)
         if h is None:
@@ -251,25 +248,9 @@ class LogSegment:
             max_position = self.size
         limit = max(max_size, h.size) if min_one_message else max_size
         length = max(0, min(max_position - h.pos, limit))
-        if whole_batches and length < max_position - h.pos:     # cut by the size limit
-            length = self._whole_batches_end(h, h.pos + length) - h.pos
+        if whole_first and limit < h.size:
+            length = 0
         return FileRegion(self.fd, h.pos, length), h
-
-    def _whole_batches_end(self, first: BatchHeader, end: int) -> int:
-        """Where the last batch that ends at or before ``end`` ends, from ``first`` on.
-
-        The walk starts at the last indexed batch before ``end`` (an entry every
-        ``index.interval.bytes``), so it reads one window however big the region.  With an
-        index sparser than ``TRIM_WALK_MAX`` the region is left as it is (partial tail)."""
-        if first.pos + first.size > end:
-            return first.pos
-        start = max(first.pos, self.offset_index.floor_position(end))
-        if end - start > TRIM_WALK_MAX:
-            return end
-        last = start
-        for b in walk_headers(self.fd, start, end):
-            last = b.pos + b.size
-        return last
 
     def read_bytes(self, start_offset: int, max_size: int, max_position: int | None = None,
                    min_one_message: bool = False) -> bytes:

@@ -84,7 +84,7 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
             max_bytes = min(fp.partition_max_bytes, remaining) if v >= 3 else fp.partition_max_bytes
             try:
                 data = lg.read(fp.fetch_offset, max(max_bytes, 0), max_offset=limit,
-                               min_one_message=(total == 0 or v < 3), whole_batches=v >= 3)
+                               min_one_message=(total == 0 or v < 3), whole_first=v >= 3)
             except OffsetOutOfRangeError:
                 pd.error_code = E.OFFSET_OUT_OF_RANGE
                 continue

@@ -3,9 +3,9 @@
 * KIP-74 (Fetch v3+): the first partition's first batch comes whole, however small the limits;
 * a later partition whose first batch does not fit in what is left of the request's
   ``max_bytes`` gets no records — Kafka's ``firstEntryIncomplete`` rule.  A partial batch there
-  would make the Java consumer fail ("Failed to make progress reading messages");
-* a region cut by a limit ends after its last whole batch: the partial tail Kafka would send
-  (and every client drops) is not sent (docs/broker.md, "Whole batches");
+  made kafka-python and the Java consumer stop ("Failed to make progress reading messages");
+* a region cut by a limit after its first batch ends where the limit does, the last batch
+  partial, as Kafka's (clients drop it);
 * real clients reading with limits smaller than the batches still get every record.
 """
 from __future__ import annotations
@@ -64,27 +64,29 @@ def fetch(kafka, *, max_bytes, partitions, version=12):
 
 
 @pytest.mark.parametrize("version", [4, 12])
-def test_a_cut_region_ends_after_its_last_whole_batch(kafka, version):
+def test_a_cut_region_keeps_its_partial_last_batch_as_kafka_does(kafka, version):
     size = batch_size(kafka)
     got = fetch(kafka, max_bytes=50 << 20, partitions=[(0, 2 * size + size // 2)], version=version)
-    assert len(got[0]) == 2 * size
-    assert [h.base_offset for h in iter_batches(got[0])] == [0, 1]
+    assert len(got[0]) == 2 * size + size // 2
+    assert [h.base_offset for h in iter_batches(got[0])] == [0, 1]     # the third is partial
 
 
 def test_kip74_first_batch_whole_and_a_later_partition_that_does_not_fit_gets_nothing(kafka):
     size = batch_size(kafka)
-    # the request's budget: the first batch of partition 0 and half of partition 1's
-    got = fetch(kafka, max_bytes=size + size // 2, partitions=[(0, 1 << 20), (1, 1 << 20)])
+    # partition 0 takes one batch; what is left of the request's budget is half a batch
+    got = fetch(kafka, max_bytes=size + size // 2, partitions=[(0, size), (1, 1 << 20)])
     assert len(got[0]) == size
     assert got[1] == b""
+    # partition 0 takes the whole budget (its second batch cut): nothing is left for partition 1
+    got = fetch(kafka, max_bytes=size + size // 2, partitions=[(0, 1 << 20), (1, 1 << 20)])
+    assert len(got[0]) == size + size // 2 and got[1] == b""
     # limits below one batch: partition 0 still gets its first batch whole (KIP-74)
     got = fetch(kafka, max_bytes=1, partitions=[(0, 1), (1, 1 << 20)])
     assert len(got[0]) == size and got[1] == b""
-    # with room for both, both partitions answer whole batches only
-    got = fetch(kafka, max_bytes=3 * size + size // 2, partitions=[(0, 1 << 20), (1, 1 << 20)])
-    assert len(got[0]) == 3 * size and len(got[1]) == 0
+    # partition 1's first batch fits in what partition 0 leaves: its second is cut, as Kafka's
     got = fetch(kafka, max_bytes=4 * size + size // 2, partitions=[(0, 1 << 20), (1, 1 << 20)])
-    assert len(got[0]) == 3 * size and len(got[1]) == size
+    assert len(got[0]) == 3 * size and len(got[1]) == size + size // 2
+    assert [h.base_offset for h in iter_batches(got[1])] == [0]
 
 
 def test_clients_with_limits_below_a_batch_read_everything(kafka):
