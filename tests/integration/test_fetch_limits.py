@@ -14,11 +14,10 @@ import os
 
 import pytest
 
-from protocol.messages import FetchRequest
 from protocol.records import build_batch, iter_batches
 from tests.support import BrokerProcess
 from tests.support.broker import running
-from tests.support.rawkafka import FETCH, RawConnection
+from tests.support.rawkafka import RawConnection
 
 BATCH_VALUE = 10_000
 TOPIC = "limits"
@@ -47,17 +46,11 @@ def batch_size(kafka) -> int:
 
 def fetch(kafka, *, max_bytes, partitions, version=12):
     """{partition: records bytes} of one Fetch for ``partitions`` = [(partition, max bytes)]."""
-    body = FetchRequest(
-        cluster_id=None, replica_id=-1, replica_state=None, max_wait_ms=0, min_bytes=1,
-        max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
-            partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=pmax) for p, pmax in partitions])],
-        forgotten_topics_data=[], rack_id="")
     with RawConnection(kafka.host, kafka.port) as c:
-        resp = c.request(FETCH, version, body)
+        answers = c.fetch_partitions(TOPIC, [(p, 0, pmax) for p, pmax in partitions],
+                                     version=version, max_bytes=max_bytes)
     out = {}
-    for pd in resp.responses[0].partitions:
+    for pd in answers:
         assert pd.error_code == 0, pd.error_code
         out[pd.partition_index] = bytes(pd.records)
     return out

@@ -107,15 +107,22 @@ class RawConnection:
     def fetch(self, topic: str, partition: int, offset: int, *, version: int = 11,
               max_bytes: int = 50 << 20, max_wait_ms: int = 0):
         """The partition's FetchResponse data (records as bytes)."""
+        return self.fetch_partitions(topic, [(partition, offset, max_bytes)], version=version,
+                                     max_bytes=max_bytes, max_wait_ms=max_wait_ms)[0]
+
+    def fetch_partitions(self, topic: str, partitions, *, version: int = 11,
+                         max_bytes: int = 50 << 20, max_wait_ms: int = 0):
+        """One Fetch of ``partitions`` = [(partition, offset, partition max bytes)], in that
+        order; the partitions' FetchResponse data."""
         body = FetchRequest(
             cluster_id=None, replica_id=-1, replica_state=None, max_wait_ms=max_wait_ms,
             min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
-                partition=partition, current_leader_epoch=-1, fetch_offset=offset,
-                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=max_bytes)])],
+                partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=pmax) for p, offset, pmax in partitions])],
             forgotten_topics_data=[], rack_id="")
         resp = self.request(FETCH, version, body)
-        return resp.responses[0].partitions[0]
+        return resp.responses[0].partitions
 
     def list_offsets(self, topic: str, partition: int, timestamp: int, version: int = 5):
         body = ListOffsetsRequest(
