@@ -12,7 +12,8 @@ How this works:
   needed, and writes the whole buffer with one ``pwrite``.  ``append_as_follower`` takes
   batches that already carry offsets and epochs.
 * ``read`` answers with a ``FetchDataInfo`` holding ``FileRegion``s (fd, position, length), at
-  least one whole batch when ``min_one_message`` (KIP-74), never past ``max_offset``.
+  least one whole batch when ``min_one_message`` (KIP-74), none when ``whole_first`` and the
+  first batch does not fit, never past ``max_offset``.
 * Retention (``delete_old_segments``) deletes whole segments oldest first by time, size and log
   start offset, never past the high watermark; deleted segments are renamed ``.deleted`` and
   removed ``file.delete.delay.ms`` later (``delete_expired_files``) so in-flight regions stay valid.

@@ -3,7 +3,8 @@
 v0-3 consumers need legacy message sets (magic 0 for v0-1, magic 1 for v2-3): batches are
 down-converted per partition unless ``message.downconversion.enable`` is false (then
 UNSUPPORTED_VERSION for that partition).  v3+ ``max_bytes`` (KIP-74: the first partition with
-data always gets at least one whole batch).  v4+ isolation level, last stable offset and aborted
+data always gets at least one whole batch; a later one whose first batch does not fit in what
+is left gets no records, Kafka's ``firstEntryIncomplete`` rule).  v4+ isolation level, last stable offset and aborted
 transactions.  v5+ log start offset.  v7+ fetch sessions (KIP-227): this broker answers every
 fetch as a full, sessionless fetch (session id 0), which clients accept.  v9+ current leader
 epoch checks.  v11+ rack id / preferred read replica (always -1).  v12+ flexible.  v13+ topic ids
