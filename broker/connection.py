@@ -108,6 +108,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sockfd = None      # set when responses may use sendfile
         self.quota_slot = None  # the connection counted by broker/connection_quotas.py
         self._wsock = None      # socket on a dup of the fd: direct sends and writability waits
+        self._waiter = None     # future of a pending writability wait (resolved if the connection is lost)
+        self._region = None     # [fd, position, bytes left] of the region being sent with sendfile
         self.security = None    # SecuritySession: principal and SASL state (broker/security)
         self.throttle_ms = 0    # set by a handler when the client is over a quota (broker/client_quota.py)
         self.throttled_by = None    # (quota manager, metric tags) of that throttle
@@ -195,6 +197,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 pass
             self._wsock.close()
             self._wsock = None
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(False)
         self._can_write.set()
         self.broker.connections.discard(self)
         if self.worker is not None and not self.worker.done() and not self.in_flight:
@@ -464,8 +468,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _send(self, data, more: bool) -> bool:
         """Write ``data`` to the socket directly (the transport's buffer is empty)."""
-        if self._wsock is None:
-            self._wsock = socket.socket(fileno=os.dup(self.sockfd))
+        self._dup_fileno()
         flags = socket.MSG_MORE if more else 0
         mv = memoryview(data)
         while mv:
@@ -491,43 +494,74 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return True
 
     async def _sendfile(self, region) -> bool:
-        offset, remaining = region.position, region.length
-        while remaining > 0:
-            if self.closed:
-                return False
-            t0 = time.monotonic() if self._write_time is not None else None
-            try:
-                n = os.sendfile(self.sockfd, region.fd, offset, remaining)
-            except BlockingIOError:
-                if t0 is not None:
-                    self._write_time += time.monotonic() - t0
-                await self._writable()
-                continue
-            except OSError as e:
-                log.info("closing connection from %s:%s: sendfile failed: %s", *self.peer, e)
-                self.close()
-                return False
-            if n == 0:      # the file is shorter than the region: cannot keep framing intact
-                log.error("segment file ended inside a fetch region; closing %s:%s", *self.peer)
-                self.close()
-                return False
-            if t0 is not None:
-                self._write_time += time.monotonic() - t0
-            offset += n
-            remaining -= n
-            if remaining:   # a short write: the send buffer is full (saves a sendfile that fails)
-                await self._writable()
+        """``os.sendfile`` of the region; once the send buffer is full the rest is sent from the
+        socket's writability callback, so each refill costs one callback and one syscall (no
+        future, no task wake-up, no epoll registration per wait) and the coroutine resumes once,
+        when the region is out."""
+        self._region = [region.fd, region.position, region.length]
+        if not self._sendfile_some() or not self._region[2]:
+            return self._region[2] == 0 and not self.closed
+        loop = asyncio.get_running_loop()
+        fut = self._waiter = loop.create_future()
+        wfd = self._dup_fileno()
+        loop.add_writer(wfd, self._on_writable_sendfile)
+        try:
+            return await fut
+        finally:
+            self._waiter = None
+            if self._wsock is not None:
+                loop.remove_writer(wfd)
+
+    def _on_writable_sendfile(self):
+        fut = self._waiter
+        if fut is None or fut.done():
+            return
+        if not self._sendfile_some():
+            fut.set_result(False)
+        elif not self._region[2]:
+            fut.set_result(True)
+
+    def _sendfile_some(self) -> bool:
+        """One ``os.sendfile`` of what is left of ``self._region``; False when the connection is
+        done for (closed, or the file ended inside the region: framing cannot be kept)."""
+        if self.closed:
+            return False
+        fd, offset, remaining = self._region
+        t0 = time.monotonic() if self._write_time is not None else None
+        try:
+            n = os.sendfile(self.sockfd, fd, offset, remaining)
+        except BlockingIOError:
+            n = -1
+        except OSError as e:
+            log.info("closing connection from %s:%s: sendfile failed: %s", *self.peer, e)
+            self.close()
+            return False
+        if t0 is not None:
+            self._write_time += time.monotonic() - t0
+        if n == 0:      # the file is shorter than the region: cannot keep framing intact
+            log.error("segment file ended inside a fetch region; closing %s:%s", *self.peer)
+            self.close()
+            return False
+        if n > 0:
+            self._region[1] = offset + n
+            self._region[2] = remaining - n
         return True
 
-    async def _writable(self):
-        """Wait until the socket can take more bytes (a dup'd fd, since the transport owns it)."""
-        loop = asyncio.get_running_loop()
+    def _dup_fileno(self) -> int:
         if self._wsock is None:
             self._wsock = socket.socket(fileno=os.dup(self.sockfd))
-        wfd = self._wsock.fileno()
-        fut = loop.create_future()
+        return self._wsock.fileno()
+
+    async def _writable(self):
+        """Wait until the socket can take more bytes (a dup'd fd, since the transport owns it);
+        returns early when the connection is lost."""
+        loop = asyncio.get_running_loop()
+        wfd = self._dup_fileno()
+        fut = self._waiter = loop.create_future()
         loop.add_writer(wfd, lambda: fut.done() or fut.set_result(None))
         try:
             await fut
         finally:
-            loop.remove_writer(wfd)
+            self._waiter = None
+            if self._wsock is not None:
+                loop.remove_writer(wfd)

@@ -153,3 +153,27 @@ def test_small_regions_are_read_into_one_write(tmp_path, monkeypatch):
         received = asyncio.run(run())
         assert writes == []
         assert received[8:] == data[:C.INLINE_REGION_BYTES + 1]
+
+
+def test_a_write_waiting_for_a_full_socket_ends_when_the_connection_is_lost(tmp_path):
+    """The peer stops reading in the middle of a large region and the connection is lost (the
+    transport calls ``connection_lost``): the pending write returns False at once instead of
+    waiting for ever on a socket nobody watches any more, so the request's task ends."""
+    with _Setup(tmp_path, 4 << 20) as t:
+        fd, a, b = t.fd, t.a, t.b
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        a.setblocking(False)
+        conn = _connection(a)
+        conn.broker.connections = {conn}
+
+        async def run():
+            loop = asyncio.get_running_loop()
+            write = loop.create_task(conn._sendfile(FileRegion(fd, 0, 4 << 20)))
+            await asyncio.sleep(0.2)
+            assert not write.done(), "4 MiB cannot fit a 64 KiB socket pair nobody reads"
+            conn.connection_lost(ConnectionResetError())
+            return await asyncio.wait_for(write, 5)
+
+        assert asyncio.run(run()) is False
+        assert conn.broker.connections == set()
