@@ -101,12 +101,14 @@ class CleaningAborted(Exception):
 
 # -- start-up: settle leftovers of an interrupted swap ----------------------------------------
 
-def complete_swaps(dir: str) -> None:
-    """Delete ``.cleaned`` files; finish valid ``.swap`` segments, delete the rest."""
-    try:
-        names = os.listdir(dir)
-    except FileNotFoundError:
-        return
+def complete_swaps(dir: str, names: list[str] | None = None) -> bool:
+    """Delete ``.cleaned`` files; finish valid ``.swap`` segments, delete the rest.  ``names``:
+    the directory's listing if the caller has it.  True if the directory was changed."""
+    if names is None:
+        try:
+            names = os.listdir(dir)
+        except FileNotFoundError:
+            return False
     changed = False
     cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
     bases = [int(n[:20]) for n in cleaned if n[:20].isdigit()]
@@ -150,8 +152,10 @@ def complete_swaps(dir: str) -> None:
         p = os.path.join(dir, n)
         if os.path.exists(p):
             _unlink(p)
+            changed = True
     if changed:
         fsync_dir(dir)
+    return changed
 
 
 def _unlink(path: str) -> None:

@@ -28,6 +28,7 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 
+from .checkpoint import read_file
 from .errors import CorruptIndexError
 
 _LITTLE = sys.byteorder == "little"
@@ -59,16 +60,18 @@ class _Index:
         if not self._loaded:
             self.load()
 
-    def load(self) -> None:
+    def load(self) -> bool:
+        """Read the entries from the file; False if there is no file (no entries then)."""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            data = read_file(self.path)
+            found = True
         except FileNotFoundError:
-            data = b""
+            data, found = b"", False
         self._clear()
         self._parse(data)
         self._file_entries = len(self)
         self._loaded = True
+        return found
 
     def create(self, active: bool = True, write: bool = True) -> None:
         """Start a brand-new empty index (and its file, unless ``write`` is false: the owner

@@ -50,6 +50,7 @@ from .config import LogConfig
 from .errors import (InvalidProducerEpochError, InvalidTimestampError, OffsetOutOfRangeError,
                      OutOfOrderSequenceError, RecordTooLargeError, StorageError,
                      UnexpectedAppendOffsetError, UnknownProducerIdError)
+from .checkpoint import read_file
 from .cleaner import complete_swaps
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager, SeqResult
@@ -143,10 +144,13 @@ class Log:
         self.time_ms = time_ms
         self._rng = rng or _RNG
         try:
-            os.makedirs(dir)
+            os.mkdir(dir)
             fresh = True        # nothing to scan, recover or read back
         except FileExistsError:
             fresh = False
+        except FileNotFoundError:       # the log dir itself is missing
+            os.makedirs(dir)
+            fresh = True
         self.segments: list[LogSegment] = []
         self.bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -187,8 +191,9 @@ class Log:
         self.producer_state.reset(start)
 
     def _load(self, recovery_point, log_start_offset, high_watermark, clean) -> None:
-        complete_swaps(self.dir)      # .cleaned deleted, valid .swap renamed into place
-        names = os.listdir(self.dir)
+        names = os.listdir(self.dir)    # the one listing of the directory, passed along
+        if complete_swaps(self.dir, names):     # .cleaned deleted, valid .swap renamed into place
+            names = os.listdir(self.dir)
         bases = set()
         for n in names:
             path = os.path.join(self.dir, n)
@@ -212,7 +217,9 @@ class Log:
         txn_from = None
         if not clean:
             txn_from = self._recover_from(recovery_point)
-        self.active.on_becoming_active()
+        # after a clean shutdown the indexes on disk are the ones in memory: the active ones are
+        # sized up to segment.index.bytes by their next persist, not at start-up
+        self.active.on_becoming_active(persist=not clean)
         self.log_end_offset = self.active.next_offset if self.active.size \
             else self.active.base_offset
         if len(self.segments) > 1 and self.active.size == 0:
@@ -224,7 +231,7 @@ class Log:
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state(clean, txn_from)
+        self._rebuild_producer_state(clean, txn_from, names)
 
     def _recover_from(self, recovery_point: int) -> int:
         """Recover segments from the one holding ``recovery_point``; returns that segment's
@@ -248,17 +255,22 @@ class Log:
             seg.active = False
         return first
 
-    def _rebuild_producer_state(self, clean: bool, txn_index_from: int | None = None) -> None:
+    def _rebuild_producer_state(self, clean: bool, txn_index_from: int | None = None,
+                                names: list[str] | None = None) -> None:
         """Replay from the newest usable snapshot.  With ``txn_index_from`` (recovery) the
-        snapshot is at or below that offset and ABORT markers at or above it are re-indexed."""
+        snapshot is at or below that offset and ABORT markers at or above it are re-indexed.
+        ``names``: the log directory's listing, if just read."""
         pm = self.producer_state
         leo = self.log_end_offset
-        pm.delete_snapshots_after(leo)
-        snap = pm.load_snapshot(leo if txn_index_from is None else min(leo, txn_index_from))
+        kept = pm.delete_snapshots_after(leo, None if names is None else pm.snapshot_offsets(names))
+        snap = pm.load_snapshot(leo if txn_index_from is None else min(leo, txn_index_from), kept)
         if snap is None and clean:
             pm.reset(leo)       # Kafka: no snapshot after a clean shutdown = no producers
             return
         start = max(snap if snap is not None else 0, self.segments[0].base_offset)
+        if start >= leo:        # the snapshot is at the log end: nothing to replay
+            pm.map_end_offset = leo
+            return
         session = pm.session()
         for h, buf in self._iter_batches(start):
             if h.producer_id >= 0:
@@ -300,8 +312,7 @@ class Log:
     # -- partition.metadata -----------------------------------------------------------------
     def _read_partition_metadata(self) -> str | None:
         try:
-            with open(os.path.join(self.dir, PARTITION_METADATA), encoding="utf-8") as f:
-                lines = f.read().splitlines()
+            lines = read_file(os.path.join(self.dir, PARTITION_METADATA)).decode("utf-8").splitlines()
         except FileNotFoundError:
             return None
         fields = dict(ln.split(":", 1) for ln in lines if ":" in ln)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from .checkpoint import write_atomic
+from .checkpoint import read_file, write_atomic
 from .errors import (InvalidTxnStateError, TransactionCoordinatorFencedError)
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -249,12 +249,15 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
+        """Offsets of the snapshot files, ascending; ``names``: the directory's listing when
+        the caller has just read it (log loading lists each directory once)."""
         out = []
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return out
+        if names is None:
+            try:
+                names = os.listdir(self.dir)
+            except FileNotFoundError:
+                return out
         for n in names:
             if n.endswith(SNAPSHOT_SUFFIX) and len(n) == 20 + len(SNAPSHOT_SUFFIX):
                 try:
@@ -304,17 +307,17 @@ class ProducerStateManager:
             out.append(e)
         return out
 
-    def load_snapshot(self, max_offset: int) -> int | None:
+    def load_snapshot(self, max_offset: int, offsets: list[int] | None = None) -> int | None:
         """Load the newest valid snapshot ≤ ``max_offset``; returns its offset (None = none).
+        ``offsets``: the snapshot offsets if the caller already has them.
 
         Unreadable snapshots on the way are deleted, as Kafka does."""
-        for off in reversed(self.snapshot_offsets()):
+        for off in reversed(self.snapshot_offsets() if offsets is None else offsets):
             if off > max_offset:
                 continue
             path = self.snapshot_path(off)
             try:
-                with open(path, "rb") as f:
-                    entries = self.decode_snapshot(f.read())
+                entries = self.decode_snapshot(read_file(path))
             except (OSError, ValueError):
                 try:
                     os.unlink(path)
@@ -330,11 +333,16 @@ class ProducerStateManager:
         self.reset(0)
         return None
 
-    def delete_snapshots_after(self, offset: int) -> None:
-        """Remove snapshots with offset > ``offset`` (log truncated)."""
-        for off in self.snapshot_offsets():
+    def delete_snapshots_after(self, offset: int, offsets: list[int] | None = None) -> list[int]:
+        """Remove snapshots with offset > ``offset`` (log truncated); returns the offsets of
+        those left.  ``offsets``: the snapshot offsets if the caller already has them."""
+        kept = []
+        for off in self.snapshot_offsets() if offsets is None else offsets:
             if off > offset:
                 self._unlink(off)
+            else:
+                kept.append(off)
+        return kept
 
     def delete_snapshots_below(self, offset: int) -> None:
         for off in self.snapshot_offsets():

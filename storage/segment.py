@@ -115,13 +115,12 @@ class LogSegment:
             return
         self._indexes_ready = True
         try:
-            if not (os.path.exists(self.offset_index.path)
-                    and os.path.exists(self.time_index.path)):
+            found = self.offset_index.load()
+            found = self.time_index.load() and found
+            if not found:
                 if self.size:
                     raise CorruptIndexError("index file missing")
                 self._index_files = False       # empty segment: created with its first data
-            self.offset_index.load()
-            self.time_index.load()
             _, last_pos = self.offset_index.last_entry()
             if last_pos > self.size or (self.size == 0 and self.offset_index.entries):
                 raise CorruptIndexError(f"{self.offset_index.path} points past the log")
@@ -300,11 +299,15 @@ class LogSegment:
         self.offset_index._active = self.time_index._active = False
         self._persist()
 
-    def on_becoming_active(self) -> None:
+    def on_becoming_active(self, persist: bool = True) -> None:
+        """Active again (or still): its index files are sized up to ``segment.index.bytes``
+        now, or, with ``persist`` false, by their next persist (their entries are already on
+        disk: a log loaded after a clean shutdown)."""
         self._ensure_indexes()
         self.active = True
         self.offset_index._active = self.time_index._active = True
-        self._persist()
+        if persist:
+            self._persist()
 
     # -- recovery & truncation --------------------------------------------------------------
     def recover(self) -> int:
