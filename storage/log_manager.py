@@ -144,12 +144,13 @@ class LogManager:
         rps = self._read_cp(d, RECOVERY_POINT_CHECKPOINT)
         hws = self._read_cp(d, REPLICATION_OFFSET_CHECKPOINT)
         starts = self._read_cp(d, LOG_START_OFFSET_CHECKPOINT)
-        for name in sorted(os.listdir(d)):
-            path = os.path.join(d, name)
-            if name.endswith(DELETE_SUFFIX) and os.path.isdir(path):
+        with os.scandir(d) as it:       # d_type from the listing: no stat per entry
+            entries = sorted((e.name, e.path, e.is_dir()) for e in it)
+        for name, path, is_dir in entries:
+            if name.endswith(DELETE_SUFFIX) and is_dir:
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            if not os.path.isdir(path) or name.endswith(("-future", "-stray")):
+            if not is_dir or name.endswith(("-future", "-stray")):
                 continue
             try:
                 tp = parse_dir_name(name)
