@@ -123,10 +123,27 @@ class Partition:
             fut = loop.create_future()
             self.add_waiter(fut)
             try:
-                await asyncio.wait_for(fut, remaining)
-            except asyncio.TimeoutError:
+                await wait_until(fut, deadline)
+            finally:
                 self.remove_waiter(fut)
         return 0
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def wait_until(fut: asyncio.Future, deadline: float) -> None:
+    """Wait for ``fut`` (a waiter that ``Replica.wake`` resolves) or until the loop time
+    ``deadline``, whichever comes first.  A timer resolves the future itself: the waiting task
+    resumes in the loop iteration after the wake, where ``asyncio.wait_for`` (3.11) takes one
+    more and builds a future and callbacks of its own."""
+    timer = asyncio.get_running_loop().call_at(deadline, _expire, fut)
+    try:
+        await fut
+    finally:
+        timer.cancel()
 
 
 class ReplicaManager:

@@ -25,6 +25,7 @@ import asyncio
 
 from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
+from broker.replica import wait_until
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
 from protocol.messages import FetchResponse
@@ -164,9 +165,7 @@ async def fetch(ctx, req):
             for p in hosted:
                 p.add_waiter(fut)
             try:
-                await asyncio.wait_for(fut, remaining)
-            except asyncio.TimeoutError:
-                pass
+                await wait_until(fut, deadline)
             finally:
                 for p in hosted:
                     p.remove_waiter(fut)
