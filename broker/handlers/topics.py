@@ -27,6 +27,13 @@ Controller mutation quotas (``controller_mutation_rate``, KIP-599; broker/client
     zero sets ``throttle_time_ms`` (the time it takes to refill to zero) and mutes the
     connection.  ``validate_only`` requests count nothing.
 
+Size limit (KRaft's ``MAX_RECORDS_PER_USER_OP``)
+    A CreateTopics or CreatePartitions request whose changes add up to more than 10,000
+    metadata records (a topic record, a record per partition and per config) fails whole:
+    POLICY_VIOLATION "Unable to perform excessively large batch operation." for each topic, as
+    a KRaft controller answers.  A ZooKeeper-mode Kafka has no such limit and would try to lay
+    out 2^31 - 1 partitions if asked; this broker applies the limit in both modes.
+
 Timeouts: the embedded controller applies a change before answering, so every request
 completes inside its timeout; unlike a ZooKeeper-mode Kafka broker, ``timeout_ms <= 0`` is
 not answered with REQUEST_TIMED_OUT (KRaft brokers behave like this too).
@@ -50,6 +57,8 @@ DR = DeleteTopicsResponse
 PR = CreatePartitionsResponse
 
 THROTTLED = "The throttling quota has been exceeded."
+MAX_RECORDS_PER_USER_OP = 10_000        # Kafka's QuorumController limit
+TOO_LARGE = "Unable to perform excessively large batch operation."
 
 
 def _mutation_quota(ctx, strict_since: int, validate_only: bool = False):
@@ -126,6 +135,10 @@ async def create_topics(ctx, req):
             continue
         specs.append((res, spec))
     quota = _mutation_quota(ctx, 6, validate_only)
+    if specs and _create_records(specs, broker.config) > MAX_RECORDS_PER_USER_OP:
+        for res, _ in specs:
+            res.error_code, res.error_message = E.POLICY_VIOLATION, TOO_LARGE
+        specs = []
     if specs:
         if quota is not None and quota.strict:
             outcome = await _create_within_quota(ctrl, [s for _, s in specs], quota)
@@ -150,6 +163,19 @@ async def create_topics(ctx, req):
                 log.info("created topic %s (%d partitions, replication factor %d) for %s",
                          spec.name, r.num_partitions, r.replication_factor, ctx.client_id)
     return CR(throttle_time_ms=apply_mutation_throttle(ctx, quota), topics=results)
+
+
+def _create_records(specs, cfg) -> int:
+    """The metadata records a KRaft controller would write for ``specs``: per topic one, one
+    per partition and one per config (entries that fail validation count as they are)."""
+    n = 0
+    for _, spec in specs:
+        if spec.assignments is not None:
+            parts = len(spec.assignments)
+        else:
+            parts = spec.num_partitions if spec.num_partitions != -1 else cfg.get("num.partitions")
+        n += 1 + max(parts, 0) + len(spec.configs)
+    return n
 
 
 # ----------------------------------------------------------------------------- DeleteTopics
@@ -222,9 +248,18 @@ async def create_partitions(ctx, req):
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     results = []
+    added = 0
+    for t in req.topics:
+        info = ctrl.topic(t.name)
+        if info is not None and counts[t.name] == 1:
+            added += max(t.count - len(info.partitions), 0)
+    too_large = added > MAX_RECORDS_PER_USER_OP
     for t in req.topics:
         res = PR.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         results.append(res)
+        if too_large:
+            res.error_code, res.error_message = E.POLICY_VIOLATION, TOO_LARGE
+            continue
         if counts[t.name] > 1:
             res.error_code = E.INVALID_REQUEST
             res.error_message = "Duplicate topic in request."

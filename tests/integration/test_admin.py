@@ -51,6 +51,8 @@ INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 UNKNOWN_TOPIC_ID = 100
+POLICY_VIOLATION = 44
+TOO_LARGE = "Unable to perform excessively large batch operation."
 
 
 @pytest.fixture(scope="module")
@@ -790,3 +792,31 @@ def test_broker_logger_describe_and_set(raw):
     assert alter("root", 1, None) == INVALID_REQUEST
     assert alter("odradek.admin", 2, "DEBUG") == INVALID_REQUEST
     assert alter("odradek.admin", 0, "DEBUG", broker="") == INVALID_REQUEST
+
+
+def test_an_excessively_large_create_fails_whole(kp, ck, raw):
+    """More than 10,000 metadata records in one request (a KRaft controller's limit: a record per
+    topic, per partition, per config) fail every topic of it with POLICY_VIOLATION, at once even
+    for 2^31 - 1 partitions, and nothing is created; 9,999 partitions (10,000 records) pass."""
+    C = CreateTopicsRequest
+    small, huge = _name("beside-huge"), _name("huge")
+    t0 = time.monotonic()
+    resp = raw.call(19, 7, C(topics=[
+        C.CreatableTopic(name=small, num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+        C.CreatableTopic(name=huge, num_partitions=2**31 - 1, replication_factor=1, assignments=[],
+                         configs=[])], timeout_ms=5000, validate_only=False))
+    assert time.monotonic() - t0 < 5
+    assert [(r.name, r.error_code, r.error_message) for r in resp.topics] == [
+        (small, POLICY_VIOLATION, TOO_LARGE), (huge, POLICY_VIOLATION, TOO_LARGE)]
+    t = _name("ten-k")
+    out = _wait(ck.create_topics([CNewTopic(t, 10_000, 1)]))
+    assert out[t].code() == KafkaError.POLICY_VIOLATION
+    res = kp.create_topics({t: {"num_partitions": 10_000}}, raise_errors=False)
+    assert [(r["name"], r["error_code"]) for r in res["topics"]] == [(t, POLICY_VIOLATION)]
+    assert _wait(ck.create_topics([CNewTopic(t, 9_999, 1)], validate_only=True))[t] is None
+    assert _partitions(kp, t) is None and _partitions(kp, small) is None
+    cp = _name("cp-huge")
+    kp.create_topics({cp: {"num_partitions": 1}})
+    out = _wait(ck.create_partitions([CNewPartitions(cp, 10_002)]))       # 10,001 new partitions
+    assert out[cp].code() == KafkaError.POLICY_VIOLATION
+    assert _partitions(kp, cp) == [0]
