@@ -3,7 +3,9 @@
 v0: an empty topic list means all topics.  v1+: null means all, and brokers carry racks, the
 response the controller id and ``is_internal``.  v2+ cluster id.  v4+ ``allow_auto_topic_creation``.
 v5+ offline replicas.  v7+ leader epochs.  v8-10 authorized operations (not computed: INT_MIN).
-v9+ flexible.  v10+ topic ids.  v12 topics may be looked up by id.
+v9+ flexible.  v10+ topic ids.  v12 topics may be looked up by id.  A v10-11 request naming a
+topic by id, or with a null name, is Kafka's InvalidRequestException: every requested topic is
+answered INVALID_REQUEST (a null name as ""), with no brokers.
 
 Unknown topics are created when ``auto.create.topics.enable`` is true and the request allows it
 (v4+; always for older versions) — with ``num.partitions`` and ``default.replication.factor``.
@@ -62,6 +64,12 @@ async def metadata(ctx, req):
     if req.topics is None or (v == 0 and not req.topics):
         for name, info in sorted(ctrl.topics().items()):
             topics_out.append(topic_entry(info, v))
+    elif v < 12 and any(t.name is None or t.topic_id != UUID0 for t in req.topics):
+        return R(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1,
+                 cluster_authorized_operations=INT_MIN, topics=[R.MetadataResponseTopic(
+                     error_code=E.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id,
+                     is_internal=False, partitions=[], topic_authorized_operations=INT_MIN)
+                     for t in req.topics])
     else:
         auto = broker.config.get("auto.create.topics.enable") and (v < 4 or req.allow_auto_topic_creation)
         to_create = []
@@ -84,7 +92,8 @@ async def metadata(ctx, req):
                     error_code=E.INVALID_TOPIC_EXCEPTION, name=name, topic_id=UUID0,
                     topic_authorized_operations=INT_MIN))
             elif auto and not name.startswith("__"):
-                to_create.append(name)
+                if name not in to_create:    # a name asked twice is created once
+                    to_create.append(name)
                 topics_out.append(name)      # placeholder, filled below
             else:
                 topics_out.append(R.MetadataResponseTopic(

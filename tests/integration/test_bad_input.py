@@ -231,6 +231,31 @@ def test_malformed_body_closes_that_connection_only(kafka, topic):
     assert_intact(kafka, topic)
 
 
+@pytest.mark.parametrize("version", [10, 11, 12])
+def test_metadata_null_name_or_topic_id_before_v12_is_invalid_request(kafka, topic, version):
+    """Metadata v10-11 carry a topic id field but cannot look topics up by it: a null name or a
+    set id is Kafka's InvalidRequestException, every requested topic answered INVALID_REQUEST
+    (null name as ""); it used to fail in encoding the answer and close the connection.  v12
+    looks the id up."""
+    import uuid
+    T = MetadataRequest.MetadataRequestTopic
+    with conn(kafka) as c:
+        tid = c.metadata([topic], version=12).topics[0].topic_id
+        for entries in ([T(name=None, topic_id=tid), T(name=topic)],
+                        [T(name=topic, topic_id=tid)],
+                        [T(name=None, topic_id=uuid.UUID(int=0))]):
+            resp = c.request(3, version, MetadataRequest(
+                topics=entries, allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False, include_topic_authorized_operations=False))
+            got = [(t.error_code, t.name, t.topic_id) for t in resp.topics]
+            if version < 12:
+                assert got == [(E.INVALID_REQUEST, e.name or "", e.topic_id) for e in entries]
+                assert resp.brokers == []
+            elif entries[0].name is None and entries[0].topic_id == tid:
+                assert got[0] == (0, topic, tid) and got[1][:2] == (0, topic)
+        assert c.metadata([topic], version=version).topics[0].error_code == 0      # still served
+
+
 def _produce_body(topic, records):
     from protocol.messages import ProduceRequest
     return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
