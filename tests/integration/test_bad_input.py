@@ -18,7 +18,6 @@ After each bad request the broker still serves the data written before it.
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import subprocess
 import time
@@ -27,8 +26,7 @@ import pytest
 
 from protocol.errors import ErrorCode as E
 from protocol.messages import MetadataRequest
-from protocol.records import (build_batch, build_legacy, iter_batches, iter_records,
-                              read_header)
+from protocol.records import build_batch, build_legacy, iter_batches, iter_records
 from tests.support import BrokerProcess
 from tests.support.rawkafka import Closed, RawConnection
 from tests.support.broker import running

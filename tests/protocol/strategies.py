@@ -5,7 +5,7 @@ import uuid
 
 from hypothesis import strategies as st
 
-from protocol.codec import _FIXED, _in
+from protocol.codec import _in
 
 _INT_RANGES = {"int8": (-128, 127), "int16": (-2**15, 2**15 - 1), "uint16": (0, 2**16 - 1),
                "int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1), "int64": (-2**63, 2**63 - 1)}
