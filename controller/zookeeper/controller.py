@@ -642,6 +642,10 @@ class ZkController(Controller):
 
     async def create_partitions(self, topic: str, new_total: int, assignments: list[list[int]] | None = None,
                                 validate_only: bool = False) -> TopicResult:
+        # the name comes from the request: only a listed topic is read ("" would read the
+        # /brokers/topics node itself, a name with "/" some other node)
+        if topic not in await self._zk_topic_names():
+            return TopicResult(topic, UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
         try:
             data, stat = await self.bridge.get(Z.topic_path(topic))
         except NoNodeError:
