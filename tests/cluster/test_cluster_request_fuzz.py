@@ -12,11 +12,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from protocol import api
 from protocol.messages import REQUESTS
-from tests.integration.test_request_fuzz import (EXAMPLES, NAMES, SERVED, _exchange, _handler_errors,
-                                                 _mutate)
-from tests.protocol.strategies import message_strategy
+from tests.integration.test_request_fuzz import EXAMPLES, SERVED, _exchange, _handler_errors, draw_frame
 from tests.support.cluster import Cluster
 from tests.support.rawkafka import RawConnection
 
@@ -47,12 +44,7 @@ def fuzz_cluster(tmp_path_factory, zookeeper):
 def test_random_requests_to_the_controller(fuzz_cluster, key, lo, hi, data):
     c = fuzz_cluster
     target = c.brokers.get(c.controller_id()) or c.brokers[1]
-    version = data.draw(st.integers(lo, hi), label="version")
-    body = data.draw(message_strategy(REQUESTS[key], version, text=NAMES), label="body")
-    header = api.make_request_header(key, version, data.draw(st.integers(0, 2**31 - 1)), "fuzz")
-    frame = api.encode_request(header, body)
-    if data.draw(st.integers(0, 2), label="mutate") == 0:
-        frame = _mutate(frame, data)
+    frame = draw_frame(data, key, lo, hi)
     seen = {i: len(b.log_text()) for i, b in c.brokers.items()}
     _exchange(target, frame)
     for i, b in c.brokers.items():

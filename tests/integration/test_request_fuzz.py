@@ -90,6 +90,18 @@ def _mutate(frame: bytes, data) -> bytes:
     return bytes(b)
 
 
+def draw_frame(data, key: int, lo: int, hi: int) -> bytes:
+    """A request frame of API ``key`` at a version in [lo, hi]: a random schema-valid message,
+    one time in three with its bytes mangled afterwards."""
+    version = data.draw(st.integers(lo, hi), label="version")
+    body = data.draw(message_strategy(REQUESTS[key], version, text=NAMES), label="body")
+    header = api.make_request_header(key, version, data.draw(st.integers(0, 2**31 - 1)), "fuzz")
+    frame = api.encode_request(header, body)
+    if data.draw(st.integers(0, 2), label="mutate") == 0:
+        frame = _mutate(frame, data)
+    return frame
+
+
 def _handler_errors(kafka, since: int = 0) -> list[str]:
     """Unhandled exceptions in the broker's log (from character ``since`` on)."""
     return re.findall(r"error handling a request.*|Traceback \(most recent call last\)",
@@ -102,12 +114,7 @@ def _handler_errors(kafka, since: int = 0) -> list[str]:
                                  HealthCheck.data_too_large])
 @given(data=st.data())
 def test_random_requests_get_answers_not_exceptions(kafka, key, lo, hi, data):
-    version = data.draw(st.integers(lo, hi), label="version")
-    body = data.draw(message_strategy(REQUESTS[key], version, text=NAMES), label="body")
-    header = api.make_request_header(key, version, data.draw(st.integers(0, 2**31 - 1)), "fuzz")
-    frame = api.encode_request(header, body)
-    if data.draw(st.integers(0, 2), label="mutate") == 0:
-        frame = _mutate(frame, data)
+    frame = draw_frame(data, key, lo, hi)
     seen = len(kafka.log_text())
     _exchange(kafka, frame)
     assert kafka.alive, kafka.log_tail(40)
