@@ -7,13 +7,11 @@ handler, and both brokers keep running and answering.  Forged controller request
 authorizer; this module checks only that nothing breaks."""
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
-from protocol.messages import REQUESTS
-from tests.integration.test_request_fuzz import EXAMPLES, SERVED, _exchange, _handler_errors, draw_frame
+from tests.integration.test_request_fuzz import (EVERY_API, FUZZ_SETTINGS, _exchange, _handler_errors,
+                                                 draw_frame)
 from tests.support.cluster import Cluster
 from tests.support.rawkafka import RawConnection
 
@@ -36,10 +34,8 @@ def fuzz_cluster(tmp_path_factory, zookeeper):
         c.shutdown()
 
 
-@pytest.mark.parametrize("key,lo,hi", SERVED, ids=[REQUESTS[k].__name__[:-7] for k, _, _ in SERVED])
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("ODRADEK_FUZZ_RANDOM"),
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                 HealthCheck.data_too_large])
+@EVERY_API
+@FUZZ_SETTINGS
 @given(data=st.data())
 def test_random_requests_to_the_controller(fuzz_cluster, key, lo, hi, data):
     c = fuzz_cluster

@@ -55,6 +55,15 @@ def _served() -> list[tuple[int, int, int]]:
 
 SERVED = _served()
 
+#: the fuzz tests' decorators (also used by tests/cluster/test_cluster_request_fuzz.py): one
+#: case per served API, EXAMPLES requests each, the same every run unless ODRADEK_FUZZ_RANDOM
+EVERY_API = pytest.mark.parametrize("key,lo,hi", SERVED,
+                                    ids=[REQUESTS[k].__name__[:-7] for k, _, _ in SERVED])
+FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
+                         derandomize=not os.environ.get("ODRADEK_FUZZ_RANDOM"),
+                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                HealthCheck.data_too_large])
+
 
 def test_the_broker_advertises_what_is_fuzzed(kafka):
     with RawConnection(kafka.host, kafka.port) as c:
@@ -108,10 +117,8 @@ def _handler_errors(kafka, since: int = 0) -> list[str]:
                       kafka.log_text()[since:])
 
 
-@pytest.mark.parametrize("key,lo,hi", SERVED, ids=[REQUESTS[k].__name__[:-7] for k, _, _ in SERVED])
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("ODRADEK_FUZZ_RANDOM"),
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                 HealthCheck.data_too_large])
+@EVERY_API
+@FUZZ_SETTINGS
 @given(data=st.data())
 def test_random_requests_get_answers_not_exceptions(kafka, key, lo, hi, data):
     frame = draw_frame(data, key, lo, hi)
