@@ -94,7 +94,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker, listener_name: str):
         self.broker = broker
         self.listener_name = listener_name
-        self.reader = FrameReader(broker.config.get("socket.request.max.bytes"))
+        self.reader = FrameReader(broker.config.get("socket.request.max.bytes"),
+                                  getattr(broker, "frame_pool", None))
         self.transport = None
         self.peer = ("?", 0)
         self.queue: collections.deque = collections.deque()

@@ -18,6 +18,7 @@ import time
 from broker import dispatch
 from broker.config import BrokerConfig, ConfigError
 from broker.connection import KafkaConnection
+from protocol.framing import FramePool
 from broker.replica import ReplicaManager, log_config_for
 
 log = logging.getLogger("odradek.server")
@@ -32,6 +33,7 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.connections: set[KafkaConnection] = set()
+        self.frame_pool = FramePool()       # buffers of large request frames, lent again (protocol/framing.py)
         self.servers: list = []         # broker/connection_quotas.Listener, one per listener
         self.connection_quotas = None   # broker/connection_quotas.py
         self.tasks: list[asyncio.Task] = []
