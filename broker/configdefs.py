@@ -205,6 +205,9 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("follower.replication.throttled.rate", "long", LONG_MAX,
        "Bytes/s cap on follower-side replication of throttled replicas.", mode=PB,
        validator=at_least(0)),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
+       "Bytes/s cap on copying replicas between this broker's log dirs (broker/log_dir_mover.py).",
+       mode=PB, validator=at_least(0)),
     # Client quotas (broker/client_quota.py): the sampled rate window of Kafka's ClientQuotaManager.
     _k("quota.window.num", "int", 11, "Samples kept for client quota rates.", L, validator=at_least(1)),
     _k("quota.window.size.seconds", "int", 1, "Time span of each client quota sample.", L, validator=at_least(1)),

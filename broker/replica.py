@@ -177,8 +177,12 @@ class ReplicaManager:
                 if part is None:
                     lg = lm.get_or_create_log(name, p, lcfg, topic_id=tid)
                     part = self.partitions[key] = Partition(self, name, p, info.topic_id, lg)
+                    self.broker.log_dir_mover.ensure(key)      # a move to another dir goes on
                 else:
                     part.log.config = lcfg
+                    fut = lm.future_logs.get(key)
+                    if fut is not None:
+                        fut.config = lcfg
                 part.leader_id = state.leader
                 part.leader_epoch = state.leader_epoch
                 part.replicas = list(state.replicas)
@@ -195,7 +199,7 @@ class ReplicaManager:
             deleted = True
             log.info("deleted log of %s-%d", *key)
         if deleted:
-            self._schedule_dir_removal()
+            self.schedule_dir_removal()
 
     def ensure_partition(self, topic: str, partition: int, topic_id, overrides: dict) -> Partition:
         """The hosted partition, opening or creating its log (cluster mode: LeaderAndIsr)."""
@@ -209,6 +213,7 @@ class ReplicaManager:
                 lcfg = log_config_for(self.broker.config, {})
             lg = self.broker.log_manager.get_or_create_log(topic, partition, lcfg, topic_id=_b64(topic_id))
             part = self.partitions[key] = Partition(self, topic, partition, topic_id, lg)
+            self.broker.log_dir_mover.ensure(key)
         return part
 
     def remove_partition(self, topic: str, partition: int, delete: bool) -> None:
@@ -222,9 +227,9 @@ class ReplicaManager:
             del self.partitions[(topic, partition)]
             self.broker.log_manager.delete_log(topic, partition)
             log.info("deleted log of %s-%d", topic, partition)
-            self._schedule_dir_removal()
+            self.schedule_dir_removal()
 
-    def _schedule_dir_removal(self) -> None:
+    def schedule_dir_removal(self) -> None:
         """Remove renamed ``-delete`` log dirs after ``log.segment.delete.delay.ms``, off-loop."""
         try:
             loop = asyncio.get_running_loop()
@@ -241,9 +246,13 @@ class ReplicaManager:
 
     def update_configs(self, topic: str, overrides: dict) -> None:
         lcfg = log_config_for(self.broker.config, overrides)
-        for (t, _), part in self.partitions.items():
+        lm = self.broker.log_manager
+        for (t, p), part in self.partitions.items():
             if t == topic:
                 part.log.config = lcfg
+                fut = lm.future_logs.get((t, p))
+                if fut is not None:
+                    fut.config = lcfg
 
 
 def _b64(u):

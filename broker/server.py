@@ -18,6 +18,7 @@ import time
 from broker import dispatch
 from broker.config import BrokerConfig, ConfigError
 from broker.connection import KafkaConnection
+from broker.log_dir_mover import LogDirMover
 from protocol.framing import FramePool
 from broker.replica import ReplicaManager, log_config_for
 
@@ -34,6 +35,7 @@ class Broker:
         self.broker_id = config.broker_id
         self.connections: set[KafkaConnection] = set()
         self.frame_pool = FramePool()       # buffers of large request frames, lent again (protocol/framing.py)
+        self.log_dir_mover = LogDirMover(self)      # AlterReplicaLogDirs (broker/log_dir_mover.py)
         self.servers: list = []         # broker/connection_quotas.Listener, one per listener
         self.connection_quotas = None   # broker/connection_quotas.py
         self.tasks: list[asyncio.Task] = []
@@ -315,6 +317,7 @@ class Broker:
             c.close()
         for t in self.tasks:
             t.cancel()
+        self.log_dir_mover.stop()
         if repl is not None:
             await repl.stop()
         if self.txns is not None:

@@ -670,7 +670,8 @@ class LogCleaner:
         now = self.time_ms() if now is None else now
         best = None
         for tp, lg in list(self.lm.logs.items()):
-            if lg.closed or not lg.config.compact_enabled or tp in self.uncleanable:
+            if lg.closed or not lg.config.compact_enabled or tp in self.uncleanable \
+                    or tp in self.lm.future_logs:   # paused while moving to another log dir
                 continue
             ltc = log_to_clean(lg, self.checkpoint_of(tp, lg), now)
             if not is_cleanable(lg, ltc):

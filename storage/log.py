@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import random
+import uuid
 import time
 from bisect import bisect_right
 from typing import NamedTuple
@@ -75,6 +76,25 @@ def parse_dir_name(name: str) -> tuple[str, int]:
     if not sep or not topic or not part.isdigit():
         raise ValueError(f"{name!r} is not a <topic>-<partition> directory")
     return topic, int(part)
+
+
+FUTURE_SUFFIX = "-future"
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a replica being moved to another log dir (AlterReplicaLogDirs):
+    ``<topic>-<partition>.<32 hex digits>-future``."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int, bool]:
+    """(topic, partition, is_future) of a partition directory, current or future."""
+    if name.endswith(FUTURE_SUFFIX):
+        stem, dot, uid = name[:-len(FUTURE_SUFFIX)].rpartition(".")
+        if not dot or len(uid) != 32 or any(c not in "0123456789abcdef" for c in uid):
+            raise ValueError(f"{name!r} is not a <topic>-<partition>.<id>-future directory")
+        return (*parse_dir_name(stem), True)
+    return (*parse_dir_name(name), False)
 
 
 class LogAppendInfo(NamedTuple):
@@ -139,7 +159,8 @@ class Log:
                  clean_shutdown: bool = True, time_ms=now_ms, topic_id: str | None = None,
                  rng: random.Random | None = None):
         self.dir = dir
-        self.topic, self.partition = parse_dir_name(os.path.basename(os.path.normpath(dir)))
+        self.topic, self.partition, self.is_future = parse_log_dir_name(
+            os.path.basename(os.path.normpath(dir)))
         self.config = config or LogConfig()
         self.time_ms = time_ms
         self._rng = rng or _RNG
@@ -159,6 +180,7 @@ class Log:
         self._roll_flush_pending = False
         self.closed = False
         self.lowest_truncation: int | None = None   # for the cleaner checkpoint (cleaner.py)
+        self.truncations = 0        # counts truncations (a replica's copy to another dir restarts)
         self.epoch_cache = LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT), fresh=fresh)
         self.producer_state = ProducerStateManager(dir)
         self._metadata_pending = False
@@ -387,6 +409,8 @@ class Log:
         """Leader append of one or more v2 batches (``records`` is patched in place when it is
         a bytearray or a writable memoryview; no reference to it is kept after the call).  ``origin``: "client" (sequence checks, no control batches) or
         "coordinator" (transaction markers)."""
+        if self.closed:     # e.g. replaced by its copy in another log dir (AlterReplicaLogDirs)
+            raise StorageError(f"log {self.dir} is closed")
         now = self.time_ms() if now is None else now
         cfg = self.config
         buf, headers = self._parse(records)
@@ -433,7 +457,10 @@ class Log:
         return self._write(buf, headers, session, now, leader_epoch, append_time)
 
     def append_as_follower(self, records, *, now: int | None = None) -> LogAppendInfo:
-        """Append batches that already carry offsets and leader epochs (replication)."""
+        """Append batches that already carry offsets and leader epochs (replication, and the
+        copy of a replica moving to another log dir)."""
+        if self.closed:
+            raise StorageError(f"log {self.dir} is closed")
         now = self.time_ms() if now is None else now
         buf, headers = self._parse(records)
         expected = self.log_end_offset
@@ -769,6 +796,7 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         leo = self.log_end_offset
         self.lowest_truncation = leo if self.lowest_truncation is None \
             else min(self.lowest_truncation, leo)

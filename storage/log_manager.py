@@ -16,6 +16,15 @@ How this works:
   end offset, writes ``.kafka_cleanshutdown`` and releases the locks.
 * ``delete_log`` closes the log, renames its directory to ``<name>.<uuid hex>-delete`` and
   removes it (``remove_deleted_dirs`` may run in an executor).
+* A replica moving to another log dir (AlterReplicaLogDirs) has a second, "future" log in
+  ``<dest>/<name>.<uuid hex>-future`` (``future_logs``), which the broker fills from the
+  current one (broker/log_dir_mover.py).  ``replace_current_with_future`` swaps them: the
+  current directory becomes ``-delete`` first (from then on the future copy is the one that
+  counts: a ``-future`` directory found alone at start-up is promoted), then the future one
+  takes the partition's name and is opened as the partition's log.  The replaced Log's files
+  stay open for ``file.delete.delay.ms``, so fetch regions already handed out still read.  A
+  partition found twice at start-up (a crash between the two renames on two file systems
+  whose renames did not both reach the disk) keeps the copy with the higher log end offset.
 
 Threading: same rule as Log — one thread at a time (the event loop).  Loading at start-up and
 ``shutdown`` happen before/after serving and may run in an executor as a whole.
@@ -32,7 +41,7 @@ from .checkpoint import (CheckpointError, read_offsets_checkpoint, write_atomic,
                          write_offsets_checkpoint)
 from .config import LogConfig
 from .errors import LogDirLockedError, StorageError
-from .log import Log, now_ms, parse_dir_name
+from .log import Log, future_dir_name, now_ms, parse_log_dir_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
@@ -74,6 +83,10 @@ class LogManager:
         self._locks: dict[str, int] = {}
         self.clean_start: dict[str, bool] = {}
         self.offline_dirs: set[str] = set()
+        self.future_logs: dict[tuple[str, int], Log] = {}      # replicas moving to another dir
+        self.future_dir_of: dict[tuple[str, int], str] = {}
+        self.preferred_dir: dict[tuple[str, int], str] = {}    # AlterReplicaLogDirs before the log exists
+        self._retired: list[tuple[int, Log]] = []              # replaced logs: (close after, log)
         try:
             for d in self.log_dirs:
                 os.makedirs(d, exist_ok=True)
@@ -81,6 +94,7 @@ class LogManager:
                 self._check_meta(d)
             for d in self.log_dirs:
                 self._load_dir(d)
+            self._promote_lone_futures()
         except BaseException:
             self._unlock_all()
             raise
@@ -150,22 +164,73 @@ class LogManager:
             if name.endswith(DELETE_SUFFIX) and is_dir:
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            if not is_dir or name.endswith(("-future", "-stray")):
+            if not is_dir or name.endswith("-stray"):
                 continue
             try:
-                tp = parse_dir_name(name)
+                topic, partition, future = parse_log_dir_name(name)
             except ValueError:
                 continue
-            log = Log(path, self.topic_configs(tp[0]), recovery_point=rps.get(tp, 0),
-                      log_start_offset=starts.get(tp), high_watermark=hws.get(tp),
-                      clean_shutdown=clean, time_ms=self.time_ms)
-            self.logs[tp] = log
-            self.log_dir_of[tp] = d
+            tp = (topic, partition)
+            logs, dir_of = (self.future_logs, self.future_dir_of) if future else (self.logs, self.log_dir_of)
+            if future and tp in logs:       # two moves' leftovers: the copy is started again
+                log_ = Log(path, self.topic_configs(topic), clean_shutdown=clean, time_ms=self.time_ms)
+                self._discard(log_, d)
+                continue
+            log_ = Log(path, self.topic_configs(topic), recovery_point=rps.get(tp, 0),
+                       log_start_offset=starts.get(tp), high_watermark=hws.get(tp),
+                       clean_shutdown=clean, time_ms=self.time_ms)
+            other = logs.get(tp)
+            if other is not None:
+                log_ = self._keep_one(tp, other, dir_of[tp], log_, d)
+                if log_ is other:
+                    continue
+            logs[tp] = log_
+            dir_of[tp] = d
         if clean:
             os.unlink(marker)
         else:
             # make recovery durable in the checkpoints right away
             self._write_dir_checkpoints(d)
+
+    def _discard(self, log_: Log, d: str) -> None:
+        """Close ``log_`` without a snapshot and rename its directory to ``-delete``."""
+        log_.close_handles()
+        self._rename_for_deletion(log_, d)
+
+    def _rename_for_deletion(self, log_: Log, d: str) -> str:
+        name = f"{log_.topic}-{log_.partition}"
+        target = os.path.join(d, f"{name[:255 - 40]}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.replace(log_.dir, target)
+        return target
+
+    def _keep_one(self, tp, first: Log, first_dir: str, second: Log, second_dir: str) -> Log:
+        """The same partition in two log dirs (a move's two renames, on two file systems, did
+        not both reach the disk before a crash): both copies were equal when the move swapped
+        them and only the new one was written after, so the one with the higher log end offset
+        is kept (the first found on a tie) and the other is deleted."""
+        keep, drop, drop_dir = (second, first, first_dir) \
+            if second.log_end_offset > first.log_end_offset else (first, second, second_dir)
+        import logging
+        logging.getLogger("odradek.logmanager").warning(
+            "%s-%d found in %s and %s: keeping %s (log end offset %d against %d)", tp[0], tp[1],
+            first.dir, second.dir, keep.dir, keep.log_end_offset, drop.log_end_offset)
+        self._discard(drop, drop_dir)
+        return keep
+
+    def _promote_lone_futures(self) -> None:
+        """A future log without a current one: the broker stopped between the swap's two
+        renames, after the current copy had become ``-delete`` — the future copy is complete
+        and becomes the partition's log."""
+        for tp in [tp for tp in self.future_logs if tp not in self.logs]:
+            fut = self.future_logs.pop(tp)
+            d = self.future_dir_of.pop(tp)
+            fut.close()
+            final = os.path.join(d, f"{tp[0]}-{tp[1]}")
+            os.replace(fut.dir, final)
+            self.logs[tp] = Log(final, self.topic_configs(tp[0]), recovery_point=fut.recovery_point,
+                                log_start_offset=fut.log_start_offset, high_watermark=fut.high_watermark,
+                                clean_shutdown=True, time_ms=self.time_ms)
+            self.log_dir_of[tp] = d
 
     # -- logs -------------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -176,7 +241,9 @@ class LogManager:
         tp = (topic, partition)
         log = self.logs.get(tp)
         if log is None:
-            d = self._pick_dir()
+            d = self.preferred_dir.pop(tp, None)
+            if d not in self.log_dirs or d in self.offline_dirs:
+                d = self._pick_dir()
             log = Log(os.path.join(d, f"{topic}-{partition}"),
                       config or self.topic_configs(topic), time_ms=self.time_ms,
                       topic_id=topic_id)
@@ -197,10 +264,68 @@ class LogManager:
                 counts[d] += 1
         return min(online, key=lambda d: (counts[d], online.index(d)))
 
+    # -- moving a replica to another log dir (AlterReplicaLogDirs) ---------------------------
+    def is_log_dir(self, path: str) -> bool:
+        """``path`` names one of the log dirs exactly, as Kafka compares it (absolute)."""
+        return path in self.log_dirs
+
+    def create_future_log(self, tp, dest: str, start_offset: int, topic_id: str | None = None) -> Log:
+        """An empty future log for ``tp`` in the log dir ``dest``, starting at ``start_offset``."""
+        dest = os.path.abspath(dest)
+        cur = self.logs[tp]
+        fut = Log(os.path.join(dest, future_dir_name(*tp)), cur.config, log_start_offset=start_offset,
+                  time_ms=self.time_ms, topic_id=topic_id or cur.topic_id)
+        self.future_logs[tp] = fut
+        self.future_dir_of[tp] = dest
+        return fut
+
+    def abort_future_log(self, tp) -> None:
+        """Drop the future log of ``tp`` (a move cancelled, redirected or of a deleted log)."""
+        fut = self.future_logs.pop(tp, None)
+        d = self.future_dir_of.pop(tp, None)
+        if fut is not None:
+            self._discard(fut, d)
+
+    def replace_current_with_future(self, tp, log_start_offset: int, high_watermark: int) -> Log:
+        """Make the caught-up future log of ``tp`` the partition's log (loop only; nothing may
+        append between the caller's last copy and this call).  Returns the new Log."""
+        cur, fut = self.logs[tp], self.future_logs.pop(tp)
+        cur_dir, dest = self.log_dir_of[tp], self.future_dir_of.pop(tp)
+        if fut.log_end_offset != cur.log_end_offset:
+            raise StorageError(f"future log of {tp[0]}-{tp[1]} is at {fut.log_end_offset}, "
+                               f"the current one at {cur.log_end_offset}")
+        recovery_point = fut.recovery_point
+        fut.close()
+        # the commit point: once the current directory is "-delete", the future copy counts
+        self._rename_for_deletion(cur, cur_dir)
+        final = os.path.join(dest, f"{tp[0]}-{tp[1]}")
+        os.replace(fut.dir, final)
+        new = Log(final, cur.config, recovery_point=recovery_point,
+                  log_start_offset=log_start_offset, high_watermark=high_watermark,
+                  clean_shutdown=True, time_ms=self.time_ms, topic_id=cur.topic_id)
+        self.logs[tp] = new
+        self.log_dir_of[tp] = dest
+        # in-flight fetch regions still read the old files: close them later (Kafka deletes a
+        # replaced log's files after file.delete.delay.ms too)
+        cur.closed = True       # refuses appends from here on
+        self._retired.append((self.time_ms() + cur.config.file_delete_delay_ms, cur))
+        return new
+
+    def close_retired_logs(self, now: int | None = None, force: bool = False) -> int:
+        """Close the files of replaced logs whose delay has passed; returns how many."""
+        now = self.time_ms() if now is None else now
+        due = [lg for t, lg in self._retired if force or t <= now]
+        self._retired = [(t, lg) for t, lg in self._retired if not (force or t <= now)]
+        for lg in due:
+            lg.close_handles()
+        return len(due)
+
     def delete_log(self, topic: str, partition: int) -> str | None:
         """Close the log and rename its dir to ``<name>.<uuid>-delete``; returns that path.
         Call ``remove_deleted_dirs`` (off-loop is fine) to remove the files."""
         tp = (topic, partition)
+        self.preferred_dir.pop(tp, None)
+        self.abort_future_log(tp)
         log = self.logs.pop(tp, None)
         d = self.log_dir_of.pop(tp, None)
         if log is None:
@@ -219,7 +344,12 @@ class LogManager:
 
     # -- periodic tasks ---------------------------------------------------------------------
     def _logs_in(self, d: str):
-        return {tp: log for tp, log in self.logs.items() if self.log_dir_of[tp] == d}
+        """Current and future logs in ``d`` (a partition's two copies are never in one dir)."""
+        out = {tp: log for tp, log in self.logs.items() if self.log_dir_of[tp] == d}
+        for tp, log in self.future_logs.items():
+            if self.future_dir_of[tp] == d:
+                out[tp] = log
+        return out
 
     # Each checkpoint is taken in two steps so the broker can keep fsync off its event loop: the
     # ``*_files()`` snapshot (which file gets which offsets) is read on the loop, and
@@ -270,6 +400,9 @@ class LogManager:
         for log in self.logs.values():
             deleted += log.delete_old_segments(now)
             log.delete_expired_files(now)
+        for log in self.future_logs.values():
+            log.delete_expired_files(now)
+        self.close_retired_logs(now)
         return deleted
 
     def flush_dirty_logs(self, now: int | None = None) -> list:
@@ -278,19 +411,30 @@ class LogManager:
         return [log for log in self.logs.values() if log.flush_due(now)]
 
     def dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
-        """DescribeLogDirs: {dir: {(topic, partition): bytes}}."""
+        """DescribeLogDirs: {dir: {(topic, partition): bytes}} of the current logs."""
         out = {d: {} for d in self.log_dirs}
         for tp, log in self.logs.items():
             out[self.log_dir_of[tp]][tp] = log.size()
+        return out
+
+    def future_dir_sizes(self) -> dict[str, dict[tuple[str, int], tuple[int, int]]]:
+        """DescribeLogDirs: {dir: {(topic, partition): (bytes, offset lag)}} of the future logs;
+        the lag is how far the future log's end is behind the current one's."""
+        out = {d: {} for d in self.log_dirs}
+        for tp, log in self.future_logs.items():
+            cur = self.logs.get(tp)
+            lag = max(0, cur.log_end_offset - log.log_end_offset) if cur is not None else 0
+            out[self.future_dir_of[tp]][tp] = (log.size(), lag)
         return out
 
     # -- shutdown ---------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown marker."""
         try:
-            for log in self.logs.values():
+            for log in (*self.logs.values(), *self.future_logs.values()):
                 log.flush()
                 log.close()
+            self.close_retired_logs(force=True)
             for d in self.log_dirs:
                 self._write_dir_checkpoints(d)
                 write_atomic(os.path.join(d, CLEAN_SHUTDOWN_FILE),
@@ -300,6 +444,7 @@ class LogManager:
 
     def close_without_checkpoint(self) -> None:
         """Simulated crash: drop descriptors and locks, write nothing."""
-        for log in self.logs.values():
+        for log in (*self.logs.values(), *self.future_logs.values()):
             log.close_handles()
+        self.close_retired_logs(force=True)
         self._unlock_all()

@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60) v0-1 and DescribeLogDirs (key 35) v0-4.
+"""DescribeCluster (key 60) v0-1, DescribeLogDirs (key 35) v0-4, AlterReplicaLogDirs (key 34) v0-2.
 
 DescribeCluster
     Always flexible.  Brokers are listed with their endpoint on the listener the request
@@ -10,8 +10,19 @@ DescribeCluster
 DescribeLogDirs
     Null ``topics`` describes every partition; otherwise only the partitions named (a topic
     without any of them is left out).  Every log dir is listed, an offline one with
-    KAFKA_STORAGE_ERROR.  Offset lag is 0 (no future replicas here).  v2+ flexible; v3+ a
-    top-level error code; v4+ total and usable bytes of the dir's file system.
+    KAFKA_STORAGE_ERROR.  A replica moving to another dir is listed there a second time with
+    ``is_future_key`` and, as offset lag, how far its copy is behind (Kafka's answer); current
+    replicas have lag 0.  v2+ flexible; v3+ a top-level error code; v4+ total and usable bytes
+    of the dir's file system.
+
+AlterReplicaLogDirs
+    Moves replicas between this broker's log dirs (broker/log_dir_mover.py).  Per partition:
+    LOG_DIR_NOT_FOUND for a path that is not one of ``log.dirs`` (compared as given, like
+    Kafka), KAFKA_STORAGE_ERROR for an offline dir, REPLICA_NOT_AVAILABLE for a replica not
+    hosted here (its log will be created in that dir), INVALID_TOPIC_EXCEPTION for a name too
+    long for a ``-future`` directory, otherwise NONE once the move has started (or when the
+    replica is there already).  A partition named under two dirs goes to the last one, as in
+    Kafka's map.  ALTER on the cluster is checked in broker/security/enforce.py.
 """
 from __future__ import annotations
 
@@ -19,7 +30,8 @@ import os
 
 from broker.dispatch import handler
 from protocol.errors import ErrorCode as E
-from protocol.messages import DescribeClusterResponse, DescribeLogDirsResponse
+from protocol.messages import (AlterReplicaLogDirsResponse, DescribeClusterResponse,
+                               DescribeLogDirsResponse)
 
 INT_MIN = -2147483648
 ENDPOINT_BROKERS = 1
@@ -72,6 +84,7 @@ async def describe_log_dirs(ctx, req):
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
     sizes = lm.dir_sizes()
+    futures = lm.future_dir_sizes()
     results = []
     for d in lm.log_dirs:
         path = os.path.abspath(d)
@@ -81,13 +94,34 @@ async def describe_log_dirs(ctx, req):
                                                    topics=[], total_bytes=-1, usable_bytes=-1))
             continue
         by_topic: dict[str, list] = {}
-        for (topic, partition), size in sorted(sizes.get(d, {}).items()):
+        entries = [(tp, size, 0, False) for tp, size in sizes.get(d, {}).items()]
+        entries += [(tp, size, lag, True) for tp, (size, lag) in futures.get(d, {}).items()]
+        for (topic, partition), size, lag, future in sorted(entries):
             if wanted is not None and (topic, partition) not in wanted:
                 continue
             by_topic.setdefault(topic, []).append(R.DescribeLogDirsPartition(
-                partition_index=partition, partition_size=size, offset_lag=0,
-                is_future_key=False))
+                partition_index=partition, partition_size=size, offset_lag=lag,
+                is_future_key=future))
         topics = [R.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
         results.append(R.DescribeLogDirsResult(error_code=0, log_dir=path, topics=topics,
                                                total_bytes=total, usable_bytes=usable))
     return R(throttle_time_ms=0, error_code=0, results=results)
+
+
+@handler(34, 0, 2)
+async def alter_replica_log_dirs(ctx, req):
+    R = AlterReplicaLogDirsResponse
+    wanted: dict[tuple[str, int], str] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                wanted.pop((t.name, p), None)       # a later dir wins, keeping Kafka's order
+                wanted[(t.name, p)] = d.path
+    mover = ctx.broker.log_dir_mover
+    by_topic: dict[str, list] = {}
+    for (topic, p), path in wanted.items():
+        code = mover.alter(topic, p, path)
+        by_topic.setdefault(topic, []).append(R.AlterReplicaLogDirPartitionResult(
+            partition_index=p, error_code=code))
+    return R(throttle_time_ms=0, results=[
+        R.AlterReplicaLogDirTopicResult(topic_name=t, partitions=ps) for t, ps in by_topic.items()])

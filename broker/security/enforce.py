@@ -32,7 +32,7 @@ Rules (the operation checked, on which resource):
 * InitProducerId: WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster or
   WRITE on some topic (KIP-679).
 * DescribeCluster, DescribeLogDirs, ListPartitionReassignments: DESCRIBE on the cluster;
-  ElectLeaders, AlterPartitionReassignments: ALTER on the cluster; inter-broker APIs
+  ElectLeaders, AlterPartitionReassignments, AlterReplicaLogDirs: ALTER on the cluster; inter-broker APIs
   (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition):
   CLUSTER_ACTION on the cluster.
 * AddPartitionsToTxn: below v4 WRITE on the transactional id and on each topic (one refused
@@ -516,6 +516,18 @@ async def _describe_cluster(ctx, req, call):
     return resp
 
 
+def _deny_alter_log_dirs(ctx, req):
+    R = RESPONSES[34]
+    by_topic: dict[str, list] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            by_topic.setdefault(t.name, []).extend(
+                R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=C_AUTH)
+                for p in t.partitions)
+    return R(throttle_time_ms=0, results=[R.AlterReplicaLogDirTopicResult(topic_name=t, partitions=ps)
+                                          for t, ps in by_topic.items()])
+
+
 def _deny_log_dirs(ctx, req):
     R = RESPONSES[35]
     return R(error_code=C_AUTH, results=[])
@@ -655,6 +667,7 @@ RULES = {
     23: _offset_for_leader_epoch,
     32: _describe_configs,
     33: _alter_configs,
+    34: _cluster_rule(A.ALTER, 34, deny=_deny_alter_log_dirs),
     35: _cluster_rule(A.DESCRIBE, 35, deny=_deny_log_dirs),
     37: _create_partitions,
     42: _delete_groups,
