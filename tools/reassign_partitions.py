@@ -4,8 +4,14 @@ reassignments (KIP-455: AlterPartitionReassignments / ListPartitionReassignments
 Output and JSON follow Kafka's tool: ``{"version":1,"partitions":[{"topic":..,"partition":..,
 "replicas":[..],"log_dirs":["any",..]}]}`` (compact, partitions sorted by topic then index).
 Throttles are written as Kafka writes them (topic configs ``leader.|follower.replication.
-throttled.replicas``, broker configs ``leader.|follower.replication.throttled.rate``); Odradek
-brokers enforce them (broker/quota.py, docs/cluster.md).
+throttled.replicas``, broker configs ``leader.|follower.replication.throttled.rate`` and, for
+moves between log dirs, ``replica.alter.log.dirs.io.max.bytes.per.second``); Odradek brokers
+enforce them (broker/quota.py, broker/log_dir_mover.py, docs/cluster.md).
+
+A ``log_dirs`` entry other than ``any`` moves that replica to that log dir of its broker
+(AlterReplicaLogDirs), retried every 100 ms until the replica exists there, for at most
+``--timeout`` ms, as Kafka's tool does; ``--verify`` reports each such move's state with
+Kafka's lines.
 """
 from __future__ import annotations
 
@@ -14,8 +20,8 @@ import json
 import sys
 from collections import defaultdict
 
-from protocol.messages import (AlterPartitionReassignmentsRequest,
-                               IncrementalAlterConfigsRequest,
+from protocol.messages import (AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest,
+                               DescribeLogDirsRequest, IncrementalAlterConfigsRequest,
                                ListPartitionReassignmentsRequest)
 from tools.common import (OptionParser, ToolError, cluster_from, command_config, parse_or_exit,
                           raise_error, require, run)
@@ -34,6 +40,7 @@ ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 BROKER_THROTTLES = [LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_RATE]
 TOPIC_THROTTLES = [LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS]
 NOT_CONTROLLER = 41
+REPLICA_NOT_AVAILABLE = 9
 EXISTING_REASSIGNMENT = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to "
     "override this and create a new partition assignment in addition to the existing one. The "
@@ -84,8 +91,8 @@ def build_parser() -> OptionParser:
     p.add("reassignment-json-file", "The reassignment, as JSON:\n"
           '{"partitions": [{"topic": "foo", "partition": 1, "replicas": [1,2,3], '
           '"log_dirs": ["any","any","any"]}], "version": 1}\n"log_dirs" is optional; when '
-          'given it has one entry per replica, and each must be "any" (moving replicas between '
-          "log directories is not supported).", "manual assignment json file path")
+          'given it has one entry per replica: "any", or the absolute path of the log '
+          "directory of that broker the replica should move to.", "manual assignment json file path")
     p.add("topics-to-move-json-file", "The topics whose partitions --generate should move, "
           'as JSON: {"topics": [{"topic": "foo"}, {"topic": "foo1"}], "version": 1}',
           "topics to reassign json file path")
@@ -99,8 +106,9 @@ def build_parser() -> OptionParser:
     p.add("replica-alter-log-dirs-throttle", "With --execute: limit moves between log "
           "directories of one broker to this many bytes/sec.", "replicaAlterLogDirsThrottle",
           type=int, default=-1)
-    p.add("timeout", "Accepted and ignored: Odradek does not move replicas between log "
-                     "directories, so there is nothing to wait for.", "timeout", type=int, default=10000)
+    p.add("timeout", "With --execute: how long (ms) to keep asking brokers to start the log "
+                     "directory moves of replicas they do not host yet.", "timeout", type=int,
+          default=10000)
     p.add("additional", "With --execute: submit even while other moves are under way; "
                         "resubmitting the current plan this way updates its throttle.")
     p.add("preserve-throttles", "With --verify or --cancel: keep the throttle configs instead of "
@@ -414,11 +422,6 @@ def follower_throttles(moves) -> dict[str, str]:
 async def execute(client, o):
     parts, log_dirs = parse_reassignment(o["reassignment-json-file"])
     proposed = check_execute_args(parts)
-    if log_dirs:
-        raise ToolError("Moving replicas between log directories is not supported by Odradek "
-                        "(use \"any\" in log_dirs): "
-                        + ",".join(f"{t}-{p} on broker {b} -> {d}"
-                                   for (t, p, b), d in sorted(log_dirs.items())))
     ongoing = await list_reassignments(client)
     if ongoing and not o.has("additional"):
         raise Terse(EXISTING_REASSIGNMENT)
@@ -462,7 +465,9 @@ async def execute(client, o):
             await alter_configs(client, resources)
             print(f"The inter-broker throttle limit was set to {throttle} B/s")
         if log_dir_throttle >= 0:
-            # no log directory moves are possible here, so no broker needs the setting
+            moving = sorted({b for (_, _, b) in log_dirs} & live)
+            await alter_configs(client, [(BROKER, str(b), [(ALTER_LOG_DIRS_RATE, SET, str(log_dir_throttle))])
+                                         for b in moving])
             print(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     R = AlterPartitionReassignmentsRequest
     by_topic = defaultdict(list)
@@ -478,6 +483,73 @@ async def execute(client, o):
     names = ",".join(tp_str(tp) for tp in sorted(proposed, key=tp_key))
     print(f"Successfully started partition reassignment{'' if len(proposed) == 1 else 's'} "
           f"for {names}")
+    if log_dirs:
+        await execute_moves(client, log_dirs, o["timeout"])
+
+
+def replica_str(r) -> str:
+    """Kafka's TopicPartitionReplica: ``topic-partition-broker``."""
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def replica_key(r):
+    return r[2], r[0], r[1]         # Kafka's order: broker, then topic, then partition
+
+
+def plural(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+async def execute_moves(client, log_dirs: dict, timeout_ms: int) -> None:
+    """AlterReplicaLogDirs to each replica's broker until every move has started: a replica the
+    broker does not host yet (REPLICA_NOT_AVAILABLE, its reassignment still running) is asked
+    again every 100 ms, for ``timeout_ms`` at most; any other error ends the tool."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    pending = dict(log_dirs)
+    while True:
+        started = await alter_replica_log_dirs(client, pending)
+        if started:
+            print(f"Successfully started log directory move{plural(len(started))} for: "
+                  + ",".join(replica_str(r) for r in sorted(started, key=replica_key)))
+        for r in started:
+            del pending[r]
+        if not pending:
+            return
+        if loop.time() >= deadline:
+            raise Terse(f"Timed out before log directory move{plural(len(pending))} could be "
+                        "started for: " + ",".join(replica_str(r) for r in sorted(pending, key=replica_key)))
+        await asyncio.sleep(0.1)
+
+
+async def alter_replica_log_dirs(client, moves: dict) -> list:
+    """The replicas whose move started (NONE); REPLICA_NOT_AVAILABLE ones are left out."""
+    from protocol.errors import error_message
+    R = AlterReplicaLogDirsRequest
+    by_broker = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for (t, p, b), d in moves.items():
+        by_broker[b][d][t].append(p)
+    started = []
+
+    async def send(b, dirs):
+        resp = await client.send_to(b, R(dirs=[
+            R.AlterReplicaLogDir(path=d, topics=[R.AlterReplicaLogDirTopic(name=t, partitions=ps)
+                                                 for t, ps in topics.items()])
+            for d, topics in dirs.items()]))
+        for t in resp.results:
+            for p in t.partitions:
+                r = (t.topic_name, p.partition_index, b)
+                if p.error_code == 0:
+                    started.append(r)
+                elif p.error_code != REPLICA_NOT_AVAILABLE:
+                    raise ToolError(f"Failed to alter dir for {replica_str(r)}: "
+                                    f"{error_message(p.error_code)}")
+
+    await client.refresh_metadata(topics=[])
+    for b in sorted(by_broker):
+        if b in client.nodes:
+            await send(b, by_broker[b])
+    return started
 
 
 async def describe_assignment_tolerant(client, topics) -> dict:
@@ -540,11 +612,55 @@ async def verify(client, o):
                          f"replica set is {','.join(map(str, current))} rather than "
                          f"{','.join(map(str, target))}.")
     print("\n".join(lines))
-    # Kafka prints the replica log-dir move states next (one line each); none are possible here
-    print("\n".join(f"Partition {t}-{p} cannot be found in any live log directory on broker {b}."
-                    for (t, p, b) in sorted(log_dirs, key=lambda k: (k[2], k[0], k[1]))))
-    if not ongoing and not log_dirs and not o.has("preserve-throttles"):
+    states = await log_dir_move_states(client, log_dirs)
+    print("\n".join(line for _, line in states))
+    moving = any(active for active, _ in states)
+    if not ongoing and not moving and not o.has("preserve-throttles"):
         await clear_all_throttles(client, parts)
+
+
+async def log_dir_move_states(client, log_dirs: dict) -> list:
+    """[(still moving, Kafka's line)] for every replica with a target log dir, in Kafka's order."""
+    R = DescribeLogDirsRequest
+    await client.refresh_metadata(topics=[])
+    where: dict = {}                # (topic, partition, broker) -> [current dir, future dir]
+    brokers = sorted({b for (_, _, b) in log_dirs} & set(client.nodes))
+    for b in brokers:
+        wanted = defaultdict(list)
+        for t, p, bb in log_dirs:
+            if bb == b:
+                wanted[t].append(p)
+        resp = await client.send_to(b, R(topics=[R.DescribableLogDirTopic(topic=t, partitions=ps)
+                                                 for t, ps in wanted.items()]))
+        for res in resp.results:
+            if res.error_code:
+                continue
+            for t in res.topics:
+                for p in t.partitions:
+                    info = where.setdefault((t.name, p.partition_index, b), [None, None])
+                    info[1 if p.is_future_key else 0] = res.log_dir
+    out = []
+    for r in sorted(log_dirs, key=replica_key):
+        t, p, b = r
+        target = log_dirs[r]
+        if b not in brokers:
+            out.append((False, f"Partition {t}-{p} cannot be found in any live log directory on broker {b}."))
+            continue
+        current, future = where.get(r, (None, None))
+        if current is None:
+            out.append((False, f"Partition {t}-{p} is not found in any live log dir on broker {b}. "
+                               "There is likely an offline log directory on the broker."))
+        elif future is not None:
+            out.append((True, f"Reassignment of replica {replica_str(r)} is still in progress."
+                        if future == target else
+                        f"Partition {t}-{p} on broker {b} is being moved to log dir {future} "
+                        f"instead of {target}."))
+        elif current == target:
+            out.append((False, f"Reassignment of replica {replica_str(r)} completed successfully."))
+        else:
+            out.append((False, f"Partition {t}-{p} on broker {b} is not being moved from log dir "
+                               f"{current} to {target}."))
+    return out
 
 
 async def cancel(client, o):

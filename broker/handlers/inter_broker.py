@@ -9,6 +9,8 @@ by the active controller (NOT_CONTROLLER elsewhere), through its event queue.
 
 Admin -> controller: ElectLeaders (43) v0-2, AlterPartitionReassignments (45) v0,
 ListPartitionReassignments (46) v0 — NOT_CONTROLLER unless this broker is the controller.
+On the embedded store (one broker) AlterPartitionReassignments accepts the one possible
+assignment, this broker, as already complete.
 
 Without ZooKeeper (single node) the controller -> broker requests are refused with
 STALE_CONTROLLER_EPOCH, ControlledShutdown succeeds at once, elections are never needed and
@@ -181,16 +183,19 @@ def _election_message(err):
 @handler(45, 0, 0)
 async def alter_partition_reassignments(ctx, req):
     R = AlterPartitionReassignmentsResponse
-    role = _role(ctx.broker)
-    if role is None:
-        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
-                 error_message="This is not the correct controller for this cluster.", responses=[])
     items = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
              for t in req.topics for p in t.partitions]
-    try:
-        out = await role.call("alter_reassignments", items)
-    except Exception:
-        return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, error_message=None, responses=[])
+    if not hasattr(ctx.broker.controller, "role"):
+        out = _single_node_reassignments(ctx.broker, items)
+    else:
+        role = _role(ctx.broker)
+        if role is None:
+            return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
+                     error_message="This is not the correct controller for this cluster.", responses=[])
+        try:
+            out = await role.call("alter_reassignments", items)
+        except Exception:
+            return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, error_message=None, responses=[])
     by_topic: dict[str, list] = {}
     for t, p, _ in items:
         err, msg = out.get((t, p), (0, None))
@@ -198,6 +203,28 @@ async def alter_partition_reassignments(ctx, req):
                                                                           error_message=msg))
     return R(throttle_time_ms=0, error_code=0, error_message=None, responses=[
         R.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _single_node_reassignments(broker, items) -> dict:
+    """A single broker on the embedded store is its own controller: the only assignment a
+    partition can have is this broker, so a valid reassignment changes nothing and completes at
+    once (kafka-reassign-partitions.sh moving replicas between log dirs sends one), and nothing
+    is ever in progress to cancel.  The checks and messages are the ZooKeeper controller's."""
+    out = {}
+    for t, p, target in items:
+        info = broker.controller.topic(t)
+        if info is None or p not in info.partitions:
+            out[(t, p)] = (E.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+        elif target is None:
+            out[(t, p)] = (E.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress for this partition.")
+        elif not target or len(set(target)) != len(target):
+            out[(t, p)] = (E.INVALID_REPLICA_ASSIGNMENT, "The replica list is empty or has duplicates.")
+        elif any(b != broker.broker_id for b in target):
+            out[(t, p)] = (E.INVALID_REPLICA_ASSIGNMENT, "Replica assignment has brokers that are not alive: "
+                           f"{[b for b in target if b != broker.broker_id]}")
+        else:
+            out[(t, p)] = (E.NONE, None)
+    return out
 
 
 @handler(46, 0, 0)
