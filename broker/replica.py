@@ -179,10 +179,7 @@ class ReplicaManager:
                     part = self.partitions[key] = Partition(self, name, p, info.topic_id, lg)
                     self.broker.log_dir_mover.ensure(key)      # a move to another dir goes on
                 else:
-                    part.log.config = lcfg
-                    fut = lm.future_logs.get(key)
-                    if fut is not None:
-                        fut.config = lcfg
+                    self._set_config(key, part, lcfg)
                 part.leader_id = state.leader
                 part.leader_epoch = state.leader_epoch
                 part.replicas = list(state.replicas)
@@ -246,13 +243,16 @@ class ReplicaManager:
 
     def update_configs(self, topic: str, overrides: dict) -> None:
         lcfg = log_config_for(self.broker.config, overrides)
-        lm = self.broker.log_manager
-        for (t, p), part in self.partitions.items():
-            if t == topic:
-                part.log.config = lcfg
-                fut = lm.future_logs.get((t, p))
-                if fut is not None:
-                    fut.config = lcfg
+        for key, part in self.partitions.items():
+            if key[0] == topic:
+                self._set_config(key, part, lcfg)
+
+    def _set_config(self, key, part, lcfg) -> None:
+        """A topic's config for its log, and for the copy of a log moving to another dir."""
+        part.log.config = lcfg
+        fut = self.broker.log_manager.future_logs.get(key)
+        if fut is not None:
+            fut.config = lcfg
 
 
 def _b64(u):

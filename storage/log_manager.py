@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import shutil
 import uuid
@@ -52,6 +53,8 @@ LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 DELETE_SUFFIX = "-delete"
 
+logger = logging.getLogger("odradek.logmanager")
+
 
 def read_properties(path: str) -> dict:
     out = {}
@@ -64,6 +67,14 @@ def read_properties(path: str) -> dict:
             if sep:
                 out[k.strip()] = v.strip()
     return out
+
+
+def _rename_for_deletion(path: str, tp, d: str) -> str:
+    """Rename a partition directory in log dir ``d`` to ``<name>.<uuid hex>-delete``."""
+    name = f"{tp[0]}-{tp[1]}"
+    target = os.path.join(d, f"{name[:255 - 40]}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+    os.replace(path, target)
+    return target
 
 
 class LogManager:
@@ -173,8 +184,7 @@ class LogManager:
             tp = (topic, partition)
             logs, dir_of = (self.future_logs, self.future_dir_of) if future else (self.logs, self.log_dir_of)
             if future and tp in logs:       # two moves' leftovers: the copy is started again
-                log_ = Log(path, self.topic_configs(topic), clean_shutdown=clean, time_ms=self.time_ms)
-                self._discard(log_, d)
+                _rename_for_deletion(path, tp, d)
                 continue
             log_ = Log(path, self.topic_configs(topic), recovery_point=rps.get(tp, 0),
                        log_start_offset=starts.get(tp), high_watermark=hws.get(tp),
@@ -192,16 +202,11 @@ class LogManager:
             # make recovery durable in the checkpoints right away
             self._write_dir_checkpoints(d)
 
-    def _discard(self, log_: Log, d: str) -> None:
+    @staticmethod
+    def _discard(log_: Log, d: str) -> None:
         """Close ``log_`` without a snapshot and rename its directory to ``-delete``."""
         log_.close_handles()
-        self._rename_for_deletion(log_, d)
-
-    def _rename_for_deletion(self, log_: Log, d: str) -> str:
-        name = f"{log_.topic}-{log_.partition}"
-        target = os.path.join(d, f"{name[:255 - 40]}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        os.replace(log_.dir, target)
-        return target
+        _rename_for_deletion(log_.dir, (log_.topic, log_.partition), d)
 
     def _keep_one(self, tp, first: Log, first_dir: str, second: Log, second_dir: str) -> Log:
         """The same partition in two log dirs (a move's two renames, on two file systems, did
@@ -210,8 +215,7 @@ class LogManager:
         is kept (the first found on a tie) and the other is deleted."""
         keep, drop, drop_dir = (second, first, first_dir) \
             if second.log_end_offset > first.log_end_offset else (first, second, second_dir)
-        import logging
-        logging.getLogger("odradek.logmanager").warning(
+        logger.warning(
             "%s-%d found in %s and %s: keeping %s (log end offset %d against %d)", tp[0], tp[1],
             first.dir, second.dir, keep.dir, keep.log_end_offset, drop.log_end_offset)
         self._discard(drop, drop_dir)
@@ -297,7 +301,7 @@ class LogManager:
         recovery_point = fut.recovery_point
         fut.close()
         # the commit point: once the current directory is "-delete", the future copy counts
-        self._rename_for_deletion(cur, cur_dir)
+        _rename_for_deletion(cur.dir, tp, cur_dir)
         final = os.path.join(dest, f"{tp[0]}-{tp[1]}")
         os.replace(fut.dir, final)
         new = Log(final, cur.config, recovery_point=recovery_point,
@@ -326,15 +330,12 @@ class LogManager:
         tp = (topic, partition)
         self.preferred_dir.pop(tp, None)
         self.abort_future_log(tp)
-        log = self.logs.pop(tp, None)
+        lg = self.logs.pop(tp, None)
         d = self.log_dir_of.pop(tp, None)
-        if log is None:
+        if lg is None:
             return None
-        log.close()
-        name = f"{topic}-{partition}"
-        target = os.path.join(d, f"{name[:255 - 40]}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        os.replace(log.dir, target)
-        return target
+        lg.close()
+        return _rename_for_deletion(lg.dir, tp, d)
 
     def remove_deleted_dirs(self) -> None:
         for d in self.log_dirs:

@@ -115,8 +115,7 @@ async def alter_replica_log_dirs(ctx, req):
     for d in req.dirs:
         for t in d.topics:
             for p in t.partitions:
-                wanted.pop((t.name, p), None)       # a later dir wins, keeping Kafka's order
-                wanted[(t.name, p)] = d.path
+                wanted[(t.name, p)] = d.path        # a later dir wins, as in Kafka's map
     mover = ctx.broker.log_dir_mover
     by_topic: dict[str, list] = {}
     for (topic, p), path in wanted.items():
