@@ -227,13 +227,18 @@ class ReplicaManager:
             self.schedule_dir_removal()
 
     def schedule_dir_removal(self) -> None:
-        """Remove renamed ``-delete`` log dirs after ``log.segment.delete.delay.ms``, off-loop."""
+        """Remove renamed ``-delete`` log dirs after ``log.segment.delete.delay.ms``, off-loop,
+        and close the files of deleted or replaced logs once ``file.delete.delay.ms`` has
+        passed."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
         lm = self.broker.log_manager
         delay = self.broker.config.get("log.segment.delete.delay.ms") / 1000
+        # the broker default of file.delete.delay.ms; a topic with a longer override waits for
+        # the retention check's pass (LogManager.cleanup_logs)
+        loop.call_later(delay + 0.001, lm.close_retired_logs)
 
         def remove():
             fut = loop.run_in_executor(None, lm.remove_deleted_dirs)

@@ -14,8 +14,9 @@ How this works:
   5 s, ``log.flush.start.offset.checkpoint.interval.ms`` 60 s) and at ``shutdown``.
 * ``shutdown`` flushes and closes every log, writes all checkpoints with recovery point = log
   end offset, writes ``.kafka_cleanshutdown`` and releases the locks.
-* ``delete_log`` closes the log, renames its directory to ``<name>.<uuid hex>-delete`` and
-  removes it (``remove_deleted_dirs`` may run in an executor).
+* ``delete_log`` renames the log's directory to ``<name>.<uuid hex>-delete``, closes its files
+  after ``file.delete.delay.ms`` (as Kafka does: fetch answers already handed out read them)
+  and ``remove_deleted_dirs`` (may run in an executor) removes it.
 * A replica moving to another log dir (AlterReplicaLogDirs) has a second, "future" log in
   ``<dest>/<name>.<uuid hex>-future`` (``future_logs``), which the broker fills from the
   current one (broker/log_dir_mover.py).  ``replace_current_with_future`` swaps them: the
@@ -311,8 +312,7 @@ class LogManager:
         self.log_dir_of[tp] = dest
         # in-flight fetch regions still read the old files: close them later (Kafka deletes a
         # replaced log's files after file.delete.delay.ms too)
-        cur.closed = True       # refuses appends from here on
-        self._retired.append((self.time_ms() + cur.config.file_delete_delay_ms, cur))
+        self._retire(cur)
         return new
 
     def close_retired_logs(self, now: int | None = None, force: bool = False) -> int:
@@ -325,8 +325,11 @@ class LogManager:
         return len(due)
 
     def delete_log(self, topic: str, partition: int) -> str | None:
-        """Close the log and rename its dir to ``<name>.<uuid>-delete``; returns that path.
-        Call ``remove_deleted_dirs`` (off-loop is fine) to remove the files."""
+        """Rename the log's dir to ``<name>.<uuid>-delete`` and return that path; the log refuses
+        appends at once and its files are closed after ``file.delete.delay.ms``
+        (``close_retired_logs``), so fetch regions already handed out never read a descriptor
+        that was closed and reused meanwhile.  Call ``remove_deleted_dirs`` (off-loop is fine)
+        to remove the files."""
         tp = (topic, partition)
         self.preferred_dir.pop(tp, None)
         self.abort_future_log(tp)
@@ -334,8 +337,13 @@ class LogManager:
         d = self.log_dir_of.pop(tp, None)
         if lg is None:
             return None
-        lg.close()
-        return _rename_for_deletion(lg.dir, tp, d)
+        path = _rename_for_deletion(lg.dir, tp, d)
+        self._retire(lg)
+        return path
+
+    def _retire(self, lg: Log) -> None:
+        lg.closed = True        # refuses appends from here on
+        self._retired.append((self.time_ms() + lg.config.file_delete_delay_ms, lg))
 
     def remove_deleted_dirs(self) -> None:
         for d in self.log_dirs:

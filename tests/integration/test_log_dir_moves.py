@@ -189,17 +189,26 @@ def test_a_throttled_move_shows_in_describe_log_dirs(tmp_path):
     with _topic_on_broker(tmp_path, topic, 5000) as (b, admin):
         src, dest = _source_and_target(admin, b, topic)
         key = "replica.alter.log.dirs.io.max.bytes.per.second"
-        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0", configs={key: "500000"})])
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0", configs={key: "300000"})])
         assert list(admin.alter_replica_log_dirs({(topic, 0, 0): dest}).values()) == [NoError]
-        time.sleep(1)
-        where = _where(admin, topic)
-        ((p, future, copied, lag),) = where[dest]
-        assert (p, future) == (0, True) and 0 < copied < 4_000_000 and 0 < lag < 5000
-        ((p, future, size, current_lag),) = where[src]
-        assert (p, future, current_lag) == (0, False, 0) and size > 5_000_000
-        time.sleep(1)
-        ((_, _, later, less),) = _where(admin, topic)[dest]
-        assert copied < later < 4_000_000 and less < lag    # going on, at the throttle's pace
+
+        def copy_state(after=0):
+            """(copied bytes, lag) of the future replica once it has copied more than ``after``."""
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                where = _where(admin, topic)
+                if dest in where and where[dest][0][2] > after:
+                    ((p, future, copied, lag),) = where[dest]
+                    assert (p, future) == (0, True)
+                    ((p, future, size, current_lag),) = where[src]     # still the current copy
+                    assert (p, future, current_lag) == (0, False, 0) and size > 5_000_000
+                    return copied, lag
+                time.sleep(0.1)
+            raise AssertionError(f"no progress past {after} bytes: {_where(admin, topic)}")
+        copied, lag = copy_state()
+        assert 0 < lag < 5000 and copied < 4_000_000     # at 300 KB/s the 5 MB take ~17 s
+        later, less = copy_state(copied)
+        assert later < 4_500_000 and less < lag          # going on, at the throttle's pace
         admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0", configs={key: str(2**63 - 1)})])
         _wait_moved(admin, topic, dest, timeout=20)
         records = _read_all(b, topic, 5000)

@@ -235,3 +235,23 @@ def test_alter_answers(tmp_path, clock):
     assert mover.alter("x" * 249, 0, there) == 17                      # INVALID_TOPIC_EXCEPTION
     lm.offline_dirs.add(there)
     assert mover.alter(*TP, there) == 56                               # KAFKA_STORAGE_ERROR
+
+
+def test_a_deleted_log_keeps_its_files_open_for_the_delete_delay(tmp_path, clock):
+    """Regions handed out before a topic's deletion hold the segment's descriptor: it stays
+    open (and cannot be reused for another file) until file.delete.delay.ms has passed."""
+    lm = manager(tmp_path, clock)
+    lg = lm.get_or_create_log(*TP)
+    fill(lg, n=5)
+    region = lg.read(0, 1 << 20).regions[0]
+    data = region.read()
+    path = lm.delete_log(*TP)
+    assert path.endswith("-delete") and TP not in lm.logs
+    with pytest.raises(Exception):
+        lg.append(make_batch([b"late"]), 9)
+    lm.remove_deleted_dirs()                    # the files are unlinked, the descriptor lives
+    assert region.read() == data
+    assert lm.close_retired_logs(clock.now + lg.config.file_delete_delay_ms - 1) == 0
+    assert lm.close_retired_logs(clock.now + lg.config.file_delete_delay_ms) == 1
+    with pytest.raises(OSError):
+        os.fstat(region.fd)
