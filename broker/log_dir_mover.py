@@ -11,8 +11,9 @@ How this works (Kafka's ReplicaAlterLogDirsThread, on the event loop):
 * The copy task reads whole batches from the current log, from the future log's end, and
   appends them with ``append_as_follower`` (offsets, leader epochs, producer state and aborted
   transactions come with the batches), 1 MiB at a time with a yield to the loop in between.
-  A truncation of the current log (a follower's, after a leader change) or a log start offset
-  past the copy starts the copy again from the current log's start.
+  A truncation of the current log (a follower's, after a leader change) starts the copy again
+  from the current log's start; retention past the copy leaves a gap below the start, as a
+  follower's log may have, and a current log emptied by it restarts the copy at its end.
 * Caught up, it fsyncs the future log off the loop, copies what arrived meanwhile without
   yielding, and swaps (``LogManager.replace_current_with_future``): from that step on the
   partition's ``Partition.log`` is the new one.  Handlers read ``part.log`` when they use it, and
@@ -28,12 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 
-from protocol import records as rec
+from broker.configdefs import LONG_MAX
 from protocol.errors import ErrorCode as E
 from storage.errors import OffsetOutOfRangeError
-from broker.configdefs import LONG_MAX
 from storage.log import future_dir_name
 
 log = logging.getLogger("odradek.logdirs")
@@ -64,24 +63,7 @@ def copy_some(cur, fut, budget: int = CHUNK) -> int:
     # batch that holds it, or retention passed the copy) from the batch holding that start,
     # which may leave a gap in the copy's offsets below the start, as a follower's log may have
     data = cur.read_bytes(max(start, cur.log_start_offset), budget, max_offset=cur.log_end_offset)
-    mv = memoryview(data)
-    first = None
-    end = 0
-    for h in rec.scan_batches(mv):
-        if isinstance(h, rec.TruncatedBatch):
-            break
-        if h.last_offset < start:
-            continue
-        if first is None:
-            first = h.pos
-            if h.base_offset < start:
-                # compaction rewrote the batches around our end: take the new one whole
-                fut.truncate_to(h.base_offset)
-        end = h.pos + h.size
-    if first is None or end <= first:
-        return 0
-    fut.append_as_follower(bytearray(mv[first:end]))
-    return end - first
+    return fut.append_new_batches(data)
 
 
 class LogDirMover:
@@ -99,7 +81,6 @@ class LogDirMover:
             return E.INVALID_TOPIC_EXCEPTION        # Kafka: "The topic name is too long."
         if not lm.is_log_dir(dest):
             return E.LOG_DIR_NOT_FOUND
-        dest = os.path.abspath(dest)
         if dest in lm.offline_dirs:
             return E.KAFKA_STORAGE_ERROR
         moving_to = lm.future_dir_of.get(tp)
@@ -185,10 +166,7 @@ class LogDirMover:
                 del self.tasks[tp]
 
     def _rate(self) -> int | None:
-        try:
-            rate = self.broker.config.get(THROTTLE)
-        except Exception:
-            return None
+        rate = self.broker.config.get(THROTTLE)
         return None if rate is None or rate >= LONG_MAX else int(rate)
 
     def _state(self, tp):
@@ -209,15 +187,7 @@ class LogDirMover:
         for epoch, start in cur.epoch_cache.entries:
             if epoch > new.epoch_cache.latest_epoch:    # epochs begun without a batch yet
                 new.epoch_cache.assign(epoch, start)
-        # The producers as the current log knows them: the copy rebuilt the same from the same
-        # batches, unless retention removed some before they were copied (Kafka keeps producer
-        # state past retention, so must the moved log); kept on disk by a snapshot at the end.
-        ps, src = new.producer_state, cur.producer_state
-        if ps.producers.keys() != src.producers.keys() or ps.ongoing_txns != src.ongoing_txns:
-            ps.producers = {pid: e.copy() for pid, e in src.producers.items()}
-            ps.ongoing_txns = dict(src.ongoing_txns)
-            ps.map_end_offset = new.log_end_offset
-            ps.take_snapshot(new.log_end_offset)
+        new.producer_state.adopt(cur.producer_state, new.log_end_offset)
         new.delete_old_segments()       # segments the copy holds below the current log's start
         part.log = new
         part.wake()

@@ -36,7 +36,6 @@ import time
 from broker.configdefs import LONG_MAX
 from broker.quota import replication_quotas
 from broker.security.interbroker import connect_to_broker
-from protocol import records as rec
 from protocol.client import KafkaClientConnection, KafkaConnectionError
 from protocol.errors import ErrorCode as E
 from protocol.errors import error_name
@@ -669,24 +668,7 @@ class ReplicaFetcher:
         self._delay(st, max(self.backoff or 1.0, 0.2) if err == E.TOPIC_AUTHORIZATION_FAILED else None)
 
     def _append(self, part, data) -> bool:
-        lg = part.log
-        buf = data.read() if hasattr(data, "read") else data
-        mv = memoryview(buf)
-        leo = lg.log_end_offset
-        start = None
-        end = 0
-        for h in rec.scan_batches(mv):
-            if isinstance(h, rec.TruncatedBatch):
-                break
-            end = h.pos + h.size
-            if start is None and h.last_offset >= leo:
-                if h.base_offset < leo:
-                    lg.truncate_to(h.base_offset)   # a batch that straddles our end: take it whole
-                start = h.pos
-        if start is None or end <= start:
-            return False
-        lg.append_as_follower(bytearray(mv[start:end]))
-        return True
+        return part.log.append_new_batches(data.read() if hasattr(data, "read") else data) > 0
 
 
 async def _cancel_and_wait(task: asyncio.Task) -> None:

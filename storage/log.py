@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import os
 import random
-import uuid
 import time
+import uuid
 from bisect import bisect_right
 from typing import NamedTuple
 
@@ -475,6 +475,29 @@ class Log:
             marker = control_marker(buf, h) if h.is_control else None
             session.stage(h, marker, origin_client=False)
         return self._write(buf, headers, session, now, None, -1)
+
+    def append_new_batches(self, data) -> int:
+        """Append, as a follower, the whole batches of ``data`` that end at or after the log end
+        offset: earlier ones are skipped, a partial tail is left out, and a batch straddling the
+        end (compaction rewrote the batches around it) is taken whole after truncating to its
+        base.  Returns the bytes appended.  The one way replicas append what they fetched: a
+        follower from its leader, a copy moving to another log dir from the current log."""
+        mv = memoryview(data)
+        leo = self.log_end_offset
+        start = None
+        end = 0
+        for h in scan_batches(mv):
+            if isinstance(h, TruncatedBatch):
+                break
+            end = h.pos + h.size
+            if start is None and h.last_offset >= leo:
+                if h.base_offset < leo:
+                    self.truncate_to(h.base_offset)
+                start = h.pos
+        if start is None or end <= start:
+            return 0
+        self.append_as_follower(bytearray(mv[start:end]))
+        return end - start
 
     @staticmethod
     def _check_keys(buf, h) -> None:

@@ -238,6 +238,19 @@ class ProducerStateManager:
         self.ongoing_txns.clear()
         self.map_end_offset = offset
 
+    def adopt(self, other: "ProducerStateManager", end_offset: int) -> None:
+        """Take ``other``'s producers and open transactions, as of ``end_offset``, and snapshot
+        them there, unless they are the same already.  A replica's copy in another log dir
+        rebuilt its state from the batches it copied; this brings over the producers whose
+        batches retention removed before they were copied (Kafka keeps producer state past
+        retention)."""
+        if self.producers.keys() == other.producers.keys() and self.ongoing_txns == other.ongoing_txns:
+            return
+        self.producers = {pid: e.copy() for pid, e in other.producers.items()}
+        self.ongoing_txns = dict(other.ongoing_txns)
+        self.map_end_offset = end_offset
+        self.take_snapshot(end_offset)
+
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         gone = [pid for pid, e in self.producers.items()
                 if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]

@@ -119,15 +119,35 @@ def test_move_while_producing_keeps_every_acked_record(tmp_path):
                 p.poll(0.001)
             assert p.flush(30) == 0
 
-        t = threading.Thread(target=producer)
-        t.start()
+        seen, errors = [], []
+
+        def consumer():                 # reads the tail through the swap, long-polling
+            c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-" + uuid.uuid4().hex,
+                          "enable.auto.commit": False, "fetch.wait.max.ms": 500})
+            c.assign([CTP(topic, 0, 30000)])
+            while not stop.is_set() or len(seen) < len(acked):
+                for m in c.consume(1000, timeout=0.2):
+                    if m.error():
+                        errors.append(m.error())
+                    else:
+                        seen.append((m.offset(), m.value()))
+                if stop.is_set() and time.monotonic() > stopped_at[0] + 30:
+                    break
+            c.close()
+
+        stopped_at = [float("inf")]
+        threads = [threading.Thread(target=producer), threading.Thread(target=consumer)]
+        for t in threads:
+            t.start()
         time.sleep(0.3)
         res = admin.alter_replica_log_dirs({(topic, 0, 0): dest})
         assert list(res.values()) == [NoError]
         _wait_moved(admin, topic, dest)
         time.sleep(0.3)                             # some records after the swap too
         stop.set()
-        t.join()
+        stopped_at[0] = time.monotonic()
+        for t in threads:
+            t.join()
         assert list(_where(admin, topic)) == [dest]
         assert os.path.isdir(os.path.join(dest, f"{topic}-0"))
         assert not os.path.exists(os.path.join(src, f"{topic}-0"))
@@ -137,6 +157,8 @@ def test_move_while_producing_keeps_every_acked_record(tmp_path):
         assert [o for o, _ in records] == list(range(len(records)))      # no gap, no repeat
         assert records[:30000] == [(i, b"%08d" % i + bytes(992)) for i in range(30000)]
         assert all(records[o] == (o, v) for o, v in acked)               # every ack, in place
+        # the reader following the tail saw every record once, in order, and no error
+        assert not errors and seen == records[30000:30000 + len(seen)] and len(seen) >= len(acked)
         b.restart(clean=True)
         assert list(_where(_admin(b), topic)) == [dest]
         assert _read_all(b, topic, len(records)) == records
@@ -277,3 +299,25 @@ def test_reassign_partitions_tool_moves_between_log_dirs(tmp_path):
         assert r.rc == 1 and f"Error: Failed to alter dir for {topic}-0-0" in r.out, r
         records = _read_all(b, topic, 5000)
         assert [(o, v[:8]) for o, v in records] == [(i, b"%08d" % i) for i in range(5000)]
+
+
+def test_single_broker_reassignment_answers(tmp_path):
+    """The embedded store's AlterPartitionReassignments: its one possible assignment completes at
+    once, anything else gets the ZooKeeper controller's answers (kafka-python's admin)."""
+    from kafka import TopicPartition
+    from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInProgressError,
+                              UnknownTopicOrPartitionError)
+    topic = "reassign-one"
+    with _topic_on_broker(tmp_path, topic, 10) as (b, admin):
+        res = admin.alter_partition_reassignments({
+            TopicPartition(topic, 0): [0],
+            TopicPartition("no-such-topic", 0): [0],
+        })
+        assert res[TopicPartition(topic, 0)] in (None, NoError)
+        assert res[TopicPartition("no-such-topic", 0)] is UnknownTopicOrPartitionError
+        for replicas, error in (([0, 1], InvalidReplicationAssignmentError),   # broker 1 is not alive
+                                ([0, 0], InvalidReplicationAssignmentError),   # duplicate
+                                (None, NoReassignmentInProgressError)):    # nothing to cancel
+            res = admin.alter_partition_reassignments({TopicPartition(topic, 0): replicas})
+            assert res[TopicPartition(topic, 0)] is error, (replicas, res)
+        assert not admin.list_partition_reassignments()

@@ -178,6 +178,7 @@ class _Replicas:
 class _Broker:
     def __init__(self, lm):
         self.log_manager = lm
+        self.config = {}        # no replica.alter.log.dirs.io.max.bytes.per.second: unpaced
         self.replicas = _Replicas({TP: _Part(lm.logs[TP])})
 
 
