@@ -291,7 +291,7 @@ class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
-                 "groups", "group_epoch_bumps")
+                 "groups", "group_epoch_bumps", "fetch_sessions")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -359,6 +359,9 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
                                 lst.rate_throttle.value(now), lst.ip_throttle.value(now))
                                for name, lst in cq.listeners.items()) if cq is not None else []
     snap.state = SHUTTING_DOWN if broker._stopping else RUNNING if broker.servers else STARTING
+    fs = getattr(broker, "fetch_sessions", None)
+    snap.fetch_sessions = (fs.num_sessions, fs.num_partitions, fs.evictions) if fs is not None \
+        else (0, 0, 0)
     snap.quotas = _quota_values(broker)
     snap.groups, snap.group_epoch_bumps = _group_counts(broker)
     return snap
@@ -557,6 +560,17 @@ def families(snap: _Snapshot):
             for ((user, client), _, _), t in zip(rows, tokens):
                 tok.add_metric([user, client], t)
             yield tok
+    # kafka.server:type=FetchSessionCache
+    sessions, cached, evictions = snap.fetch_sessions
+    yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                            "Incremental fetch sessions in the cache (NumIncrementalFetchSessions).",
+                            value=sessions)
+    yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                            "Partitions in all the cached fetch sessions "
+                            "(NumIncrementalFetchPartitionsCached).", value=cached)
+    yield CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                              "Fetch sessions evicted to make room for new ones "
+                              "(IncrementalFetchSessionEvictionsPerSec).", value=evictions)
     yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
                             "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
                             "(BrokerState).", value=snap.state)

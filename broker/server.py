@@ -18,6 +18,7 @@ import time
 from broker import dispatch
 from broker.config import BrokerConfig, ConfigError
 from broker.connection import KafkaConnection
+from broker.fetch_session import FetchSessionCache
 from broker.log_dir_mover import LogDirMover
 from protocol.framing import FramePool
 from broker.replica import ReplicaManager, log_config_for
@@ -35,6 +36,8 @@ class Broker:
         self.broker_id = config.broker_id
         self.connections: set[KafkaConnection] = set()
         self.frame_pool = FramePool()       # buffers of large request frames, lent again (protocol/framing.py)
+        self.fetch_sessions = FetchSessionCache(      # KIP-227 (broker/fetch_session.py)
+            config.get("max.incremental.fetch.session.cache.slots"))
         self.log_dir_mover = LogDirMover(self)      # AlterReplicaLogDirs (broker/log_dir_mover.py)
         self.servers: list = []         # broker/connection_quotas.Listener, one per listener
         self.connection_quotas = None   # broker/connection_quotas.py

@@ -5,8 +5,9 @@ down-converted per partition unless ``message.downconversion.enable`` is false (
 UNSUPPORTED_VERSION for that partition).  v3+ ``max_bytes`` (KIP-74: the first partition with
 data always gets at least one whole batch; a later one whose first batch does not fit in what
 is left gets no records, Kafka's ``firstEntryIncomplete`` rule).  v4+ isolation level, last stable offset and aborted
-transactions.  v5+ log start offset.  v7+ fetch sessions (KIP-227): this broker answers every
-fetch as a full, sessionless fetch (session id 0), which clients accept.  v9+ current leader
+transactions.  v5+ log start offset.  v7+ incremental fetch sessions (KIP-227,
+``broker/fetch_session.py``): the request's session id and epoch pick the partitions read, and
+an incremental answer carries only the partitions with news.  v9+ current leader
 epoch checks.  v11+ rack id / preferred read replica (always -1).  v12+ flexible.  v13+ topic ids
 instead of names.  v15+ replica state in place of replica id.
 
@@ -22,10 +23,13 @@ connection writes the response header and then the region.  A fetch that finds f
 from __future__ import annotations
 
 import asyncio
+import time
 
 from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
+from broker.fetch_session import FetchContext, new_context
 from broker.replica import wait_until
+from broker.security import acl as A
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
 from protocol.messages import FetchResponse
@@ -34,14 +38,6 @@ from storage.errors import OffsetOutOfRangeError
 
 R = FetchResponse
 READ_COMMITTED = 1
-
-
-def _resolve(ctrl, topic, version):
-    if version >= 13:
-        info = ctrl.topic_by_id(topic.topic_id) if topic.topic_id != UUID0 else None
-        return info, (E.UNKNOWN_TOPIC_ID if info is None else 0)
-    info = ctrl.topic(topic.topic)
-    return info, (E.UNKNOWN_TOPIC_OR_PARTITION if info is None else 0)
 
 
 def _read_all(ctx, req, plan, follower=False, throttled=None):
@@ -54,7 +50,10 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
     responses = []
     for topic, info, terr, parts in plan:
         out = []
-        for fp, part in parts:
+        for fp, part, cp in parts:
+            if cp is not None and part is not None and not terr and _unchanged(
+                    cp, fp, part, v, req.isolation_level, follower):
+                continue
             pd = R.PartitionData(partition_index=fp.partition, error_code=0, high_watermark=-1,
                                  last_stable_offset=-1, log_start_offset=-1,
                                  aborted_transactions=None if v < 4 else [],
@@ -112,6 +111,22 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
     return responses, total
 
 
+def _unchanged(cp, fp, part, v, isolation_level, follower) -> bool:
+    """Whether a partition of an incremental fetch session has nothing to tell: no records past
+    its fetch position, and the high watermark and log start offset its client last saw.  Such
+    a partition is left out of the answer (KIP-227) before anything is built for it; with a
+    thousand quiet partitions that is most of the fetch."""
+    if not part.is_leader or (v >= 9 and part.check_leader_epoch(fp.current_leader_epoch)):
+        return False
+    hw = part.high_watermark
+    lg = part.log
+    if hw != cp.high_watermark or lg.log_start_offset != cp.log_start_offset:
+        return False
+    limit = lg.log_end_offset if follower else \
+        (lg.last_stable_offset() if isolation_level == READ_COMMITTED else hw)
+    return fp.fetch_offset == limit
+
+
 def _aborted(lg, start, end):
     collect = getattr(lg, "aborted_transactions", None)
     if collect is None:
@@ -131,22 +146,63 @@ class _Joined:
         return b"".join(r.read() for r in self.regions)
 
 
+class _Topic:
+    """A topic of the fetch as answered: its name and id (either may be unknown)."""
+    __slots__ = ("topic", "topic_id")
+
+    def __init__(self, topic, topic_id):
+        self.topic = topic
+        self.topic_id = topic_id
+
+
+def _plan(ctx, entries, follower_request: bool):
+    """Group (topic name, topic id, request partition, session partition) entries into runs of
+    one topic, each resolved: [(topic, info, topic error, [(request partition, replica or None,
+    session partition or None)])].  Topics
+    the principal may not READ (consumers, with an authorizer) come last, answered
+    TOPIC_AUTHORIZATION_FAILED, as Kafka puts its erroneous partitions after the others."""
+    broker = ctx.broker
+    ctrl = broker.controller
+    v = ctx.api_version
+    check = ctx.authorizer is not None and not follower_request
+    plan, denied = [], []
+    run_key = object()
+    parts = None
+    for name, tid, fp, cp in entries:
+        key = tid if v >= 13 else name
+        if key != run_key or parts is None:
+            run_key = key
+            if v >= 13:
+                info = ctrl.topic_by_id(tid) if tid != UUID0 else None
+                terr = E.UNKNOWN_TOPIC_ID if info is None else 0
+            else:
+                info = ctrl.topic(name)
+                terr = E.UNKNOWN_TOPIC_OR_PARTITION if info is None else 0
+            topic = _Topic(info.name if info is not None else name,
+                           info.topic_id if info is not None else tid)
+            parts = []
+            target = plan
+            if check and (info is not None or v < 13) and \
+                    not ctx.authorize(A.READ, A.TOPIC, topic.topic):
+                terr, info, target = E.TOPIC_AUTHORIZATION_FAILED, None, denied
+            target.append((topic, info, terr, parts))
+        part = broker.replicas.get(info.name, fp.partition) if info is not None else None
+        parts.append((fp, part, cp))
+    return plan + denied
+
+
 @handler(1, 0, 16)
 async def fetch(ctx, req):
     broker = ctx.broker
     ctrl = broker.controller
     v = ctx.api_version
-    plan = []
-    for topic in req.topics:
-        info, terr = _resolve(ctrl, topic, v)
-        if info is not None:
-            topic.topic = info.name
-            topic.topic_id = info.topic_id
-        parts = []
-        for fp in topic.partitions:
-            part = broker.replicas.get(info.name, fp.partition) if info is not None else None
-            parts.append((fp, part))
-        plan.append((topic, info, terr, parts))
+    replica_id = req.replica_state.replica_id if v >= 15 else req.replica_id
+    resolve_id = (lambda tid: _name_of(ctrl, tid)) if v >= 13 else None
+    sessions = broker.fetch_sessions
+    fctx = new_context(sessions, v, req, replica_id >= 0, resolve_id, _now_ms())
+    if fctx.kind == FetchContext.ERROR:
+        return R(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
+    plan = _plan(ctx, fctx.entries, replica_id >= 0)
     follower = _replica_fetch(broker, req, v, plan)
     throttled = _leader_throttle(broker, req, v) if follower else None
     quota = None if follower else broker.fetch_quota        # client quotas: broker/client_quota.py
@@ -156,7 +212,7 @@ async def fetch(ctx, req):
     if total < req.min_bytes and req.max_wait_ms > 0 and not _has_error(responses):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
-        hosted = [p for _, _, _, parts in plan for _, p in parts if p is not None]
+        hosted = [p for _, _, _, parts in plan for _, p, _ in parts if p is not None]
         while total < req.min_bytes:
             remaining = deadline - loop.time()
             if remaining <= 0 or ctx.connection.closed:
@@ -172,12 +228,24 @@ async def fetch(ctx, req):
             responses, total = _read_all(ctx, req, plan, follower, throttled)
     if throttled is not None:
         _record_throttled(broker.replicas.replication.leader_quota, responses)
-    throttle_ms = 0
     if quota is not None and quota.on_fetch(ctx, total):
-        throttle_ms, responses = ctx.connection.throttle_ms, []     # over quota: answer nothing
+        # over quota: answer nothing (the session, if any, learns nothing either)
+        error, session_id = fctx.throttled(sessions)
+        return R(throttle_time_ms=ctx.connection.throttle_ms, error_code=error,
+                 session_id=session_id, responses=[])
+    error, session_id, responses = fctx.finish(sessions, responses, _now_ms())
     if broker.metrics is not None:
         broker.metrics.fetched(responses, follower)
-    return R(throttle_time_ms=throttle_ms, error_code=0, session_id=0, responses=responses)
+    return R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=responses)
+
+
+def _name_of(ctrl, topic_id):
+    info = ctrl.topic_by_id(topic_id) if topic_id != UUID0 else None
+    return info.name if info is not None else None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _replica_fetch(broker, req, v, plan) -> bool:
@@ -188,7 +256,7 @@ def _replica_fetch(broker, req, v, plan) -> bool:
     if replica_id < 0 or repl is None:
         return False
     for _topic, _info, _terr, parts in plan:
-        for fp, part in parts:
+        for fp, part, _ in parts:
             if part is None or not part.is_leader:
                 continue
             if v >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != part.leader_epoch:

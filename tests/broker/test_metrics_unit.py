@@ -238,3 +238,19 @@ def test_client_quota_series():
     assert s[("kafka_server_produce_byte_rate", lab)] == 0
     assert math.isnan(s[("kafka_server_produce_throttle_time", lab)])
     assert s[("kafka_server_controllermutation_tokens", adm)] == 22           # refilled to the burst
+
+
+def test_fetch_session_cache_gauges():
+    from collections import OrderedDict
+
+    from broker.fetch_session import FetchSessionCache
+    cache = FetchSessionCache(max_entries=1)
+    cache.maybe_create(0, False, OrderedDict(((("t", p), None) for p in range(3))), False)
+    cache.maybe_create(200_000, False, OrderedDict([(("t", 0), None)]), False)     # evicts the stale one
+    b = fake_broker()
+    b.fetch_sessions = cache
+    s = samples(BrokerMetrics(b))
+    fc = "kafka_server_fetchsessioncache_"
+    assert s[(fc + "numincrementalfetchsessions", ())] == 1
+    assert s[(fc + "numincrementalfetchpartitionscached", ())] == 1
+    assert s[(fc + "incrementalfetchsessionevictions_total", ())] == 1

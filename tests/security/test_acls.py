@@ -232,3 +232,38 @@ def test_consumer_protocol_needs_group_read_and_topic_describe(authz_broker):
             with pytest.raises(Exception) as e:
                 fut.result(timeout=30)
             assert e.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, e.value
+
+
+def test_a_fetch_session_loses_a_topic_when_its_read_acl_goes(authz_broker):
+    """An incremental fetch reads partitions its request does not name: READ is checked for
+    each of them on every fetch, not only when the session was made."""
+    from protocol.messages import FetchRequest
+    from tests.support.rawkafka import RawConnection
+    b = authz_broker
+    _create_topic(b, "sessioned")
+    assert _produce(_conf(b, "admin", "admin-secret"), "sessioned") is None
+    grant = ("--allow-principal", "User:ANONYMOUS", "--operation", "Read", "--topic", "sessioned")
+    assert acls(b, "--add", *grant).returncode == 0
+    host, port = b.plaintext.rsplit(":", 1)
+
+    def fetch(c, sid, epoch, parts=()):
+        topics = [FetchRequest.FetchTopic(topic="sessioned", partitions=[FetchRequest.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=off, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=1 << 20) for off in parts])] if parts else []
+        return c.request(1, 12, FetchRequest(
+            cluster_id=None, replica_id=-1, replica_state=None, max_wait_ms=0, min_bytes=1,
+            max_bytes=1 << 20, isolation_level=0, session_id=sid, session_epoch=epoch, topics=topics,
+            forgotten_topics_data=[], rack_id=""))
+
+    with RawConnection(host, int(port)) as c:
+        full = fetch(c, 0, 0, [0])
+        assert full.session_id != 0 and full.responses[0].partitions[0].error_code == 0
+        sid = full.session_id
+        assert fetch(c, sid, 1, [1]).responses == []
+        assert acls(b, "--remove", "--force", *grant).returncode == 0
+        denied = fetch(c, sid, 2)
+        assert [(t.topic, [p.error_code for p in t.partitions]) for t in denied.responses] == \
+            [("sessioned", [29])]                               # TOPIC_AUTHORIZATION_FAILED
+        assert acls(b, "--add", *grant).returncode == 0
+        back = fetch(c, sid, 3)
+        assert [p.error_code for t in back.responses for p in t.partitions] == [0]
