@@ -436,6 +436,39 @@ class _FetchState:
         self.last_error = 0         # the error code last logged (logged again only when it changes)
 
 
+class _FollowerSession:
+    """The follower's side of a fetch session with one leader: its id, the epoch of the next
+    request (0: a full fetch that asks for a new session), and what the session holds for each
+    partition: (fetch offset, log start offset, leader epoch) as last sent."""
+
+    def __init__(self):
+        self.id = 0
+        self.epoch = 0
+        self.parts: dict[tuple[str, int], tuple] = {}
+
+    def reset(self) -> None:
+        """Next fetch is full; it names the old id so the leader closes that session."""
+        self.epoch = 0
+        self.parts = {}
+
+    def answered(self, resp, sent: dict) -> bool:
+        """Take the answer to a fetch of ``sent`` ({partition: state}); False when the session is
+        over (a session error): its partitions are then not to be read from the answer."""
+        if resp.error_code:
+            self.id = 0 if resp.error_code == E.FETCH_SESSION_ID_NOT_FOUND else self.id
+            self.reset()
+            return False
+        if self.epoch == 0 or resp.session_id != self.id:
+            # a full fetch, or the leader answered sessionless: a new session, or none (id 0)
+            self.id = resp.session_id
+            self.epoch = 1 if self.id else 0
+            self.parts = dict(sent) if self.id else {}
+            return True
+        self.epoch = 1 if self.epoch == 0x7FFFFFFF else self.epoch + 1
+        self.parts = dict(sent)
+        return True
+
+
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader, over one connection."""
 
@@ -454,6 +487,7 @@ class ReplicaFetcher:
         self.timeout = cfg.get("replica.socket.timeout.ms") / 1000
         self.backoff = cfg.get("replica.fetch.backoff.ms") / 1000
         self.closed = False
+        self.session = _FollowerSession()
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, part) -> None:
@@ -589,23 +623,47 @@ class ReplicaFetcher:
                 st.truncating = False
 
     async def _fetch(self, keys) -> None:
+        """One Fetch of the partitions ``keys``, in the leader's fetch session (KIP-227) when it
+        keeps one: the request then names only partitions whose position, log start or epoch
+        changed since the session last heard of them, and forgets those not fetched now."""
         F = FetchRequest
         topics: dict[str, list] = {}
         sent = {}
+        session = self.session
+        full = session.epoch == 0
+        now = {}
         for k in keys:
             st = self.parts[k]
             lg = st.part.log
-            topics.setdefault(k[0], []).append(F.FetchPartition(
-                partition=k[1], current_leader_epoch=st.epoch, fetch_offset=lg.log_end_offset,
-                last_fetched_epoch=-1, log_start_offset=lg.log_start_offset,
-                partition_max_bytes=self.part_max_bytes))
-            sent[k] = (st, lg.log_end_offset)
+            leo = lg.log_end_offset
+            state = (leo, lg.log_start_offset, st.epoch)
+            now[k] = state
+            sent[k] = (st, leo)
+            if full or session.parts.get(k) != state:
+                topics.setdefault(k[0], []).append(F.FetchPartition(
+                    partition=k[1], current_leader_epoch=st.epoch, fetch_offset=leo,
+                    last_fetched_epoch=-1, log_start_offset=lg.log_start_offset,
+                    partition_max_bytes=self.part_max_bytes))
+        forget: dict[str, list] = {}
+        if not full:
+            for k in session.parts:
+                if k not in now:
+                    forget.setdefault(k[0], []).append(k[1])
         me = self.mgr.broker_id
         req = F(replica_id=me, replica_state=F.ReplicaState(replica_id=me, replica_epoch=self.mgr.broker_epoch),
                 max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
-                isolation_level=0, session_id=0, session_epoch=-1,
-                topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
-        resp = await self.conn.send(req, max_version=12, timeout=self.timeout + self.max_wait_ms / 1000)
+                isolation_level=0, session_id=session.id, session_epoch=session.epoch,
+                topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                forgotten_topics_data=[F.ForgottenTopic(topic=t, partitions=ps) for t, ps in forget.items()])
+        try:
+            resp = await self.conn.send(req, max_version=12, timeout=self.timeout + self.max_wait_ms / 1000)
+        except BaseException:
+            session.reset()             # the leader may or may not have seen it: start over
+            raise
+        if not session.answered(resp, now):
+            log.debug("fetcher for leader %d: fetch session %d ended (error %d): starting a new one",
+                      self.leader_id, session.id, resp.error_code)
+            return
         for tr in resp.responses:
             for pd in tr.partitions:
                 k = (tr.topic, pd.partition_index)

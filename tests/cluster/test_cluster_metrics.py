@@ -79,6 +79,18 @@ def test_cluster_metrics(cluster_factory):
         return s if out > 0 and inn > 0 else None
     wait_until(replicated, what="replication bytes in and out")
 
+    # every follower replica is fetched through a fetch session with its leader (KIP-227)
+    FS = "kafka_server_fetchsessioncache_"
+
+    def in_sessions():
+        s = all_scrapes()
+        followers = sum(x[RM + "partitioncount"] - x[RM + "leadercount"] for x in s.values())
+        cached = sum(x[FS + "numincrementalfetchpartitionscached"] for x in s.values())
+        sessions = sum(x[FS + "numincrementalfetchsessions"] for x in s.values())
+        return (followers, cached, sessions) if cached == followers else None
+    followers, cached, sessions = wait_until(in_sessions, what="follower fetch sessions")
+    assert followers >= 12 and 2 <= sessions <= 6, (followers, sessions)
+
     victim = next(i for i in (1, 2, 3) if i != ctrl)
     shrinks_before = {i: x[RM + "isrshrinks_total"] for i, x in all_scrapes().items()}
     c.kill(victim)
