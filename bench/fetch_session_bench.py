@@ -29,27 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests.support import BrokerProcess  # noqa: E402
 from tests.support.rawkafka import RawConnection  # noqa: E402
-
-
-def proc_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def produce(bootstrap: str, topic: str, partitions: int, rate: int, stop: threading.Event) -> None:
-    from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    i = 0
-    t0 = time.monotonic()
-    while not stop.is_set():
-        due = int((time.monotonic() - t0) * rate)
-        while i < due:
-            p.produce(topic, b"x" * 100, partition=i % partitions)
-            i += 1
-        p.poll(0)
-        time.sleep(0.01)
-    p.flush(10)
+from bench.trickle import produce, proc_cpu_s  # noqa: E402
 
 
 class _Counts:
