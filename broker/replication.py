@@ -321,14 +321,19 @@ class ReplicationManager:
             return True
         return False
 
-    def on_follower_fetch(self, part, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched ``fetch_offset`` (= its log end offset) from this leader."""
+    def on_follower_fetch(self, part, replica_id: int, fetch_offset: int, now: int | None = None) -> None:
+        """A follower fetched ``fetch_offset`` (= its log end offset) from this leader.  Runs for
+        every partition of every follower fetch (a fetch session's too): ``now`` comes from the
+        caller, once per fetch, and the high watermark is looked at only when this follower's
+        position moved past it (otherwise it cannot move the minimum over the ISR)."""
         rr = part.remote.get(replica_id)
         if rr is None:
             if replica_id not in part.replicas:
                 return
             rr = part.remote[replica_id] = RemoteReplica(0)
-        now = now_ms()
+        if now is None:
+            now = now_ms()
+        previous = rr.leo
         leo = part.log.log_end_offset
         if fetch_offset >= leo:
             rr.last_caught_up_ms = max(rr.last_caught_up_ms, now)
@@ -341,7 +346,8 @@ class ReplicationManager:
             if fetch_offset >= part.log.high_watermark and fetch_offset >= part.leader_epoch_start_offset \
                     and self._no_expand_until.get((part.topic, part.partition), 0) <= now:
                 self._propose_isr(part, part.isr + [replica_id])
-        if self.maybe_advance_high_watermark(part):
+        if fetch_offset > previous and fetch_offset > part.log.high_watermark and \
+                self.maybe_advance_high_watermark(part):
             part.wake()
 
     async def _isr_expiration(self) -> None:

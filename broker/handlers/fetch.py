@@ -29,6 +29,7 @@ from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
 from broker.fetch_session import FetchContext, new_context
 from broker.replica import wait_until
+from broker.replication import now_ms
 from broker.security import acl as A
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
@@ -263,13 +264,15 @@ def _replica_fetch(broker, req, v, plan) -> bool:
     repl = broker.replicas.replication
     if replica_id < 0 or repl is None:
         return False
+    me = broker.broker_id
+    now = now_ms()
     for _topic, _info, _terr, parts in plan:
         for fp, part, _ in parts:
-            if part is None or not part.is_leader:
+            if part is None or part.leader_id != me:
                 continue
             if v >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != part.leader_epoch:
                 continue
-            repl.on_follower_fetch(part, replica_id, fp.fetch_offset)
+            repl.on_follower_fetch(part, replica_id, fp.fetch_offset, now)
     return True
 
 
