@@ -17,6 +17,11 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 shared="${SHARED_BENCH:-$(dirname "$repo")/shared/bench}"
 python="${PYTHON:-python3}"
+# The broker must run as the process compare.py spawned (its pid is where loadgen reads the
+# broker's CPU): name the interpreter itself, not a launcher such as a pyenv shim, which runs
+# it as a child (then every broker CPU figure reads 0).
+ODRADEK_PYTHON="${ODRADEK_PYTHON:-$("$python" -c 'import sys; print(sys.executable)')}"
+export ODRADEK_PYTHON
 tansu_port="${TANSU_PORT:-39092}"
 odradek_port="${ODRADEK_PORT:-39093}"
 reps="${REPS:-3}"
