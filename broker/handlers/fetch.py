@@ -166,9 +166,9 @@ class _Topic:
 def _plan(ctx, entries, follower_request: bool):
     """Group (topic name, topic id, request partition, session partition) entries into runs of
     one topic, each resolved: [(topic, info, topic error, [(request partition, replica or None,
-    session partition or None)])].  Topics
-    the principal may not READ (consumers, with an authorizer) come last, answered
-    TOPIC_AUTHORIZATION_FAILED, as Kafka puts its erroneous partitions after the others."""
+    session partition or None)])].  Topics the principal may not READ (consumers, with an
+    authorizer) come last, answered TOPIC_AUTHORIZATION_FAILED, as Kafka puts its erroneous
+    partitions after the others."""
     broker = ctx.broker
     ctrl = broker.controller
     v = ctx.api_version
