@@ -62,7 +62,7 @@ class CachedPartition:
     def must_respond(self, pd) -> bool:
         """Whether the answer ``pd`` for this partition is news to the client; it becomes what
         the client knows."""
-        respond = _records_size(pd.records) > 0
+        respond = records_size(pd.records) > 0
         if pd.high_watermark != self.high_watermark:
             self.high_watermark = pd.high_watermark
             respond = True
@@ -75,7 +75,8 @@ class CachedPartition:
         return respond
 
 
-def _records_size(records) -> int:
+def records_size(records) -> int:
+    """Bytes of a partition answer's records: bytes, a file region, or several joined."""
     if records is None:
         return 0
     n = getattr(records, "length", None)        # a file region, or several joined
@@ -219,7 +220,7 @@ class FetchContext:
                     if cp is None or not cp.must_respond(pd):
                         continue
                     out.append(pd)
-                    if _records_size(pd.records) > 0:
+                    if records_size(pd.records) > 0:
                         parts.move_to_end(key)
                 if out:
                     tr.partitions = out

@@ -27,7 +27,7 @@ import time
 
 from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
-from broker.fetch_session import FetchContext, new_context
+from broker.fetch_session import FetchContext, new_context, records_size
 from broker.replica import wait_until
 from broker.replication import now_ms
 from broker.security import acl as A
@@ -293,10 +293,7 @@ def _record_throttled(quota, responses):
     size = 0
     for tr in responses:
         for pd in tr.partitions:
-            recs = pd.records
-            n = getattr(recs, "length", None)
-            if n is None:
-                n = len(recs) if recs is not None else 0
+            n = records_size(pd.records)
             if n and quota.is_throttled(tr.topic, pd.partition_index):
                 size += n
     quota.record(size)
