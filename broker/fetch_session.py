@@ -186,19 +186,18 @@ class FetchContext:
     """How one Fetch request relates to sessions: which partitions to read (``entries``: (topic
     name or None, topic id, request partition, session partition or None) in order), and how to
     shape the answer."""
-    __slots__ = ("kind", "error", "session", "entries", "request_epoch", "create",
-                 "uses_topic_ids", "privileged")
+    __slots__ = ("kind", "error", "session", "entries", "request_epoch", "uses_topic_ids",
+                 "privileged")
 
     SESSIONLESS, FULL, INCREMENTAL, ERROR = range(4)
 
-    def __init__(self, kind, entries=(), error=0, session=None, request_epoch=0, create=False,
+    def __init__(self, kind, entries=(), error=0, session=None, request_epoch=0,
                  uses_topic_ids=False, privileged=False):
         self.kind = kind
         self.entries = entries
         self.error = error
         self.session = session
         self.request_epoch = request_epoch
-        self.create = create
         self.uses_topic_ids = uses_topic_ids
         self.privileged = privileged
 
@@ -226,7 +225,7 @@ class FetchContext:
                     tr.partitions = out
                     kept.append(tr)
             return 0, s.id, kept
-        if self.create:
+        if self.kind == FetchContext.FULL:        # a full fetch with epoch 0 asks for a session
             asked = {partition_key(self.uses_topic_ids, name, tid, fp.partition): fp
                      for name, tid, fp, _ in self.entries}
             parts = OrderedDict()
@@ -267,7 +266,7 @@ def new_context(cache: FetchSessionCache, version: int, req, privileged: bool, r
         entries = _entries(req, uses_ids, resolve_id)
         if epoch == FINAL_EPOCH:
             return FetchContext(FetchContext.SESSIONLESS, entries)
-        return FetchContext(FetchContext.FULL, entries, create=True, uses_topic_ids=uses_ids,
+        return FetchContext(FetchContext.FULL, entries, uses_topic_ids=uses_ids,
                             privileged=privileged)
     session = cache.get(sid)
     if session is None:

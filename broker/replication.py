@@ -34,6 +34,7 @@ import ssl
 import time
 
 from broker.configdefs import LONG_MAX
+from broker.fetch_session import next_epoch
 from broker.quota import replication_quotas
 from broker.security.interbroker import connect_to_broker
 from protocol.client import KafkaClientConnection, KafkaConnectionError
@@ -470,7 +471,7 @@ class _FollowerSession:
             self.epoch = 1 if self.id else 0
             self.parts = dict(sent) if self.id else {}
             return True
-        self.epoch = 1 if self.epoch == 0x7FFFFFFF else self.epoch + 1
+        self.epoch = next_epoch(self.epoch)
         self.parts = dict(sent)
         return True
 
