@@ -291,7 +291,7 @@ class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
-                 "groups", "group_epoch_bumps", "fetch_sessions")
+                 "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -364,6 +364,8 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
         else (0, 0, 0)
     snap.quotas = _quota_values(broker)
     snap.groups, snap.group_epoch_bumps = _group_counts(broker)
+    lm = getattr(broker, "log_manager", None)
+    snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
     return snap
 
 
@@ -571,6 +573,9 @@ def families(snap: _Snapshot):
     yield CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
                               "Fetch sessions evicted to make room for new ones "
                               "(IncrementalFetchSessionEvictionsPerSec).", value=evictions)
+    yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
+                            "Log dirs taken offline after an I/O error (OfflineLogDirectoryCount).",
+                            value=snap.offline_dirs)
     yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
                             "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
                             "(BrokerState).", value=snap.state)

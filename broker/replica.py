@@ -13,6 +13,12 @@ acks=all produces ``await`` those futures with their own timeouts.
 
 On a single broker the ISR is just this broker, so the high watermark is the log end offset.
 Followers and ISR tracking (the cluster) plug in at ``maybe_advance_high_watermark``.
+
+A partition whose log dir failed (``mark_offline``) stays in ``partitions`` as ``offline``: no
+leader here (``leader_id`` -1, so every ``is_leader`` check refuses it) and requests for it are
+answered KAFKA_STORAGE_ERROR (``not_leader_error``), as Kafka answers for its
+``HostedPartition.Offline``.  Its log is the closed one, or None when the dir failed before the
+log was opened; nothing reads it while there is no leader here.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import logging
 from broker.config import ConfigError, effective_topic_config
 from protocol.errors import ErrorCode as E
 from storage.config import LogConfig
+from storage.errors import StorageError
 
 log = logging.getLogger("odradek.replica")
 
@@ -56,7 +63,8 @@ class Partition:
         self.remote: dict = {}            # follower id -> RemoteReplica (while leader)
         self.pending_isr: list[int] | None = None   # AlterPartition in flight
         self.leader_epoch_start_offset = 0
-        if manager.replication is None:
+        self.offline = log_ is None       # its log dir failed (ReplicaManager.mark_offline)
+        if manager.replication is None and log_ is not None:
             # Single node: everything below the log end offset is committed.
             self.log.update_high_watermark(self.log.log_end_offset)
 
@@ -129,6 +137,12 @@ class Partition:
         return 0
 
 
+def not_leader_error(part) -> int:
+    """The error for a request to a partition not led here: KAFKA_STORAGE_ERROR when its log
+    dir has failed, else NOT_LEADER_OR_FOLLOWER."""
+    return E.KAFKA_STORAGE_ERROR if part is not None and part.offline else E.NOT_LEADER_OR_FOLLOWER
+
+
 def _expire(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -152,6 +166,7 @@ class ReplicaManager:
         self.broker_id = broker.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.replication = None     # broker.replication.ReplicationManager in a ZooKeeper cluster
+        self._synced = False        # sync has run: a partition it has not seen before is new
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -175,11 +190,11 @@ class ReplicaManager:
                 wanted.add(key)
                 part = self.partitions.get(key)
                 if part is None:
-                    lg = lm.get_or_create_log(name, p, lcfg, topic_id=tid)
-                    part = self.partitions[key] = Partition(self, name, p, info.topic_id, lg)
-                    self.broker.log_dir_mover.ensure(key)      # a move to another dir goes on
-                else:
+                    part = self._open(key, info.topic_id, lcfg, is_new=self._synced)
+                elif not part.offline:
                     self._set_config(key, part, lcfg)
+                if part.offline:
+                    continue
                 part.leader_id = state.leader
                 part.leader_epoch = state.leader_epoch
                 part.replicas = list(state.replicas)
@@ -197,8 +212,25 @@ class ReplicaManager:
             log.info("deleted log of %s-%d", *key)
         if deleted:
             self.schedule_dir_removal()
+        self._synced = True
 
-    def ensure_partition(self, topic: str, partition: int, topic_id, overrides: dict) -> Partition:
+    def _open(self, key, topic_id, lcfg, is_new: bool) -> Partition:
+        """Host ``key``: open or create its log.  A partition whose log dir is offline, or which
+        is not new while some dir is offline (its log may be there: Kafka will not start it
+        empty elsewhere), is hosted offline."""
+        lm = self.broker.log_manager
+        try:
+            lg = lm.get_or_create_log(*key, lcfg, topic_id=_b64(topic_id), is_new=is_new)
+        except StorageError as e:
+            log.error("%s-%d is offline: %s", key[0], key[1], e)
+            lg = None
+        part = self.partitions[key] = Partition(self, key[0], key[1], topic_id, lg)
+        if lg is not None:
+            self.broker.log_dir_mover.ensure(key)      # a move to another dir goes on
+        return part
+
+    def ensure_partition(self, topic: str, partition: int, topic_id, overrides: dict,
+                         is_new: bool = False) -> Partition:
         """The hosted partition, opening or creating its log (cluster mode: LeaderAndIsr)."""
         key = (topic, partition)
         part = self.partitions.get(key)
@@ -208,10 +240,37 @@ class ReplicaManager:
             except ConfigError as e:
                 log.error("topic %s has an invalid config (%s); using broker defaults", topic, e)
                 lcfg = log_config_for(self.broker.config, {})
-            lg = self.broker.log_manager.get_or_create_log(topic, partition, lcfg, topic_id=_b64(topic_id))
-            part = self.partitions[key] = Partition(self, topic, partition, topic_id, lg)
-            self.broker.log_dir_mover.ensure(key)
+            part = self._open(key, topic_id, lcfg, is_new)
         return part
+
+    def mark_offline(self, tps) -> None:
+        """The log dir of ``tps`` failed: stop leading and following them; requests for them
+        are answered KAFKA_STORAGE_ERROR from now on."""
+        repl = self.replication
+        for key in tps:
+            part = self.partitions.get(key)
+            if part is None or part.offline:
+                continue
+            was_leader = part.is_leader
+            part.offline = True
+            part.leader_id = -1
+            part.remote = {}
+            part.pending_isr = None
+            if repl is not None:
+                repl._remove_fetcher(part)
+            if was_leader:
+                self._resign_coordinator(*key)
+            part.wake()
+
+    def _resign_coordinator(self, topic: str, partition: int) -> None:
+        """A coordinator (groups, transactions) stops owning a partition of its topic."""
+        coord = {"__consumer_offsets": self.broker.groups,
+                 "__transaction_state": self.broker.txns}.get(topic)
+        if coord is not None:
+            try:
+                coord.on_resign(partition)
+            except Exception:
+                log.exception("unloading the coordinator of %s-%d failed", topic, partition)
 
     def remove_partition(self, topic: str, partition: int, delete: bool) -> None:
         """Stop hosting a partition (cluster mode: StopReplica); ``delete`` removes its log."""
@@ -249,7 +308,7 @@ class ReplicaManager:
     def update_configs(self, topic: str, overrides: dict) -> None:
         lcfg = log_config_for(self.broker.config, overrides)
         for key, part in self.partitions.items():
-            if key[0] == topic:
+            if key[0] == topic and not part.offline:
                 self._set_config(key, part, lcfg)
 
     def _set_config(self, key, part, lcfg) -> None:

@@ -158,14 +158,20 @@ class ReplicationManager:
         me = self.broker_id
         if me not in ps.replicas:
             return E.UNKNOWN_TOPIC_OR_PARTITION
+        held = self.rm.get(*key)
+        if held is not None and held.offline:       # its log dir failed
+            return E.KAFKA_STORAGE_ERROR
         applied = self.applied_epoch.get(key)
         if applied is not None and ps.leader_epoch <= applied:
             return E.STALE_CONTROLLER_EPOCH
         ctrl = self.broker.controller
         try:
-            part = self.rm.ensure_partition(topic, ps.partition_index, topic_id, ctrl.topic_configs(topic) or {})
+            part = self.rm.ensure_partition(topic, ps.partition_index, topic_id, ctrl.topic_configs(topic) or {},
+                                            is_new=bool(getattr(ps, "is_new", False)))
         except (StorageError, OSError) as e:
             log.error("cannot open %s-%d: %s", topic, ps.partition_index, e)
+            return E.KAFKA_STORAGE_ERROR
+        if part.offline:        # not new while a log dir is offline: its log may be there
             return E.KAFKA_STORAGE_ERROR
         self.applied_epoch[key] = ps.leader_epoch
         if ps.leader == me:
@@ -679,7 +685,13 @@ class ReplicaFetcher:
                 st, offset = sent[k]
                 if self.parts.get(k) is not st:
                     continue
-                self._handle(st, offset, pd)
+                try:
+                    self._handle(st, offset, pd)
+                except (StorageError, OSError) as e:
+                    log.error("%s-%d: appending what leader %d sent failed: %s", k[0], k[1],
+                              self.leader_id, e)
+                    self.mgr.broker.log_manager.report_error(k, e)
+                    self._delay(st, 1.0)
 
     def _handle(self, st: _FetchState, offset: int, pd) -> None:
         part = st.part

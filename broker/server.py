@@ -22,6 +22,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.log_dir_mover import LogDirMover
 from protocol.framing import FramePool
 from broker.replica import ReplicaManager, log_config_for
+from storage.errors import StorageError
 
 log = logging.getLogger("odradek.server")
 
@@ -65,6 +66,8 @@ class Broker:
         # requests are always served (broker/connection.py).
         self.serving = False
         self._serving = asyncio.Event()
+        self.stop_requested = asyncio.Event()   # the broker asks to be stopped (all log dirs failed)
+        self.exit_code = 0
 
     def start_serving(self) -> None:
         self.serving = True
@@ -104,6 +107,7 @@ class Broker:
             cluster_id=ctrl.cluster_id, topic_configs=topic_config))
         log.info("loaded %d logs in %.0f ms", len(self.log_manager.logs),
                  (time.monotonic() - t0) * 1000)
+        self._watch_log_dirs()
         from controller.api import BrokerInfo
         await ctrl.register_broker(BrokerInfo(
             self.broker_id, [tuple(e) for e in cfg.advertised_listeners()], cfg.get("broker.rack")))
@@ -139,6 +143,7 @@ class Broker:
             cfg.log_dirs(), log_config_for(cfg, {}), broker_id=self.broker_id,
             cluster_id=ctrl.cluster_id, topic_configs=topic_config))
         log.info("loaded %d logs in %.0f ms", len(self.log_manager.logs), (time.monotonic() - t0) * 1000)
+        self._watch_log_dirs()
         self.replicas = ReplicaManager(self)
         self.replicas.replication = ReplicationManager(self)
         ctrl.subscribe(self._on_metadata_event)
@@ -286,11 +291,47 @@ class Broker:
 
     async def _flush_due(self):
         loop = asyncio.get_running_loop()
-        for lg in self.log_manager.flush_dirty_logs():
-            job = lg.start_flush()
-            await loop.run_in_executor(None, job.run)
-            if not lg.closed:
-                lg.finish_flush(job)
+        lm = self.log_manager
+        for lg in lm.flush_dirty_logs():
+            try:
+                job = lg.start_flush()
+                await loop.run_in_executor(None, job.run)
+                if not lg.closed:
+                    lg.finish_flush(job)
+            except (StorageError, OSError) as e:
+                log.error("flushing %s failed: %s", lg.dir, e)
+                lm.report_error(os.path.dirname(lg.dir), e)
+
+    # -- failed log dirs -----------------------------------------------------------------------
+    def _watch_log_dirs(self) -> None:
+        """Route the log manager's dir failures to ``log_dir_failed`` on the loop (checkpoints
+        are written on a thread of their own)."""
+        loop = asyncio.get_running_loop()
+        self.log_manager.dir_failure_listener = \
+            lambda d, exc: loop.call_soon_threadsafe(self.log_dir_failed, d, exc)
+
+    def log_dir_failed(self, d: str, exc: BaseException | None = None) -> None:
+        """A log dir failed (Kafka's LogDirFailureHandler): its partitions go offline here and
+        answer KAFKA_STORAGE_ERROR; in a cluster the controller is told, through ZooKeeper, so
+        it moves their leadership to other replicas.  With no log dir left, the broker stops
+        (exit status 1), as Kafka halts."""
+        lm = self.log_manager
+        if lm is None or d in lm.offline_dirs:
+            return
+        log.error("Error in log dir %s: %s", d, exc)
+        tps = lm.fail_dir(d)
+        if self.replicas is not None:
+            self.replicas.mark_offline(tps)
+        if not lm.online_dirs:
+            log.error("Shutdown broker because all log dirs in %s have failed", ",".join(lm.log_dirs))
+            self.exit_code = 1
+            self.stop_requested.set()
+            return
+        notify = getattr(self.controller, "propagate_log_dir_event", None)
+        if notify is not None:
+            task = asyncio.get_running_loop().create_task(notify(), name="log-dir-event")
+            task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.error(
+                "telling the controller about the failed log dir %s failed: %s", d, t.exception()))
 
     def _close_idle(self, idle_ms):
         now = time.monotonic()
@@ -421,7 +462,6 @@ async def _serve(config) -> int:
     try:
         await broker.start()
     except Exception as e:
-        from storage.errors import StorageError
         if isinstance(e, (ConfigError, StorageError, OSError)):
             log.error("fatal error during start-up: %s", e)
         else:
@@ -429,6 +469,10 @@ async def _serve(config) -> int:
         await broker.stop()
         return 1
     _freeze_startup_heap()
-    await stop.wait()
+    stopped = loop.create_task(broker.stop_requested.wait())
+    signalled = loop.create_task(stop.wait())
+    await asyncio.wait([stopped, signalled], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    signalled.cancel()
     await broker.stop()
-    return 0
+    return broker.exit_code

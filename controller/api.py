@@ -76,6 +76,7 @@ class PartitionState:
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
     leader_recovery_state: int = 0    # 1 = RECOVERING after an unclean election
+    offline_replicas: list[int] = field(default_factory=list)   # on failed log dirs (cluster: UpdateMetadata)
 
     @property
     def zk_version(self) -> int:
@@ -84,7 +85,8 @@ class PartitionState:
     def copy(self) -> "PartitionState":
         return PartitionState(self.partition, list(self.replicas), self.leader, self.leader_epoch,
                               list(self.isr), self.partition_epoch, list(self.adding_replicas),
-                              list(self.removing_replicas), self.leader_recovery_state)
+                              list(self.removing_replicas), self.leader_recovery_state,
+                              list(self.offline_replicas))
 
 
 @dataclass

@@ -7,10 +7,40 @@ can map them without knowing storage internals.  Record-level problems found whi
 """
 from __future__ import annotations
 
+import errno
+
+# A write refused for want of space leaves the file as it was (the segment truncates its partial
+# write back) and works again once space returns.  Any other OSError (EIO, EROFS, ...) means
+# the disk itself failed.
+TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
 
 class StorageError(Exception):
-    """Disk trouble (ENOSPC, EIO, ...).  Broker answers KAFKA_STORAGE_ERROR."""
+    """Disk trouble (ENOSPC, EIO, ...).  Broker answers KAFKA_STORAGE_ERROR.
+
+    ``dir_failure`` says whether the log dir must be taken offline: True for a failed fsync
+    (whatever its errno, the kernel may have dropped the unwritten pages, and a later fsync
+    would report success), None to decide by the errno of the OSError behind it."""
     kafka_error = "KAFKA_STORAGE_ERROR"
+
+    def __init__(self, *args, dir_failure: bool | None = None):
+        super().__init__(*args)
+        self.dir_failure = dir_failure
+
+
+def is_log_dir_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by an operation on a log dir, means that dir has failed (Kafka
+    takes it offline: LogDirFailureChannel).  A full disk does not: Odradek answers
+    KAFKA_STORAGE_ERROR and goes on once space returns."""
+    e: BaseException | None = exc
+    while e is not None:
+        flag = getattr(e, "dir_failure", None)
+        if flag is not None:
+            return bool(flag)
+        if isinstance(e, OSError):
+            return e.errno not in TRANSIENT_ERRNOS
+        e = e.__cause__
+    return False
 
 
 class LogDirLockedError(StorageError):

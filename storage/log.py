@@ -859,7 +859,7 @@ class Log:
 
     def finish_flush(self, job: FlushJob) -> None:
         if job.error is not None:
-            raise StorageError(f"fsync in {self.dir} failed: {job.error}")
+            raise StorageError(f"fsync in {self.dir} failed: {job.error}", dir_failure=True)
         self.recovery_point = max(self.recovery_point, min(job.offset, self.log_end_offset))
 
     def flush(self, offset: int | None = None) -> None:

@@ -27,6 +27,16 @@ How this works:
   partition found twice at start-up (a crash between the two renames on two file systems
   whose renames did not both reach the disk) keeps the copy with the higher log end offset.
 
+* A failed log dir (Kafka's LogDirFailureChannel): an I/O error other than a full disk
+  (``errors.is_log_dir_failure``) reported with ``report_error`` goes to
+  ``dir_failure_listener`` (the broker; it may be called from any thread), which calls
+  ``fail_dir`` on the loop.  ``fail_dir`` takes the dir offline: its logs leave ``logs`` for
+  ``offline_logs`` (their files are closed after ``file.delete.delay.ms``, as a deleted log's),
+  no checkpoint or clean-shutdown marker is written there again, no new log is placed there,
+  and ``get_or_create_log`` refuses an offline partition rather than start it empty elsewhere.
+  At start-up a dir that cannot be created, locked, read or loaded (an OSError) starts offline;
+  with no dir left online the start fails.
+
 Threading: same rule as Log — one thread at a time (the event loop).  Loading at start-up and
 ``shutdown`` happen before/after serving and may run in an executor as a whole.
 """
@@ -42,7 +52,7 @@ import uuid
 from .checkpoint import (CheckpointError, read_offsets_checkpoint, write_atomic,
                          write_offsets_checkpoint)
 from .config import LogConfig
-from .errors import LogDirLockedError, StorageError
+from .errors import LogDirLockedError, StorageError, is_log_dir_failure
 from .log import Log, future_dir_name, now_ms, parse_log_dir_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -99,17 +109,42 @@ class LogManager:
         self.future_dir_of: dict[tuple[str, int], str] = {}
         self.preferred_dir: dict[tuple[str, int], str] = {}    # AlterReplicaLogDirs before the log exists
         self._retired: list[tuple[int, Log]] = []              # replaced logs: (close after, log)
+        self.offline_logs: dict[tuple[str, int], str] = {}    # partition -> its offline log dir
+        self.dir_failure_listener = None    # callable(dir, exc), any thread; None: fail_dir at once
         try:
             for d in self.log_dirs:
-                os.makedirs(d, exist_ok=True)
-                self._lock(d)
-                self._check_meta(d)
-            for d in self.log_dirs:
-                self._load_dir(d)
+                try:
+                    os.makedirs(d, exist_ok=True)
+                    self._lock(d)
+                    self._check_meta(d)
+                except LogDirLockedError:
+                    raise
+                except OSError as e:
+                    self._start_offline(d, e)
+            for d in self.online_dirs:
+                try:
+                    self._load_dir(d)
+                except OSError as e:
+                    self._start_offline(d, e)
+            if not self.online_dirs:
+                raise StorageError("no log dir is online: " + ", ".join(self.log_dirs))
             self._promote_lone_futures()
         except BaseException:
             self._unlock_all()
+            for lg in (*self.logs.values(), *self.future_logs.values()):
+                lg.close_handles()
             raise
+
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def _start_offline(self, d: str, exc: OSError) -> None:
+        logger.error("Error while loading log dir %s: %s; it stays offline", d, exc)
+        self.fail_dir(d)
+        fd = self._locks.pop(d, None)
+        if fd is not None:
+            os.close(fd)
 
     # -- start-up ---------------------------------------------------------------------------
     def _lock(self, d: str) -> None:
@@ -242,10 +277,20 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
-                          topic_id: str | None = None) -> Log:
+                          topic_id: str | None = None, is_new: bool = True) -> Log:
+        """The partition's log, created in an online dir if there is none.  A partition whose
+        dir is offline is refused, and so is one that is not new (``is_new``: the controller
+        created it just now) while any dir is offline: its log may be in that dir, and starting
+        it empty elsewhere would hide the data (Kafka's rule)."""
         tp = (topic, partition)
         log = self.logs.get(tp)
         if log is None:
+            if tp in self.offline_logs:
+                raise StorageError(f"the log dir {self.offline_logs[tp]} of {topic}-{partition} "
+                                   "is offline")
+            if not is_new and self.offline_dirs:
+                raise StorageError(f"cannot create a log for {topic}-{partition}: log dirs "
+                                   f"{', '.join(sorted(self.offline_dirs))} are offline")
             d = self.preferred_dir.pop(tp, None)
             if d not in self.log_dirs or d in self.offline_dirs:
                 d = self._pick_dir()
@@ -260,7 +305,7 @@ class LogManager:
 
     def _pick_dir(self) -> str:
         """The online dir with the fewest partitions (Kafka's rule)."""
-        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        online = self.online_dirs
         if not online:
             raise StorageError("no online log directory")
         counts = {d: 0 for d in online}
@@ -321,7 +366,10 @@ class LogManager:
         due = [lg for t, lg in self._retired if force or t <= now]
         self._retired = [(t, lg) for t, lg in self._retired if not (force or t <= now)]
         for lg in due:
-            lg.close_handles()
+            try:
+                lg.close_handles()
+            except OSError as e:        # a failed disk may fail close too; the fds are gone
+                logger.warning("closing the files of %s: %s", lg.dir, e)
         return len(due)
 
     def delete_log(self, topic: str, partition: int) -> str | None:
@@ -332,6 +380,7 @@ class LogManager:
         to remove the files."""
         tp = (topic, partition)
         self.preferred_dir.pop(tp, None)
+        self.offline_logs.pop(tp, None)     # its files stay in the failed dir
         self.abort_future_log(tp)
         lg = self.logs.pop(tp, None)
         d = self.log_dir_of.pop(tp, None)
@@ -346,10 +395,58 @@ class LogManager:
         self._retired.append((self.time_ms() + lg.config.file_delete_delay_ms, lg))
 
     def remove_deleted_dirs(self) -> None:
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             for name in os.listdir(d):
                 if name.endswith(DELETE_SUFFIX):
                     shutil.rmtree(os.path.join(d, name), ignore_errors=True)
+
+    # -- failed log dirs ---------------------------------------------------------------------
+    def dir_of(self, tp) -> str | None:
+        return self.log_dir_of.get(tp)
+
+    def report_error(self, where, exc: BaseException) -> bool:
+        """An error from an operation on a log dir (``where``: a partition or a dir path).  If
+        it means the dir failed (not a full disk), the dir goes to ``dir_failure_listener`` (or
+        offline at once without one) and True is returned."""
+        if where is None or not is_log_dir_failure(exc):
+            return False
+        d = where if isinstance(where, str) else self.log_dir_of.get(where)
+        if d is None or d in self.offline_dirs:
+            return d is not None
+        listener = self.dir_failure_listener
+        if listener is None:
+            self.fail_dir(d)
+        else:
+            listener(d, exc)
+        return True
+
+    def fail_dir(self, d: str) -> list[tuple[str, int]]:
+        """Take the log dir ``d`` offline (loop only); returns the partitions whose current log
+        was there.  Their logs stop taking appends now and their files are closed after
+        ``file.delete.delay.ms`` (fetch answers already handed out may still read them)."""
+        d = os.path.abspath(d)
+        if d not in self.log_dirs or d in self.offline_dirs:
+            return []
+        self.offline_dirs.add(d)
+        for tp in [tp for tp, x in self.future_dir_of.items() if x == d]:
+            fut = self.future_logs.pop(tp)
+            del self.future_dir_of[tp]
+            self._retire(fut)
+        tps = [tp for tp, x in self.log_dir_of.items() if x == d]
+        for tp in tps:
+            lg = self.logs.pop(tp)
+            del self.log_dir_of[tp]
+            self.offline_logs[tp] = d
+            self._retire(lg)
+            try:
+                self.abort_future_log(tp)   # a copy of an offline log cannot go on
+            except OSError as e:
+                logger.error("dropping the future log of %s-%d failed: %s", tp[0], tp[1], e)
+        for tp in [tp for tp, x in self.preferred_dir.items() if x == d]:
+            del self.preferred_dir[tp]
+        logger.error("Logs for partitions %s are offline due to failure on log directory %s",
+                     ",".join(f"{t}-{p}" for t, p in sorted(tps)) or "(none)", d)
+        return tps
 
     # -- periodic tasks ---------------------------------------------------------------------
     def _logs_in(self, d: str):
@@ -366,7 +463,7 @@ class LogManager:
     def _checkpoint_files(self, name, value, keep=None) -> list:
         return [(os.path.join(d, name),
                  {tp: value(l) for tp, l in self._logs_in(d).items() if keep is None or keep(l)})
-                for d in self.log_dirs]
+                for d in self.online_dirs]
 
     def recovery_point_files(self) -> list:
         return self._checkpoint_files(RECOVERY_POINT_CHECKPOINT, lambda l: l.recovery_point)
@@ -378,10 +475,14 @@ class LogManager:
         return self._checkpoint_files(LOG_START_OFFSET_CHECKPOINT, lambda l: l.log_start_offset,
                                       lambda l: l.log_start_offset > l.segments[0].base_offset)
 
-    @staticmethod
-    def write_checkpoint_files(files) -> None:
+    def write_checkpoint_files(self, files) -> None:
+        """Write each file; a failure is reported against its log dir (any thread)."""
         for path, offsets in files:
-            write_offsets_checkpoint(path, offsets)
+            try:
+                write_offsets_checkpoint(path, offsets)
+            except OSError as e:
+                logger.error("writing %s failed: %s", path, e)
+                self.report_error(os.path.dirname(path), e)
 
     def checkpoint_recovery_points(self) -> None:
         self.write_checkpoint_files(self.recovery_point_files())
@@ -406,11 +507,18 @@ class LogManager:
         """Retention pass over every log (``log.retention.check.interval.ms``)."""
         now = self.time_ms() if now is None else now
         deleted = 0
-        for log in self.logs.values():
-            deleted += log.delete_old_segments(now)
-            log.delete_expired_files(now)
-        for log in self.future_logs.values():
-            log.delete_expired_files(now)
+        for tp, log in list(self.logs.items()):
+            try:
+                deleted += log.delete_old_segments(now)
+                log.delete_expired_files(now)
+            except (OSError, StorageError) as e:
+                logger.error("retention of %s-%d failed: %s", tp[0], tp[1], e)
+                self.report_error(tp, e)
+        for tp, log in list(self.future_logs.items()):
+            try:
+                log.delete_expired_files(now)
+            except (OSError, StorageError) as e:
+                self.report_error(self.future_dir_of.get(tp), e)
         self.close_retired_logs(now)
         return deleted
 
@@ -423,7 +531,10 @@ class LogManager:
         """DescribeLogDirs: {dir: {(topic, partition): bytes}} of the current logs."""
         out = {d: {} for d in self.log_dirs}
         for tp, log in self.logs.items():
-            out[self.log_dir_of[tp]][tp] = log.size()
+            try:
+                out[self.log_dir_of[tp]][tp] = log.size()
+            except OSError as e:
+                self.report_error(tp, e)
         return out
 
     def future_dir_sizes(self) -> dict[str, dict[tuple[str, int], tuple[int, int]]]:
@@ -444,7 +555,7 @@ class LogManager:
                 log.flush()
                 log.close()
             self.close_retired_logs(force=True)
-            for d in self.log_dirs:
+            for d in self.online_dirs:
                 self._write_dir_checkpoints(d)
                 write_atomic(os.path.join(d, CLEAN_SHUTDOWN_FILE),
                              b'{"version":0,"brokerEpoch":-1}')

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 
 from broker.dispatch import handler
+from broker.replica import not_leader_error
 from controller.api import is_internal_topic
 from protocol.errors import ErrorCode as E
 from protocol.messages import DeleteRecordsResponse
@@ -34,7 +35,7 @@ def _delete(broker, topic, partition, offset) -> tuple[int, int]:
         return E.INVALID_TOPIC_EXCEPTION, -1
     part = broker.replicas.get(topic, partition)
     if part is None or not part.is_leader:
-        return E.NOT_LEADER_OR_FOLLOWER, -1
+        return not_leader_error(part), -1
     lg = part.log
     if not lg.config.delete_enabled:
         return E.POLICY_VIOLATION, -1
@@ -47,6 +48,7 @@ def _delete(broker, topic, partition, offset) -> tuple[int, int]:
         return E.OFFSET_OUT_OF_RANGE, -1
     except (StorageError, OSError) as exc:
         log.error("delete records of %s-%d failed: %s", topic, partition, exc)
+        broker.log_manager.report_error((topic, partition), exc)
         return E.KAFKA_STORAGE_ERROR, -1
     part.wake()
     return E.NONE, low

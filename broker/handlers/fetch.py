@@ -28,7 +28,7 @@ import time
 from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
 from broker.fetch_session import FetchContext, new_context, records_size
-from broker.replica import wait_until
+from broker.replica import not_leader_error, wait_until
 from broker.replication import now_ms
 from broker.security import acl as A
 from protocol import records as rec
@@ -70,7 +70,7 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
                                  else E.NOT_LEADER_OR_FOLLOWER)
                 continue
             if not part.is_leader:
-                pd.error_code = E.NOT_LEADER_OR_FOLLOWER
+                pd.error_code = not_leader_error(part)
                 continue
             if v >= 9:
                 pd.error_code = part.check_leader_epoch(fp.current_leader_epoch)

@@ -15,6 +15,7 @@ NOT_LEADER_OR_FOLLOWER.
 from __future__ import annotations
 
 from broker.dispatch import handler
+from broker.replica import not_leader_error
 from protocol.errors import ErrorCode as E
 from protocol.messages import OffsetForLeaderEpochResponse
 
@@ -29,8 +30,8 @@ def _answer(broker, topic, p) -> R.EpochEndOffset:
         out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
         return out
     part = broker.replicas.get(topic, p.partition)
-    if part is None:
-        out.error_code = E.NOT_LEADER_OR_FOLLOWER
+    if part is None or part.offline:
+        out.error_code = not_leader_error(part)
         return out
     out.error_code = part.check_leader_epoch(p.current_leader_epoch)
     if out.error_code:

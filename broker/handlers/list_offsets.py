@@ -11,6 +11,7 @@ caught-up partition is the log end offset.  A timestamp past every record answer
 from __future__ import annotations
 
 from broker.dispatch import handler
+from broker.replica import not_leader_error
 from protocol.errors import ErrorCode as E
 from protocol.messages import ListOffsetsResponse
 
@@ -35,7 +36,7 @@ async def list_offsets(ctx, req):
                 r.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if part is None or not part.is_leader:
-                r.error_code = E.NOT_LEADER_OR_FOLLOWER
+                r.error_code = not_leader_error(part)
                 continue
             if v >= 4:
                 r.error_code = part.check_leader_epoch(p.current_leader_epoch)

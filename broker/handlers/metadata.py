@@ -34,6 +34,20 @@ def broker_list(broker, listener_name):
     return out
 
 
+def offline_replicas(broker, name: str, p: int, s) -> list[int]:
+    """The replicas of a partition that are offline: in a cluster, those on brokers that are not
+    alive or on failed log dirs (the controller's UpdateMetadata says which); on a single broker,
+    this one when the partition's log dir has failed."""
+    rm = broker.replicas
+    if rm is None:
+        return []
+    if rm.replication is not None:
+        live = {b.id for b in broker.controller.brokers()}
+        return [r for r in s.replicas if r not in live or r in s.offline_replicas]
+    part = rm.partitions.get((name, p))
+    return [broker.broker_id] if part is not None and part.offline else []
+
+
 def live_broker_ids(broker) -> set[int] | None:
     """The brokers alive now in a cluster (a replica elsewhere is offline); None on a single
     broker, where every replica is this one."""
@@ -121,11 +135,19 @@ async def metadata(ctx, req):
                         topics_out[i] = R.MetadataResponseTopic(
                             error_code=code, name=entry, topic_id=UUID0,
                             topic_authorized_operations=INT_MIN)
-    live = live_broker_ids(broker)
-    if live is not None:        # cluster: replicas on brokers that are not alive are offline (v5+)
-        for t in topics_out:
-            for p in t.partitions or ():
-                p.offline_replicas = [r for r in p.replica_nodes if r not in live]
+    rm = broker.replicas
+    offline_known = rm is not None and (rm.replication is not None or broker.log_manager.offline_dirs)
+    for t in topics_out if offline_known else ():   # offline replicas (v5+)
+        for p in t.partitions or ():
+            info = ctrl.topic(t.name) if t.name is not None else None
+            s = info.partitions.get(p.partition_index) if info is not None else None
+            if s is None:
+                continue
+            p.offline_replicas = offline_replicas(broker, t.name, p.partition_index, s)
+            if p.offline_replicas and p.leader_id in p.offline_replicas:
+                # the leader's replica is offline (single broker): no leader, as Kafka answers
+                p.leader_id = -1
+                p.error_code = E.LEADER_NOT_AVAILABLE
     return R(throttle_time_ms=0, brokers=broker_list(broker, ctx.connection.listener_name),
              cluster_id=ctrl.cluster_id, controller_id=ctrl.controller_id, topics=topics_out,
              cluster_authorized_operations=INT_MIN)

@@ -16,6 +16,7 @@ import asyncio
 import logging
 
 from broker.dispatch import handler
+from broker.replica import not_leader_error
 from broker.txn.markers import check_produce, is_transactional_batch
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
@@ -106,7 +107,7 @@ async def produce(ctx, req):
                 continue
             part = replicas.get(topic.name, pd.index)
             if part is None or not part.is_leader:
-                resp.error_code = E.NOT_LEADER_OR_FOLLOWER
+                resp.error_code = not_leader_error(part)
                 continue
             lg = part.log
             if acks == -1 and len(part.isr) < lg.config.min_insync_replicas:
@@ -134,6 +135,7 @@ async def produce(ctx, req):
                     log.exception("append to %s-%d failed", topic.name, pd.index)
                 elif code == E.KAFKA_STORAGE_ERROR:
                     log.error("append to %s-%d failed: %s", topic.name, pd.index, exc)
+                    broker.log_manager.report_error((topic.name, pd.index), exc)
                 continue
             resp.base_offset = res.first_offset
             resp.log_append_time_ms = res.log_append_time

@@ -15,6 +15,7 @@ Authorization (READ on each topic, TOPIC_AUTHORIZATION_FAILED) is in ``broker/se
 from __future__ import annotations
 
 from broker.dispatch import handler
+from broker.replica import not_leader_error
 from controller.api import validate_topic_name
 from protocol.errors import ErrorCode as E
 from protocol.messages import DescribeProducersResponse as R
@@ -37,9 +38,9 @@ def _partition(broker, topic: str, index: int, topic_error):
                                    active_producers=[])
     info = broker.controller.topic(topic)
     part = broker.replicas.get(topic, index)
-    if part is None or getattr(part, "log", None) is None:
+    if part is None or part.offline:
         code = (E.UNKNOWN_TOPIC_OR_PARTITION if info is None or index not in info.partitions
-                else E.NOT_LEADER_OR_FOLLOWER)
+                else not_leader_error(part))
         return R.PartitionResponse(partition_index=index, error_code=code, active_producers=[])
     return R.PartitionResponse(partition_index=index, error_code=E.NONE,
                                active_producers=_active_producers(part.log))

@@ -500,7 +500,7 @@ class ZkController(Controller):
                     cur.pop(p, None)
                 else:
                     cur[p] = PartitionState(p, list(ps.replicas), ps.leader, ps.leader_epoch, list(ps.isr),
-                                            ps.zk_version)
+                                            ps.zk_version, offline_replicas=list(ps.offline_replicas or ()))
                 changed.setdefault(name, []).append(p)
             if not cur:
                 if info is not None:
@@ -899,6 +899,12 @@ class ZkController(Controller):
                     self._ctrl_conn = None
                 await asyncio.sleep(0.2)
         raise TimeoutError(f"no answer from the controller: {last_err}")
+
+    async def propagate_log_dir_event(self) -> None:
+        """Tell the controller a log dir of this broker failed (Kafka's propagateLogDirEvent): it
+        then asks this broker, with LeaderAndIsr, which replicas are offline."""
+        await self.bridge.create(f"{Z.LOG_DIR_EVENT_NOTIFICATION}/{Z.LOG_DIR_EVENT_PREFIX}",
+                                 Z.encode_log_dir_event(self.broker_id), sequence=True, makepath=True)
 
     async def alter_partition_isr(self, topic: str, partition: int, leader_epoch: int, new_isr: list[int],
                                   partition_epoch: int, broker_id: int | None = None,

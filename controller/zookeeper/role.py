@@ -16,6 +16,10 @@ How this works
 * Leader election follows Kafka's algorithms (see ``kafka-facts/zookeeper-layout.md``): new
   partitions, offline partitions (ISR first; out-of-sync only with unclean election),
   controlled shutdown, preferred replica, reassignment.
+* Replicas on a failed log dir (``offline_replicas``, Kafka's replicasOnOfflineDirs): a broker
+  answers LeaderAndIsr with KAFKA_STORAGE_ERROR for them, after a
+  ``/log_dir_event_notification`` from that broker asks it.  Such a replica is neither elected
+  nor kept in an ISR, and UpdateMetadata lists it offline, until its broker registers again.
 """
 from __future__ import annotations
 
@@ -121,6 +125,13 @@ class ControllerRole:
         self.zk_reassignments: set[TP] = set()
         self.channels: dict[int, BrokerChannel] = {}
         self.topic_cfg: dict[str, dict[str, str]] = {}
+        self.offline_replicas: dict[int, set[TP]] = {}     # broker -> its replicas on failed dirs
+
+    def _online(self, b: int, tp: TP, shutting_down_ok: bool = False) -> bool:
+        """Broker ``b``'s replica of ``tp`` can lead or be in the ISR: the broker is live (and
+        not shutting down, unless ``shutting_down_ok``) and the replica's log dir has not failed."""
+        return (b in self.live and (shutting_down_ok or b not in self.shutting_down)
+                and tp not in self.offline_replicas.get(b, ()))
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -309,7 +320,12 @@ class ControllerRole:
                 topic_states=[L.LeaderAndIsrTopicState(topic_name=t, topic_id=self._topic_id(t) or _zero_uuid(),
                                                        partition_states=ps) for t, ps in by_topic.items()],
                 live_leaders=live_leaders)
-        ch.send(req)
+
+        def answered(resp, broker=broker):
+            offline = _storage_errors(resp, {self._topic_id(t) or _zero_uuid(): t for t in by_topic})
+            if offline:
+                self.enqueue("replicas_offline", broker, offline)
+        ch.send(req, answered)
 
     def send_update_metadata(self, broker: int, tps) -> None:
         from protocol.messages import UpdateMetadataRequest as U
@@ -332,7 +348,8 @@ class ControllerRole:
                 leader, epoch, isr, zkv, ce = s.leader, s.leader_epoch, list(s.isr), s.zk_version, s.controller_epoch
             by_topic.setdefault(t, []).append(U.UpdateMetadataPartitionState(
                 topic_name=t, partition_index=p, controller_epoch=ce, leader=leader, leader_epoch=epoch, isr=isr,
-                zk_version=zkv, replicas=replicas, offline_replicas=[b for b in replicas if b not in self.live]))
+                zk_version=zkv, replicas=replicas,
+                offline_replicas=[b for b in replicas if not self._online(b, (t, p), True)]))
         brokers = []
         for b in sorted(self.live):
             reg = self.live[b]
@@ -394,6 +411,7 @@ class ControllerRole:
             except NoNodeError:
                 pass
         await b.get_children(Z.ISR_CHANGE_NOTIFICATION, watch=self._watch("isr_change"))
+        await b.get_children(Z.LOG_DIR_EVENT_NOTIFICATION, watch=self._watch("log_dir_event"))
         self.live = await self._read_brokers()
         for topic in await b.get_children(Z.BROKER_TOPICS, watch=self._watch("topic_change")):
             await self._load_topic(topic)
@@ -500,17 +518,17 @@ class ControllerRole:
             if s is None:
                 failed[tp] = ELIGIBLE_LEADERS_NOT_AVAILABLE
                 continue
-            if s.leader in self.live and s.leader not in self.shutting_down and s.leader >= 0:
+            if s.leader >= 0 and self._online(s.leader, tp):
                 continue
             t, p = tp
             replicas = self._target_or_assignment(t, p)
-            live_isr = [b for b in s.isr if b in self.live and b not in self.shutting_down]
+            live_isr = [b for b in s.isr if self._online(b, tp)]
             cand = [b for b in replicas if b in live_isr]
             if cand:
                 updates[tp] = Z.LeaderIsr(cand[0], s.leader_epoch + 1, live_isr, self.epoch, s.leader_recovery_state)
                 continue
             if force_unclean or await self._unclean_allowed(t):
-                live_reps = [b for b in self.assign[t].partitions[p] if b in self.live and b not in self.shutting_down]
+                live_reps = [b for b in self.assign[t].partitions[p] if self._online(b, tp)]
                 if live_reps:
                     log.warning("[Controller id=%d] unclean leader election for %s-%d: %d becomes leader outside "
                                 "the ISR %s (data may be lost)", self.id, t, p, live_reps[0], s.isr)
@@ -549,20 +567,20 @@ class ControllerRole:
                 if s.leader == pref:
                     errors[tp] = ELECTION_NOT_NEEDED
                     continue
-                if pref in self.live and pref in s.isr and pref not in self.shutting_down:
+                if self._online(pref, tp) and pref in s.isr:
                     updates[tp] = Z.LeaderIsr(pref, s.leader_epoch + 1, list(s.isr), self.epoch, s.leader_recovery_state)
                 else:
                     errors[tp] = PREFERRED_LEADER_NOT_AVAILABLE
             elif how == "controlled_shutdown":
                 new_isr = [b for b in s.isr if b not in self.shutting_down]
-                cand = [b for b in replicas if b in self.live and b in new_isr]
+                cand = [b for b in replicas if self._online(b, tp, True) and b in new_isr]
                 if cand and new_isr:
                     updates[tp] = Z.LeaderIsr(cand[0], s.leader_epoch + 1, new_isr, self.epoch, s.leader_recovery_state)
                 else:
                     errors[tp] = ELIGIBLE_LEADERS_NOT_AVAILABLE
             elif how == "reassignment":
                 target = self.assign[t].target(p)
-                cand = [b for b in target if b in self.live and b in s.isr and b not in self.shutting_down]
+                cand = [b for b in target if self._online(b, tp) and b in s.isr]
                 if cand:
                     updates[tp] = Z.LeaderIsr(cand[0], s.leader_epoch + 1, list(s.isr), self.epoch, s.leader_recovery_state)
                 else:
@@ -629,6 +647,8 @@ class ControllerRole:
         batch.update_metadata([tp for tp in self.states if any(b in gone for b in self.assign[tp[0]].partitions[tp[1]])])
 
     async def _on_brokers_started(self, batch: _Batch, started: set[int]) -> None:
+        for b in started:       # its LeaderAndIsr answers say again which replicas are offline
+            self.offline_replicas.pop(b, None)
         others = set(self.live) - started
         batch.update_metadata_to(others, set())
         batch.update_metadata_to(started, None)
@@ -785,7 +805,7 @@ class ControllerRole:
                 out[tp] = (INVALID_REQUEST, None)
                 continue
             replicas = self.assign[t].partitions[p]
-            if any(b not in replicas or b not in self.live or
+            if any(b not in replicas or not self._online(b, tp, True) or
                    (b in self.shutting_down and b not in s.isr) for b in new_isr):
                 out[tp] = (INELIGIBLE_REPLICA, None)
                 continue
@@ -806,26 +826,72 @@ class ControllerRole:
                     await self._maybe_complete_reassignment(batch, tp)
         return NONE, out
 
-    async def _on_isr_change(self, batch: _Batch) -> None:
+    async def _drain_notifications(self, parent: str, kind: str, decode) -> list:
+        """Read and delete every child of the notification node ``parent`` (watching it again
+        for ``kind``); the decoded contents of those that could be read."""
         b = self.bridge
-        children = await b.get_children(Z.ISR_CHANGE_NOTIFICATION, watch=self._watch("isr_change"))
-        tps = set()
-        for child in children:
-            path = f"{Z.ISR_CHANGE_NOTIFICATION}/{child}"
+        out = []
+        for child in await b.get_children(parent, watch=self._watch(kind)):
+            path = f"{parent}/{child}"
             try:
                 data, _ = await b.get(path)
-                tps.update(Z.decode_partition_list(data, path))
+                out.append(decode(data, path))
             except (NoNodeError, Z.ZnodeFormatError):
                 pass
             try:
                 await b.delete(path)
             except NoNodeError:
                 pass
+        return out
+
+    async def _on_isr_change(self, batch: _Batch) -> None:
+        tps = set()
+        for listed in await self._drain_notifications(Z.ISR_CHANGE_NOTIFICATION, "isr_change",
+                                                      Z.decode_partition_list):
+            tps.update(listed)
         for tp in tps:
             if tp[0] in self.assign:
                 await self._read_state(tp)
         if tps:
             batch.update_metadata([tp for tp in tps if tp in self.states])
+
+    # ------------------------------------------------------------------ failed log dirs
+    async def _on_log_dir_event(self, batch: _Batch) -> None:
+        """A broker's log dir failed: send it LeaderAndIsr for all its replicas; it answers
+        KAFKA_STORAGE_ERROR for those on the failed dir (``_on_replicas_offline``)."""
+        brokers = set(await self._drain_notifications(Z.LOG_DIR_EVENT_NOTIFICATION, "log_dir_event",
+                                                      Z.decode_log_dir_event))
+        for broker in sorted(brokers & set(self.live)):
+            log.info("[Controller id=%d] a log dir of broker %d failed: asking it which replicas are offline",
+                     self.id, broker)
+            for tp in self.states:
+                if tp[0] not in self.delete_started and broker in self.assign[tp[0]].partitions[tp[1]]:
+                    batch.lai.setdefault(broker, {}).setdefault(tp, False)
+
+    async def _on_replicas_offline(self, batch: _Batch, broker: int, tps) -> None:
+        """``broker`` answered KAFKA_STORAGE_ERROR for ``tps``: their replicas there are offline.
+        Leadership moves to another in-sync replica and the broker leaves their ISRs."""
+        if broker not in self.live:
+            return
+        known = self.offline_replicas.setdefault(broker, set())
+        tps = [tp for tp in tps if tp in self.states and tp not in known and tp[0] not in self.delete_started]
+        if not tps:
+            return
+        known.update(tps)
+        log.warning("[Controller id=%d] replicas of broker %d are offline (failed log dir): %s", self.id, broker,
+                    ", ".join(f"{t}-{p}" for t, p in sorted(tps)))
+        await self._elect_offline(batch, [tp for tp in tps if self.states[tp].leader == broker])
+        updates: dict[TP, Z.LeaderIsr] = {}
+        for tp in tps:
+            s = self.states[tp]
+            if s.leader == broker or s.leader == NO_LEADER or broker not in s.isr:
+                continue
+            new_isr = [b for b in s.isr if b != broker]
+            if new_isr:
+                updates[tp] = Z.LeaderIsr(s.leader, s.leader_epoch + 1, new_isr, self.epoch, s.leader_recovery_state)
+        for tp in (await self._write_states(updates)):
+            batch.leader_and_isr(self.assign[tp[0]].partitions[tp[1]], tp)
+        batch.update_metadata(tps)
 
     # ------------------------------------------------------------------ controlled shutdown
     async def _on_controlled_shutdown(self, batch: _Batch, broker_id: int, broker_epoch: int):
@@ -1010,10 +1076,10 @@ class ControllerRole:
         removing = list(a.removing.get(p, []))
         # move leadership into the target set if needed, drop removed replicas from the ISR
         new_isr = [b for b in s.isr if b in target]
-        if s.leader in target and s.leader in self.live:
+        if s.leader in target and self._online(s.leader, tp, True):
             leader = s.leader
         else:
-            cand = [b for b in target if b in self.live and b in new_isr and b not in self.shutting_down]
+            cand = [b for b in target if self._online(b, tp) and b in new_isr]
             if not cand:
                 return
             leader = cand[0]
@@ -1081,6 +1147,24 @@ class ControllerRole:
 
 class NotControllerError(Exception):
     error_code = NOT_CONTROLLER
+
+
+KAFKA_STORAGE_ERROR = 56
+
+
+def _storage_errors(resp, names_by_id) -> list[TP]:
+    """The partitions a LeaderAndIsr response answers KAFKA_STORAGE_ERROR for (v5+ groups
+    them by topic id, older versions name the topic)."""
+    out = []
+    for te in getattr(resp, "topics", None) or ():
+        name = names_by_id.get(te.topic_id)
+        for pe in te.partition_errors:
+            if pe.error_code == KAFKA_STORAGE_ERROR and name is not None:
+                out.append((name, pe.partition_index))
+    for pe in getattr(resp, "partition_errors", None) or ():
+        if pe.error_code == KAFKA_STORAGE_ERROR:
+            out.append((pe.topic_name, pe.partition_index))
+    return out
 
 
 def _zero_uuid():

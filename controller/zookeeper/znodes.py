@@ -369,6 +369,16 @@ def encode_log_dir_event(broker_id: int, event: int = 1) -> bytes:
     return dumps({"version": 1, "broker": broker_id, "event": event})
 
 
+def decode_log_dir_event(data: bytes, what: str = "log dir event") -> int:
+    """The broker id of a /log_dir_event_notification/log_dir_event_<seq> node."""
+    doc = loads(data, what)
+    _check_version(doc, what, 1)
+    try:
+        return int(doc["broker"])
+    except (KeyError, TypeError, ValueError):
+        raise ZnodeFormatError(f"{what}: no broker id") from None
+
+
 def sequence_number(child: str) -> int:
     """The 10-digit suffix of a sequential node's name."""
     try:

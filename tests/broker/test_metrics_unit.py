@@ -24,6 +24,7 @@ def fake_broker(topics=None, partitions=(), active=True, live=(0,)):
     rm = types.SimpleNamespace(partitions={(p.topic, p.partition): p for p in partitions})
     return types.SimpleNamespace(controller=ctrl, connections=set(), replicas=rm, broker_id=0,
                                  servers=[object()], _stopping=False,
+                                 log_manager=types.SimpleNamespace(offline_dirs={"/failed"}),
                                  produce_quota=None, fetch_quota=None, request_quota=None, mutation_quota=None,
                                  config=BrokerConfig.from_dict({"listeners": "PLAINTEXT://:9092"}))
 
@@ -148,6 +149,7 @@ def test_replica_and_controller_gauges():
     assert g(kc + "preferredreplicaimbalancecount") == 1
     assert g(kc + "globaltopiccount") == 2 and g(kc + "globalpartitioncount") == 5
     assert g("kafka_server_kafkaserver_brokerstate") == 3
+    assert g("kafka_log_logmanager_offlinelogdirectorycount") == 1
     assert s[("kafka_server_socketservermetrics_connection_count", (("listener", "PLAINTEXT"),))] == 0
     # a broker that is not the controller reports the controller gauges as 0
     s2 = samples(BrokerMetrics(fake_broker(topics, parts, active=False, live=(0, 1))))
