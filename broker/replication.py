@@ -593,7 +593,7 @@ class ReplicaFetcher:
             latest = lg.epoch_cache.latest_epoch
             if latest == NO_EPOCH:
                 if lg.log_end_offset > lg.high_watermark:
-                    lg.truncate_to(lg.high_watermark)
+                    self._truncate_log(st, k, lg.high_watermark)
                 st.truncating = False
                 continue
             ask.setdefault(k[0], []).append(O.OffsetForLeaderPartition(partition=k[1], current_leader_epoch=st.epoch,
@@ -632,8 +632,16 @@ class ReplicaFetcher:
                 if target < leo:
                     log.info("%s-%d: truncating from %d to %d (leader %d: epoch %d ends at %d)", k[0], k[1], leo,
                              target, self.leader_id, r.leader_epoch, r.end_offset)
-                    lg.truncate_to(max(target, 0))
+                    self._truncate_log(st, k, max(target, 0))
                 st.truncating = False
+
+    def _truncate_log(self, st: _FetchState, k, offset: int) -> None:
+        try:
+            st.part.log.truncate_to(offset)
+        except (StorageError, OSError) as e:
+            log.error("%s-%d: truncating to %d failed: %s", k[0], k[1], offset, e)
+            self.mgr.broker.log_manager.report_error(k, e)
+            raise
 
     async def _fetch(self, keys) -> None:
         """One Fetch of the partitions ``keys``, in the leader's fetch session (KIP-227) when it

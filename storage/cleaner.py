@@ -76,6 +76,7 @@ from protocol.records import (DELETE_HORIZON_MASK, RecordError, build_batch, ite
 
 from .checkpoint import CheckpointError, fsync_dir, read_offsets_checkpoint, \
     write_offsets_checkpoint
+from .errors import StorageError
 from .scan import FileScanner, walk_headers
 from .segment import LogSegment, segment_name
 
@@ -727,16 +728,21 @@ class LogCleaner:
             raise
         except CleaningAborted:
             return False
-        except Exception:
+        except Exception as e:
             log.exception("cleaning log %s-%d failed; marking it uncleanable", *tp)
             self.uncleanable.add(tp)
+            self.lm.report_error(tp, e)     # a failed disk takes its dir offline
             return False
         finally:
             self._job = None
         if self._stopped:
             job.discard()
             return False
-        self._finish(tp, lg, job)
+        try:
+            self._finish(tp, lg, job)
+        except (OSError, StorageError) as e:
+            self.lm.report_error(tp, e)
+            raise
         return True
 
     async def run(self) -> None:

@@ -198,7 +198,8 @@ class Log:
             if self.config.segment_jitter_ms > 0 else 0
         return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                           index_bytes=self.config.segment_index_bytes, now_ms=self.time_ms(),
-                          rolling_jitter_ms=jitter, create=create, active=active, lazy=lazy)
+                          rolling_jitter_ms=jitter, create=create, active=active, lazy=lazy,
+                          preallocate=self.config.segment_bytes if self.config.preallocate else 0)
 
     def _create(self, start: int) -> None:
         """A brand-new log: one empty active segment at ``start``, no producers.  Its files

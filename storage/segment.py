@@ -64,8 +64,13 @@ class LogSegment:
     def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  index_bytes: int = 10485760, now_ms: int = 0, rolling_jitter_ms: int = 0,
                  create: bool = False, active: bool = False, suffix: str = "",
-                 lazy: bool = False):
+                 lazy: bool = False, preallocate: int = 0):
         self.dir = dir
+        # preallocate (topic config ``preallocate``): a new .log file is made ``preallocate``
+        # bytes long at once, as Kafka's FileRecords does (a sparse file on Linux); ``size`` is
+        # what was written, and the file is trimmed to it when the segment stops being active
+        # or is closed.  After a crash the zeros past the data are a torn tail to recovery.
+        self.preallocate = preallocate if create else 0
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.rolling_jitter_ms = rolling_jitter_ms
@@ -83,9 +88,10 @@ class LogSegment:
             flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
             try:
                 self.fd = os.open(self.log_path, flags, 0o644)
+                self._preallocate()
             except OSError as e:
                 raise StorageError(f"cannot open {self.log_path}: {e}") from e
-            self.size = os.fstat(self.fd).st_size
+            self.size = 0 if create else os.fstat(self.fd).st_size
         self.created_ms = now_ms
         self._bytes_since_last_index = 0
         self._max_ts = None             # lazily from the time index
@@ -189,6 +195,7 @@ class LogSegment:
         if self._file_pending:
             try:
                 self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+                self._preallocate()
             except OSError as e:
                 raise StorageError(f"cannot create {self.log_path}: {e}") from e
             self._file_pending = False
@@ -290,8 +297,20 @@ class LogSegment:
                 or self.offset_index.is_full or self.time_index.is_full
                 or not self.can_hold(last_offset_in))
 
+    def _preallocate(self) -> None:
+        if self.preallocate:
+            os.ftruncate(self.fd, self.preallocate)
+
+    def _trim(self) -> None:
+        """A preallocated file cut back to what was written."""
+        if self.preallocate and self.fd >= 0:
+            self._ftruncate(self.size)
+            self.preallocate = 0
+
     def on_becoming_inactive(self) -> None:
-        """Final time-index entry, indexes trimmed to their entries."""
+        """Final time-index entry, indexes trimmed to their entries, a preallocated file to its
+        data."""
+        self._trim()
         self._ensure_indexes()
         self._load_max_ts()
         self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
@@ -415,6 +434,7 @@ class LogSegment:
         if self.fd < 0:
             return
         try:
+            self._trim()
             if self._indexes_ready:
                 self._load_max_ts()
                 self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
