@@ -320,6 +320,12 @@ BROKER_KEYS: list[ConfigKey] = [
     # Security and metrics keys the broker will need (not in defaults.md's tables).
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms offered by SASL listeners.", mode=PB),
     _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
+    _k("sasl.kerberos.service.name", "string", None, "Kerberos service name of the broker (the first part of its principal).", mode=PB),
+    _k("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"], "Rules mapping Kerberos names to principal names.", mode=PB),
+    _k("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", "kinit command (Kerberos logins of clients; the broker reads its keytab).", mode=PB),
+    _k("sasl.kerberos.min.time.before.relogin", "long", 60000, "Least time between Kerberos logins (clients).", mode=PB),
+    _k("sasl.kerberos.ticket.renew.jitter", "double", 0.05, "Jitter of Kerberos ticket renewals (clients).", mode=PB),
+    _k("sasl.kerberos.ticket.renew.window.factor", "double", 0.8, "When Kerberos tickets are renewed (clients).", mode=PB),
     _k("ssl.keystore.location", "string", None, "Key store file.", H, PB),
     _k("ssl.keystore.password", "password", None, "Key store password.", H, PB),
     _k("ssl.key.password", "password", None, "Private key password.", H, PB),

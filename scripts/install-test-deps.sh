@@ -6,7 +6,9 @@
 #         a headless JRE when no java is on PATH, nodejs and npm when no node is on PATH
 #   npm:  KafkaJS for tests/integration/test_kafkajs.py (npm ci in tests/kafkajs, pinned by
 #         its package-lock.json)
-#   pip:  this project in editable mode with its [test] and [spark] extras
+#   apt:  krb5-kdc, krb5-admin-server, krb5-user, libkrb5-dev and libsasl2-modules-gssapi-mit
+#         for the GSSAPI tests (a KDC of their own, the gssapi package's build, kcat's plugin)
+#   pip:  this project in editable mode with its [test], [kerberos] and [spark] extras
 #
 # Environment: PYTHON (default python3), SKIP_APT=1 to skip the apt part,
 #              SKIP_PIP=1 to skip the pip part; SKIP_SPARK=1 to leave PySpark out.
@@ -32,6 +34,9 @@ have_apt_pkgs() {
 
 if [[ "${SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null; then
     pkgs=(zookeeper kcat iproute2)     # iproute2: ss and ip (socket-option and netns tests)
+    # Kerberos for the GSSAPI tests: a KDC and its tools (tests/support/kdc.py), the headers the
+    # gssapi package builds against, and Cyrus SASL's GSSAPI plugin for kcat
+    pkgs+=(krb5-kdc krb5-admin-server krb5-user libkrb5-dev libsasl2-modules-gssapi-mit)
     command -v java >/dev/null || pkgs+=(default-jre-headless)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
     # slf4j-simple gives ZooKeeper a log in test failure reports (optional).
@@ -62,8 +67,8 @@ fi
 if [[ "${SKIP_PIP:-0}" != 1 ]]; then
     # The Spark connector's tests need PySpark (a ~450 MB wheel, about a minute to install);
     # SKIP_SPARK=1 leaves it out and those tests then skip with the reason.
-    extras="test,spark"
-    [[ "${SKIP_SPARK:-0}" == 1 ]] && extras="test"
+    extras="test,kerberos,spark"
+    [[ "${SKIP_SPARK:-0}" == 1 ]] && extras="test,kerberos"
     log "$python -m pip install -e '.[$extras]'"
     pip_args=(--disable-pip-version-check -q)
     # Debian's system Python refuses pip installs (PEP 668) outside a venv.

@@ -13,8 +13,7 @@
   (``authorizer.py``); then ``RequestContext.authorize`` consults it.
 
 SASL configuration per listener (``listener.name.<l>.`` prefix first, then the bare key):
-``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; GSSAPI is not
-implemented) and, for PLAIN, the JAAS entry ``listener.name.<l>.plain.sasl.jaas.config`` (or
+``sasl.enabled.mechanisms`` (GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER) and, for PLAIN, the JAAS entry ``listener.name.<l>.plain.sasl.jaas.config`` (or
 ``listener.name.<l>.sasl.jaas.config`` / ``sasl.jaas.config``) whose ``user_<name>="<pw>"``
 options are the accepted users.  SCRAM credentials come from the metadata store
 (``Controller.scram_credentials``), written with AlterUserScramCredentials.  OAUTHBEARER needs an
@@ -22,7 +21,8 @@ OAuthBearerLoginModule JAAS entry found the same way; its token validator is bui
 listener (``oauthbearer.py``): the unsecured one with the entry's ``unsecuredValidator*``
 options, or, when ``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`` is Kafka's
 OAuthBearerValidatorCallbackHandler, the JWKS-backed one configured by ``sasl.oauthbearer.*``
-(whose reload thread ``close()`` stops).
+(whose reload thread ``close()`` stops).  GSSAPI needs a Krb5LoginModule JAAS entry with the
+broker's keytab and principal and ``sasl.kerberos.service.name`` (``kerberos.py``).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from protocol import scram as S
 
 log = logging.getLogger("odradek.security")
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 def peer_subject(transport) -> str | None:
@@ -63,6 +63,7 @@ class SecurityManager:
         self._mechanisms: dict[str, list[str]] = {}
         self._plain_users: dict[str, dict[str, str]] = {}
         self._oauth_validators: dict[str, object] = {}
+        self._kerberos: dict[str, tuple] = {}          # listener -> (GSSAPI credentials, short namer)
         self._protocols: dict[str, str] = {}
         self._mappers: dict[str, PrincipalMapper] = {}
         self._builders: dict[str, object] = {}     # listener -> principal.builder.class instance (builder.py)
@@ -132,8 +133,8 @@ class SecurityManager:
                         ", ".join(unsupported))
         mechs = [m for m in mechs if m in SUPPORTED_MECHANISMS]
         if not mechs:
-            raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms must include PLAIN, SCRAM-SHA-256, "
-                              "SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)", "sasl.enabled.mechanisms")
+            raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms must include GSSAPI, PLAIN, "
+                              "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", "sasl.enabled.mechanisms")
         self._mechanisms[listener] = mechs
         if "PLAIN" in mechs:
             text = jaas.jaas_text(cfg, listener, "PLAIN")
@@ -145,6 +146,29 @@ class SecurityManager:
             self._plain_users[listener] = jaas.plain_users(opts)
         if "OAUTHBEARER" in mechs:
             self._oauth_validators[listener] = self._oauthbearer_validator(listener)
+        if "GSSAPI" in mechs:
+            self._kerberos[listener] = self._kerberos_service(listener)
+
+    def _kerberos_service(self, listener: str):
+        """(credentials, short namer) of a GSSAPI listener (broker/security/kerberos.py)."""
+        from broker.security import kerberos
+        cfg = self.config
+        text = jaas.jaas_text(cfg, listener, "GSSAPI")
+        if not text:
+            raise ConfigError(f"listener {listener}: SASL GSSAPI needs a JAAS entry "
+                              f"(listener.name.{listener.lower()}.gssapi.sasl.jaas.config) with the login module "
+                              f"{kerberos.KRB5_LOGIN_MODULE}, useKeyTab=true, keyTab and principal",
+                              "sasl.jaas.config")
+        module, opts = jaas.parse_jaas(text)
+        if module != kerberos.KRB5_LOGIN_MODULE:
+            raise ConfigError(f"listener {listener}: the GSSAPI JAAS entry names {module}; expected "
+                              f"{kerberos.KRB5_LOGIN_MODULE}", "sasl.jaas.config")
+
+        def lookup(key, default):
+            return listener_value(cfg, listener, key, default, mechanism="GSSAPI")
+        creds, namer = kerberos.service_config(cfg, listener, opts, lookup)
+        log.info("listener %s: GSSAPI as %s", listener, opts.get("principal"))
+        return creds, namer
 
     def _oauthbearer_validator(self, listener: str):
         from broker.security import oauthbearer
@@ -257,6 +281,10 @@ class SecurityManager:
         if mechanism == "OAUTHBEARER":
             from broker.security.oauthbearer import OAuthBearerServer
             return OAuthBearerServer(self._oauth_validators[listener])
+        if mechanism == "GSSAPI":
+            from broker.security.kerberos import GssapiServer
+            creds, namer = self._kerberos[listener]
+            return GssapiServer(creds, namer, short_names=listener not in self._builders)
         tokens = getattr(self.broker, "tokens", None)
         return ScramServer(mechanism, lambda user: self.scram_credential(user, mechanism),
                            tokens.scram_login if tokens is not None else None)

@@ -40,9 +40,13 @@ from broker.config import ConfigError
 log = logging.getLogger("odradek.security")
 
 
-def listener_value(cfg, listener: str, key: str, default=None):
-    """``listener.name.<l>.<key>`` if set, else ``<key>`` (if set or known), else ``default``."""
-    for name in (f"listener.name.{listener.lower()}.{key}", key):
+def listener_value(cfg, listener: str, key: str, default=None, mechanism: str | None = None):
+    """``listener.name.<l>.<key>`` if set, else ``<key>`` (if set or known), else ``default``;
+    with a SASL ``mechanism``, ``listener.name.<l>.<mechanism>.<key>`` comes first."""
+    names = (f"listener.name.{listener.lower()}.{key}", key)
+    if mechanism:
+        names = (f"listener.name.{listener.lower()}.{mechanism.lower()}.{key}",) + names
+    for name in names:
         try:
             v = cfg.get(name)
         except KeyError:
