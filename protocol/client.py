@@ -167,7 +167,7 @@ class KafkaClientConnection:
         raise UnsupportedVersionError("the broker refused every ApiVersions version")
 
     async def authenticate(self, sasl: "SaslSettings", timeout: float | None = None) -> None:
-        """SaslHandshake v1 + SaslAuthenticate: PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER."""
+        """SaslHandshake v1 + SaslAuthenticate: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER or GSSAPI."""
         from protocol import scram
         from protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
         mech = sasl.mechanism.upper()
@@ -192,6 +192,21 @@ class KafkaClientConnection:
                 c.verify(await step(final))
             except scram.ScramError as e:
                 raise AuthenticationError(f"{self.host}:{self.port}: {e}") from None
+        elif mech == "GSSAPI" and sasl.kerberos is not None:
+            import gssapi
+            from broker.security.kerberos import client_exchange
+            from broker.security.sasl import SaslFailure
+            creds, service = sasl.kerberos
+            tokens = client_exchange(creds, service, self.host)
+            try:
+                token = next(tokens)
+                while True:
+                    reply = await step(token)
+                    token = tokens.send(reply)
+            except StopIteration:
+                pass
+            except (gssapi.exceptions.GSSError, SaslFailure) as e:
+                raise AuthenticationError(f"{self.host}:{self.port}: GSSAPI: {e}") from None
         elif mech == "OAUTHBEARER" and sasl.token is not None:
             challenge = await step(b"n,,\x01auth=Bearer " + sasl.token().encode("ascii") + b"\x01\x01")
             if challenge:            # the server's JSON error: acknowledge it; the server then fails us
@@ -629,10 +644,11 @@ class SaslSettings:
     to log in with a delegation token (user name: the token id, password: base64 of its HMAC)."""
 
     def __init__(self, mechanism: str, username: str, password: str | None, token=None,
-                 extensions: dict | None = None):
+                 extensions: dict | None = None, kerberos=None):
         self.mechanism, self.username, self.password = mechanism, username, password
         self.token = token
         self.extensions = dict(extensions or {})
+        self.kerberos = kerberos        # GSSAPI: (gssapi credentials, service name)
 
 
 def security_from_properties(props: dict[str, str]):
@@ -678,6 +694,15 @@ def security_from_properties(props: dict[str, str]):
         mech = props.get("sasl.mechanism", "GSSAPI").strip().upper()
         user, pw = props.get("sasl.username"), props.get("sasl.password")
         jaas = props.get("sasl.jaas.config", "")
+        if mech == "GSSAPI":
+            from broker.security import jaas as J
+            from broker.security.kerberos import initiator_credentials
+            service = props.get("sasl.kerberos.service.name")
+            if not service:
+                raise ValueError("SASL GSSAPI needs sasl.kerberos.service.name")
+            opts = J.parse_jaas(jaas)[1] if jaas else {"useTicketCache": "true"}
+            return ctx, SaslSettings(mech, opts.get("principal", ""), None,
+                                     kerberos=(initiator_credentials(opts), service))
         for key in ("username", "password"):
             m = re.search(key + r'\s*=\s*"((?:[^"\\]|\\.)*)"', jaas) or re.search(key + r"\s*=\s*([^\s;\"]+)", jaas)
             if m:

@@ -28,7 +28,7 @@ from broker.config import ConfigError
 from broker.security import jaas
 from broker.security.tls import client_context, listener_value
 
-SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 class InterBrokerSecurity(NamedTuple):
@@ -53,8 +53,8 @@ def build(cfg) -> InterBrokerSecurity:
         mech = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").strip().upper()
         if mech not in SUPPORTED:
             raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mech} is not supported for inter-broker "
-                              f"connections on {listener} ({protocol}); use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or "
-                              "OAUTHBEARER",
+                              f"connections on {listener} ({protocol}); use GSSAPI, PLAIN, SCRAM-SHA-256, "
+                              "SCRAM-SHA-512 or OAUTHBEARER",
                               "sasl.mechanism.inter.broker.protocol")
         raw = listener_value(cfg, listener, "sasl.enabled.mechanisms", ["GSSAPI"])
         enabled = [m.strip().upper() for m in (raw.split(",") if isinstance(raw, str) else raw) if m.strip()]
@@ -65,6 +65,18 @@ def build(cfg) -> InterBrokerSecurity:
         opts = jaas.parse_jaas(text)[1] if text else {}
         if mech == "OAUTHBEARER":
             return InterBrokerSecurity(listener, protocol, ctx, _oauthbearer_login(listener, opts))
+        if mech == "GSSAPI":
+            # the broker logs in to the others from the keytab of its own GSSAPI JAAS entry, as
+            # Kafka's inter-broker client does, for their sasl.kerberos.service.name
+            from broker.security.kerberos import initiator_credentials
+            service = listener_value(cfg, listener, "sasl.kerberos.service.name", None, mechanism="GSSAPI")
+            if not service or str(opts.get("useKeyTab", "false")).lower() != "true":
+                raise ConfigError(f"inter-broker SASL/GSSAPI on listener {listener} needs sasl.kerberos.service.name "
+                                  f"and useKeyTab=true, keyTab and principal in "
+                                  f"listener.name.{listener.lower()}.gssapi.sasl.jaas.config", "sasl.jaas.config")
+            sasl = SaslSettings(mech, opts.get("principal", ""), None,
+                                kerberos=(initiator_credentials(opts), service))
+            return InterBrokerSecurity(listener, protocol, ctx, sasl)
         user, password = opts.get("username"), opts.get("password")
         if not user or password is None:
             raise ConfigError(f"inter-broker SASL/{mech} on listener {listener} needs username and password in "

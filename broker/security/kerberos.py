@@ -168,6 +168,46 @@ def acceptor_credentials(options: dict[str, str]):
         raise ConfigError(f"no Kerberos key for {principal} in {keytab}: {e}", "sasl.jaas.config") from None
 
 
+def initiator_credentials(options: dict[str, str]):
+    """A client's Kerberos credentials from Krb5LoginModule options: the key of ``principal`` in
+    ``keyTab`` with ``useKeyTab=true`` (tickets then go to a private in-memory cache), else the
+    ticket cache (``useTicketCache=true``; ``KRB5CCNAME`` or the default one)."""
+    try:
+        import gssapi
+    except ImportError:
+        raise ConfigError("SASL GSSAPI needs the gssapi package (pip install odradek[kerberos])",
+                          "sasl.mechanism") from None
+    try:
+        if str(options.get("useKeyTab", "false")).lower() == "true":
+            keytab, principal = options.get("keyTab"), options.get("principal")
+            if not keytab or not principal:
+                raise ConfigError("useKeyTab=true needs keyTab=\"...\" and principal=\"...\"", "sasl.jaas.config")
+            name = gssapi.Name(principal, gssapi.NameType.kerberos_principal)
+            cache = f"MEMORY:odradek-{os.getpid()}-{id(options)}"
+            return gssapi.Credentials(name=name, usage="initiate",
+                                      store={"client_keytab": keytab, "ccache": cache})
+        return gssapi.Credentials(usage="initiate")
+    except gssapi.exceptions.GSSError as e:
+        raise ConfigError(f"no Kerberos credentials: {e}", "sasl.jaas.config") from None
+
+
+def client_exchange(creds, service: str, host: str):
+    """A generator of the client's tokens in the RFC 4752 exchange: send what it yields, send
+    the answer back in; it returns when the last token was yielded."""
+    import gssapi
+    name = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
+    ctx = gssapi.SecurityContext(name=name, creds=creds, usage="initiate")
+    reply = yield ctx.step(None) or b""
+    while not ctx.complete:
+        reply = yield ctx.step(reply) or b""
+    if not reply:                       # the server's AP-REP came with the context: it offers now
+        reply = yield b""
+    offer = ctx.unwrap(reply).message
+    if len(offer) < 4 or not offer[0] & NO_SECURITY_LAYER:
+        raise SaslFailure("GSSAPI: the server offers no 'auth' security layer")
+    yield ctx.wrap(bytes([NO_SECURITY_LAYER]) + offer[1:4] + str(ctx.initiator_name).encode(), False).message
+
+
 class GssapiServer:
     mechanism = "GSSAPI"
 

@@ -6,6 +6,7 @@ from a keytab).  The principal the authorizer sees is the Kerberos name shortene
 for another service are refused."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import uuid
 
 import pytest
 
-from tests.support.kdc import Kdc, kdc_available
+from tests.support.kdc import Kdc, kdc_available, kerberos_env
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
@@ -64,25 +65,10 @@ def kp_conf(b):
                 sasl_mechanism="GSSAPI", sasl_kerberos_service_name=SERVICE, request_timeout_ms=15000)
 
 
-def _in_env(env):
-    """Set the Kerberos environment for this process (MIT Kerberos reads it at each use)."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-
-    def restore():
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return restore
-
-
 def test_kafka_python_produces_and_consumes_with_a_ticket(broker_factory, kdc, tmp_path):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     b = gssapi_broker(broker_factory, kdc)
-    restore = _in_env(user_env(kdc, tmp_path, "alice"))
-    try:
+    with kerberos_env(user_env(kdc, tmp_path, "alice")):
         prod = KafkaProducer(**kp_conf(b))
         for i in range(5):
             prod.send("krb", b"v%d" % i, partition=0).get(15)
@@ -93,8 +79,6 @@ def test_kafka_python_produces_and_consumes_with_a_ticket(broker_factory, kdc, t
         cons.seek_to_beginning(tp)
         got = [m.value for _, m in zip(range(5), cons)]
         cons.close()
-    finally:
-        restore()
     assert got == [b"v0", b"v1", b"v2", b"v3", b"v4"]
     log_text = b.log_path.read_text(errors="replace")
     assert "GSSAPI as kafka/localhost@ODRADEK.TEST" in log_text
@@ -107,22 +91,16 @@ def test_principal_is_the_short_name_the_authorizer_sees(broker_factory, kdc, tm
     b = gssapi_broker(broker_factory, kdc, props={
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:alice"})
     alice, bob = user_env(kdc, tmp_path, "alice"), user_env(kdc, tmp_path, "bob")
-    restore = _in_env(alice)
-    try:
+    with kerberos_env(alice):
         admin = KafkaAdminClient(**kp_conf(b))
         admin.create_topics([NewTopic("krb-acl", 1, 1)])
         admin.close()
-    finally:
-        restore()
-    restore = _in_env(bob)
-    try:
+    with kerberos_env(bob):
         from kafka import KafkaProducer
         prod = KafkaProducer(**kp_conf(b), max_block_ms=5000)
         with pytest.raises(TopicAuthorizationFailedError):
             prod.send("krb-acl", b"x", partition=0).get(15)
         prod.close()
-    finally:
-        restore()
 
 
 def _login_fails(b, env) -> str:
@@ -132,10 +110,9 @@ def _login_fails(b, env) -> str:
     import gssapi
     from protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
     from tests.support.rawkafka import RawConnection
-    restore = _in_env(env)
     host, port = b.sasl_bootstrap.rsplit(":", 1)
     c = RawConnection("127.0.0.1", int(port))
-    try:
+    with kerberos_env(env), contextlib.closing(c):
         assert c.request(17, 1, SaslHandshakeRequest(mechanism="GSSAPI")).error_code == 0
         try:
             name = gssapi.Name(f"{SERVICE}@{host}", gssapi.NameType.hostbased_service)
@@ -162,9 +139,6 @@ def _login_fails(b, env) -> str:
             else:
                 token = b""
         raise AssertionError("the exchange did not end")
-    finally:
-        c.close()
-        restore()
 
 
 def test_a_name_no_rule_maps_is_refused(broker_factory, kdc, tmp_path):
@@ -216,3 +190,27 @@ def test_kcat_logs_in_from_a_keytab(broker_factory, kdc, tmp_path):
                        capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     assert r.stdout.split() == [b"one", b"two"]
+
+
+def test_the_projects_tools_log_in_from_a_keytab(broker_factory, kdc, tmp_path):
+    """bin/kafka-topics.sh --command-config with a Krb5LoginModule keytab entry (the client side of
+    protocol/client.py, also the brokers' own inter-broker logins)."""
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    b = gssapi_broker(broker_factory, kdc)
+    keytab = kdc.add_service("dave")
+    cfg = tmp_path / "client.properties"
+    cfg.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.kerberos.service.name=kafka\n"
+                   f'sasl.jaas.config={MODULE} required useKeyTab=true keyTab="{keytab}" '
+                   f'principal="dave@{kdc.realm}";\n')
+    env = {**os.environ, **kdc.env()}
+    tool = [str(repo / "bin" / "kafka-topics.sh"), "--bootstrap-server", b.sasl_bootstrap, "--command-config", str(cfg)]
+    r = subprocess.run(tool + ["--create", "--topic", "krb-tool", "--partitions", "2"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(tool + ["--list"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "krb-tool" in r.stdout.split(), (r.stdout, r.stderr)
+    # without the service name the tool refuses before it connects
+    cfg.write_text(cfg.read_text().replace("sasl.kerberos.service.name=kafka\n", ""))
+    r = subprocess.run(tool + ["--list"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "needs sasl.kerberos.service.name" in r.stdout + r.stderr, (r.stdout, r.stderr)

@@ -9,6 +9,7 @@ krb5-user): its own realm, database, krb5.conf and port in a temporary directory
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -128,3 +129,19 @@ class Kdc:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def kerberos_env(env: dict[str, str]):
+    """Set ``env`` (KRB5_CONFIG, KRB5CCNAME) in this process for the block: MIT Kerberos reads
+    them at each use, so a client made inside logs in with that ticket cache."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
