@@ -48,9 +48,11 @@ def _classpath() -> str:
     return cp
 
 
-def run_checks(work, bootstrap: str, rf: int = 1, checks=(), client_config: dict | None = None) -> dict:
+def run_checks(work, bootstrap: str, rf: int = 1, checks=(), client_config: dict | None = None,
+               jvm_args=()) -> dict:
     """Compile the driver into ``work`` and run ``checks`` (default: all) once against
-    ``bootstrap``; ``client_config``: properties every Java client gets (security settings)."""
+    ``bootstrap``; ``client_config``: properties every Java client gets (security settings);
+    ``jvm_args``: more JVM options (``-Djava.security.krb5.conf=...``)."""
     cp = _classpath()
     classes = work / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, SOURCE], check=True, timeout=300)
@@ -59,7 +61,7 @@ def run_checks(work, bootstrap: str, rf: int = 1, checks=(), client_config: dict
         path = work / "client.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in client_config.items()))
         props.append(f"-Dclient.config={path}")
-    out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Drf={rf}", *props,
+    out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Drf={rf}", *props, *jvm_args,
                           "-cp", f"{cp}{os.pathsep}{classes}", "JavaClientCheck", bootstrap, *checks],
                          capture_output=True, text=True, timeout=900)
     (work / "java.err").write_text(out.stderr)

@@ -5,7 +5,9 @@ Java's own TLS engine and SCRAM implementation against Odradek's:
 * SASL_SSL with SCRAM-SHA-512 under the ACL authorizer (the client is the super user ``admin``),
   the CA given as a PEM trust store, host names checked;
 * SSL with ``ssl.client.auth=required``: the client presents a PKCS12 key store, and its
-  certificate's subject is its principal, granted what the checks need by kafka-acls.sh.
+  certificate's subject is its principal, granted what the checks need by kafka-acls.sh;
+* SASL_PLAINTEXT with GSSAPI: Java's own Kerberos (Krb5LoginModule from a keytab, its SASL
+  GSSAPI client) against a KDC of the test's (tests/support/kdc.py) and Odradek's GSSAPI server.
 A subset of the driver's checks runs on each: topic administration, zstd with acks=all, the
 idempotent default, a group's commit and resume, transactions.
 """
@@ -86,3 +88,24 @@ def test_java_client_over_sasl_ssl_scram(scram_results):
 
 def test_java_client_with_a_client_certificate(mtls_results):
     _all_ok(mtls_results)
+
+
+def test_java_client_over_gssapi(broker_factory, tmp_path):
+    from tests.security.test_gssapi import gssapi_broker
+    from tests.support.kdc import Kdc, kdc_available
+    ok, why = kdc_available()
+    if not ok:
+        pytest.fail(why)          # the java tier runs where its setup is complete
+    kdc = Kdc(tmp_path).start()
+    try:
+        b = gssapi_broker(broker_factory, kdc)
+        keytab = kdc.add_service("javauser")
+        conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",
+                "sasl.kerberos.service.name": "kafka",
+                "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+                                    f'storeKey=true keyTab="{keytab}" principal="javauser@{kdc.realm}";'}
+        results = run_checks(tmp_path, b.sasl_bootstrap, checks=CHECKS, client_config=conf,
+                             jvm_args=[f"-Djava.security.krb5.conf={kdc.conf}"])
+    finally:
+        kdc.stop()
+    _all_ok(results)
