@@ -321,24 +321,27 @@ def test_handler_not_leader_or_follower_and_follower_answers(tmp_path):
     e.batches.append(BatchMetadata(last_seq=9, last_offset=11, offset_delta=1, timestamp=1234))
     psm.producers[42] = e
     psm.producers[43] = ProducerStateEntry(43, producer_epoch=0)
-    follower = SimpleNamespace(is_leader=False, log=SimpleNamespace(producer_state=psm))
-    replicas = {("t", 0): follower}
+    follower = SimpleNamespace(is_leader=False, offline=False, log=SimpleNamespace(producer_state=psm))
+    # a replica whose log dir failed answers KAFKA_STORAGE_ERROR (broker/replica.py, mark_offline)
+    offline = SimpleNamespace(is_leader=False, offline=True, log=None)
+    replicas = {("t", 0): follower, ("t", 1): offline}
     broker = SimpleNamespace(
-        controller=SimpleNamespace(topic=lambda name: SimpleNamespace(partitions={0: None, 1: None})
+        controller=SimpleNamespace(topic=lambda name: SimpleNamespace(partitions={0: None, 1: None, 3: None})
                                    if name == "t" else None),
         replicas=SimpleNamespace(get=lambda t, p: replicas.get((t, p))))
-    req = DPR(topics=[DPR.TopicRequest(name="t", partition_indexes=[0, 1, 2]),
+    req = DPR(topics=[DPR.TopicRequest(name="t", partition_indexes=[0, 1, 2, 3]),
                       DPR.TopicRequest(name="u", partition_indexes=[0])])
     resp = asyncio.run(handle(SimpleNamespace(broker=broker, api_version=0), req))
     resp.encode(0)
     t, u = resp.topics
-    p0, p1, p2 = t.partitions
+    p0, p1, p2, p3 = t.partitions
     assert p0.error_code == 0          # a follower answers from its own log, as in Kafka
     a, b = p0.active_producers
     assert (a.producer_id, a.producer_epoch, a.last_sequence, a.last_timestamp, a.coordinator_epoch,
             a.current_txn_start_offset) == (42, 3, 9, 1234, 7, 10)
     assert (b.producer_id, b.last_sequence, b.last_timestamp, b.coordinator_epoch,
             b.current_txn_start_offset) == (43, -1, -1, -1, -1)
-    assert p1.error_code == E.NOT_LEADER_OR_FOLLOWER
+    assert p1.error_code == E.KAFKA_STORAGE_ERROR
     assert p2.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert p3.error_code == E.NOT_LEADER_OR_FOLLOWER     # not hosted here
     assert u.partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
