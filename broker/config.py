@@ -469,12 +469,11 @@ class BrokerConfig:
 
     def _cross_checks(self) -> None:
         g = self.get
-        if g("zookeeper.set.acl") and g("zookeeper.connect"):
-            # Kafka refuses this too unless its ZooKeeper session is SASL- or TLS-authenticated; Odradek's
-            # ZooKeeper client (kazoo) is never configured for either, so the znode ACLs could not be set.
-            raise ConfigError("zookeeper.set.acl is true, but Odradek cannot open a SASL- or TLS-authenticated "
-                              "ZooKeeper session, which the creator-only znode ACLs require; remove "
-                              "zookeeper.set.acl or set it to false (see docs/security.md)", "zookeeper.set.acl")
+        if g("zookeeper.connect"):
+            # Kafka refuses zookeeper.set.acl=true unless its ZooKeeper session is authenticated
+            # (controller/zookeeper/zkauth.py reads the JAAS file of KAFKA_OPTS)
+            from controller.zookeeper.zkauth import zk_security
+            zk_security(bool(g("zookeeper.set.acl")))
         from broker.connection_quotas import parse_ip_overrides
         overrides = parse_ip_overrides(g("max.connections.per.ip.overrides"))
         if g("max.connections.per.ip") == 0 and not overrides:

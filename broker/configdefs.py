@@ -141,8 +141,8 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", H),
     _k("zookeeper.connection.timeout.ms", "int", None, "Wait this long to connect to ZooKeeper; unset = session timeout.", H),
     _k("zookeeper.max.in.flight.requests", "int", 10, "Pipelined ZooKeeper requests per client.", H, validator=at_least(1)),
-    _k("zookeeper.set.acl", "boolean", False, "Create znodes with restrictive ACLs; true is refused (needs a "
-       "SASL/TLS-authenticated ZooKeeper session, which Odradek does not open)."),
+    _k("zookeeper.set.acl", "boolean", False, "Create znodes with secure ACLs (owner all, others read; "
+       "credentials owner only); needs a SASL login to ZooKeeper (KAFKA_OPTS' JAAS file, Client section)."),
     _k("log.dir", "string", "/tmp/kafka-logs", "Single log directory, used when log.dirs is unset.", H),
     _k("log.dirs", "string", None, "Comma-separated log directories.", H),
     _k("num.recovery.threads.per.data.dir", "int", 1, "Threads per log dir for recovery and shutdown flush.", H, CW, at_least(1)),

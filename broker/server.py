@@ -464,6 +464,10 @@ async def _serve(config) -> int:
     except Exception as e:
         if isinstance(e, (ConfigError, StorageError, OSError)):
             log.error("fatal error during start-up: %s", e)
+        elif type(e).__name__ == "NoAuthError":        # kazoo: a znode's ACL refuses this broker
+            log.error("fatal error during start-up: ZooKeeper refused this broker access to a znode (NoAuth): "
+                      "its ZooKeeper identity is not the one that created the cluster's znodes "
+                      "(zookeeper.set.acl; see docs/security.md)")
         else:
             log.exception("fatal error during start-up")
         await broker.stop()

@@ -146,10 +146,6 @@ def execute_zk(p, o) -> int:
         if any(_true(_setting(props, k)) if k.endswith("enable") else _setting(props, k) for k in TLS_KEYS):
             raise ToolError("ZooKeeper TLS (zookeeper.ssl.client.enable, zookeeper.clientCnxnSocket) is not "
                             "supported by Odradek")
-        if _true(_setting(props, "zookeeper.set.acl")):
-            raise ToolError("zookeeper.set.acl=true is not supported: secure znode ACLs need a "
-                            "SASL-authenticated ZooKeeper session, which Odradek does not open "
-                            "(see docs/security.md)")
         connect = props.get("authorizer.zookeeper.url") or props.get("zookeeper.connect")
         if not connect:
             raise ToolError("Missing required configuration `zookeeper.connect` which has no default value.")
@@ -159,7 +155,7 @@ def execute_zk(p, o) -> int:
             connection_ms = int(conn) if conn else session_ms
         except ValueError as e:
             raise ToolError(f"Invalid ZooKeeper timeout: {e}") from None
-        with ZkAdmin(connect, session_ms, connection_ms) as zk:
+        with ZkAdmin(connect, session_ms, connection_ms, set_acl=_true(_setting(props, "zookeeper.set.acl"))) as zk:
             zk.ensure_acl_paths()
             if action == "list":
                 _list(zk, o, pattern)

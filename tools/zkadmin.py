@@ -52,7 +52,17 @@ class ZkAdmin:
     authorizer does; without it nothing could be written under the chroot)."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 30000, connection_timeout_ms: int = 30000,
-                 create_chroot: bool = True):
+                 create_chroot: bool = True, set_acl: bool = False):
+        # The ZooKeeper login of Kafka's tools: the JAAS file of KAFKA_OPTS (Client section); with
+        # one, the tools create secure znodes as Kafka's do (JaasUtils.isZkSaslEnabled), and
+        # zookeeper.set.acl=true without one is refused (controller/zookeeper/zkauth.py).
+        from broker.config import ConfigError
+        from controller.zookeeper.zkauth import zk_security
+        try:
+            self.security = zk_security(set_acl)
+        except ConfigError as e:
+            raise ZkAdminError(str(e)) from None
+        self.security.set_acl = self.security.set_acl or self.security.sasl_options is not None
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
@@ -62,7 +72,8 @@ class ZkAdmin:
     # ------------------------------------------------------------------ session
     def _client(self, hosts: str) -> KazooClient:
         zk = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000.0,
-                         connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0})
+                         connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
+                         sasl_options=self.security.sasl_options, default_acl=self.security.default_acl())
         try:
             zk.start(timeout=self.connection_timeout_ms / 1000.0)
         except Exception:
@@ -233,7 +244,7 @@ class ZkAdmin:
                     break
                 except NoNodeError:
                     try:
-                        self.zk.create(path, data, makepath=True)
+                        self.zk.create(path, data, makepath=True, acl=self.security.acl_for(path))
                         break
                     except NodeExistsError:
                         continue

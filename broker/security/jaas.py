@@ -20,7 +20,7 @@ def _tokens(text: str):
         if c.isspace():
             i += 1
             continue
-        if c in "=;":
+        if c in "=;{}":
             yield c
             i += 1
             continue
@@ -38,7 +38,7 @@ def _tokens(text: str):
             i = j + 1
             continue
         j = i
-        while j < n and not text[j].isspace() and text[j] not in '=;"':
+        while j < n and not text[j].isspace() and text[j] not in '=;"{}':
             j += 1
         yield ("w", text[i:j])
         i = j
@@ -67,6 +67,41 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
     else:
         raise ConfigError("JAAS config entry must end with ';'", "sasl.jaas.config")
     return module, opts
+
+
+def parse_jaas_file(text: str) -> dict[str, tuple[str, dict[str, str]]]:
+    """A JAAS login configuration file (``java.security.auth.login.config``): sections
+    ``Name { <module> <flag> options... ; };``.  Returns {section: (first module, its options)}.
+    ``//`` and ``/* */`` comments are skipped."""
+    import re
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = "\n".join(line.split("//", 1)[0] if '"' not in line else line for line in text.splitlines())
+    out: dict[str, tuple[str, dict[str, str]]] = {}
+    pos = 0
+    for m in re.finditer(r"([A-Za-z0-9_.\-]+)\s*\{(.*?)\}\s*;", text, flags=re.S):
+        if text[pos:m.start()].strip():
+            raise ConfigError(f"JAAS file: unexpected text {text[pos:m.start()].strip()[:40]!r}",
+                              "java.security.auth.login.config")
+        body = m.group(2).strip()
+        if body:
+            out.setdefault(m.group(1), parse_jaas(body.split(";", 1)[0] + ";"))
+        pos = m.end()
+    if text[pos:].strip():
+        raise ConfigError(f"JAAS file: unexpected text {text[pos:].strip()[:40]!r}", "java.security.auth.login.config")
+    return out
+
+
+def java_system_properties(opts: str | None) -> dict[str, str]:
+    """``-Dkey=value`` options of a JVM command line (``KAFKA_OPTS``), as Kafka's scripts hand
+    them to the JVM: where Kafka reads ``java.security.auth.login.config`` and the
+    ``zookeeper.sasl.*`` properties."""
+    import shlex
+    out = {}
+    for word in shlex.split(opts or ""):
+        if word.startswith("-D") and "=" in word:
+            k, _, v = word[2:].partition("=")
+            out[k] = v
+    return out
 
 
 def plain_users(options: dict[str, str]) -> dict[str, str]:

@@ -119,8 +119,11 @@ class ZkController(Controller):
     def __init__(self, config: BrokerConfig, broker=None):
         self._cfg = config
         self.broker = broker
+        from controller.zookeeper.zkauth import zk_security
+        security = zk_security(bool(config.get("zookeeper.set.acl")))
         self.bridge = ZkBridge(config.zookeeper_connect, config.get("zookeeper.session.timeout.ms"),
-                               config.zookeeper_connection_timeout_ms(), on_state=self._on_zk_state)
+                               config.zookeeper_connection_timeout_ms(), on_state=self._on_zk_state,
+                               security=security)
         self._broker_id = config.broker_id
         self._cluster_id = ""
         self.broker_epoch = -1

@@ -72,8 +72,9 @@ def split_chroot(connect: str) -> tuple[str, str | None]:
 
 class ZkBridge:
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int = 18000,
-                 on_state: Callable[[str], None] | None = None):
+                 on_state: Callable[[str], None] | None = None, security=None):
         self.connect = connect
+        self.security = security        # controller/zookeeper/zkauth.ZkSecurity: SASL login, znode ACLs
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
         self.on_state = on_state
@@ -84,9 +85,20 @@ class ZkBridge:
 
     def _new_client(self, hosts: str) -> KazooClient:
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0, ignore_expire=False)
+        sec = self.security
         return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000,
                            connection_retry=retry,
-                           command_retry=KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0))
+                           command_retry=KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0),
+                           sasl_options=sec.sasl_options if sec is not None else None,
+                           default_acl=sec.default_acl() if sec is not None else None)
+
+    def _acl(self, path: str, kw: dict) -> dict:
+        """``kw`` with the ACL ``path`` needs (zookeeper.set.acl), unless one is given."""
+        if self.security is not None and kw.get("acl") is None:
+            acl = self.security.acl_for(path)
+            if acl is not None:
+                kw = {**kw, "acl": acl}
+        return kw
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -190,7 +202,7 @@ class ZkBridge:
         return await self.call(self.client.exists, path, watch=watch)
 
     async def create(self, path: str, value: bytes = b"", **kw):
-        return await self.call(self.client.create, path, value, **kw)
+        return await self.call(self.client.create, path, value, **self._acl(path, kw))
 
     async def set(self, path: str, value: bytes, version: int = -1):
         return await self.call(self.client.set, path, value, version)
@@ -206,6 +218,8 @@ class ZkBridge:
         appear as instances in it)."""
         def run():
             t = self.client.transaction()
+            create = t.create
+            t.create = lambda path, value=b"", **kw: create(path, value, **self._acl(path, kw))
             build(t)
             return t.commit()
         return await self.call(run)

@@ -27,14 +27,17 @@ def zookeeper_available() -> tuple[bool, str]:
 
 
 class ZooKeeperProcess(ManagedProcess):
-    """Standalone ZooKeeper.  `config` entries are added to / replace zoo.cfg lines."""
+    """Standalone ZooKeeper.  `config` entries are added to / replace zoo.cfg lines; `jvm_args`
+    go to its JVM (a server JAAS file for SASL, say)."""
 
     name = "zookeeper"
 
     def __init__(self, workdir: str | os.PathLike, *, port: int | None = None,
                  tick_time_ms: int = 2000, config: Mapping[str, object] | None = None,
-                 heap: str = "256m", startup_timeout: float = 60.0, name: str | None = None):
+                 heap: str = "256m", startup_timeout: float = 60.0, name: str | None = None,
+                 jvm_args=()):
         super().__init__(workdir, name=name)
+        self.jvm_args = list(jvm_args)
         self.host = LOOPBACK
         self.port = port or free_port()
         self.data_dir = self.workdir / "data"
@@ -82,7 +85,7 @@ class ZooKeeperProcess(ManagedProcess):
         return [java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
                 f"-Dzookeeper.log.dir={self.workdir}", "-Dzookeeper.root.logger=INFO,CONSOLE",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+                "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", *self.jvm_args,
                 "-cp", classpath, ZK_MAIN, str(self.cfg_path)]
 
     def four_letter(self, word: str) -> str:

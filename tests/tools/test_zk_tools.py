@@ -395,8 +395,10 @@ def test_acls_tool_refusals(zk_connect):
     assert r.returncode == 1 and "Only one of --bootstrap-server or --authorizer must be specified" in r.stderr
     r = zk_acls(zk_connect, "--list", "--zk-tls-config-file", "/dev/null")
     assert r.returncode == 1 and r.stdout.startswith("Error while executing ACL command: --zk-tls-config-file")
+    # secure znodes need a ZooKeeper login (KAFKA_OPTS' JAAS file): none here
     r = zk_acls(zk_connect, "--authorizer-properties", "zookeeper.set.acl=true", "--list")
-    assert r.returncode == 1 and "zookeeper.set.acl=true is not supported" in r.stdout
+    assert r.returncode == 1 and "zookeeper.set.acl is true, but there is no authenticated ZooKeeper identity" \
+        in r.stdout
     r = zk_acls(zk_connect, "--authorizer", "org.example.OtherAuthorizer", "--list")
     assert r.returncode == 1 and "org.example.OtherAuthorizer" in r.stdout
     r = run_tool("kafka-acls.sh", "--authorizer-properties", f"zookeeper.connect={LOOPBACK}:1",
@@ -429,13 +431,23 @@ def test_acls_zookeeper_mode_creates_a_missing_chroot_and_the_acl_paths(zookeepe
 
 # ----------------------------------------------------------------------------- zookeeper.set.acl
 
-def test_zookeeper_set_acl_is_refused_by_the_config():
+def test_zookeeper_set_acl_without_a_zookeeper_login_is_refused_by_the_config(monkeypatch, tmp_path):
+    """(With a login, tests/cluster/test_cluster_zk_acl.py.)"""
     from broker.config import BrokerConfig, ConfigError
+    monkeypatch.delenv("KAFKA_OPTS", raising=False)
     BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "zookeeper.set.acl": "false"}).validate()
     BrokerConfig({"zookeeper.set.acl": "true"}).validate()          # no ZooKeeper: nothing to protect
-    with pytest.raises(ConfigError, match="zookeeper.set.acl is true, but Odradek cannot open a SASL- or "
-                                          "TLS-authenticated ZooKeeper session"):
+    with pytest.raises(ConfigError, match="zookeeper.set.acl is true, but there is no authenticated ZooKeeper "
+                                          "identity to own the znodes: no JAAS file is given"):
         BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "zookeeper.set.acl": "true"}).validate()
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text("KafkaServer { org.apache.kafka.common.security.plain.PlainLoginModule required; };\n")
+    monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={jaas}")
+    with pytest.raises(ConfigError, match="has no Client section"):
+        BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "zookeeper.set.acl": "true"}).validate()
+    jaas.write_text("Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };\n")
+    with pytest.raises(ConfigError, match="with Kerberos, which Odradek's ZooKeeper client does not support"):
+        BrokerConfig({"zookeeper.connect": "127.0.0.1:2181"}).validate()
 
 
 def test_broker_with_zookeeper_set_acl_does_not_start(zk_connect, tmp_path):
