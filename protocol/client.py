@@ -703,6 +703,14 @@ def security_from_properties(props: dict[str, str]):
             opts = J.parse_jaas(jaas)[1] if jaas else {"useTicketCache": "true"}
             return ctx, SaslSettings(mech, opts.get("principal", ""), None,
                                      kerberos=(initiator_credentials(opts), service))
+        if mech == "OAUTHBEARER":
+            # Kafka's OAUTHBEARER logins: a token from sasl.oauthbearer.token.endpoint.url with
+            # the OAuthBearerLoginCallbackHandler, else the unsecured one (unsecuredLoginStringClaim_sub)
+            from broker.security import jaas as J
+            from broker.security.oauth_login import login_for
+            opts = J.parse_jaas(jaas)[1] if jaas else {}
+            name, token = login_for(lambda key, default: props.get(key) or default, opts, "sasl.jaas.config")
+            return ctx, SaslSettings(mech, name, None, token=token)
         for key in ("username", "password"):
             m = re.search(key + r'\s*=\s*"((?:[^"\\]|\\.)*)"', jaas) or re.search(key + r"\s*=\s*([^\s;\"]+)", jaas)
             if m:

@@ -64,7 +64,7 @@ def build(cfg) -> InterBrokerSecurity:
         text = jaas.jaas_text(cfg, listener, mech)
         opts = jaas.parse_jaas(text)[1] if text else {}
         if mech == "OAUTHBEARER":
-            return InterBrokerSecurity(listener, protocol, ctx, _oauthbearer_login(listener, opts))
+            return InterBrokerSecurity(listener, protocol, ctx, _oauthbearer_login(cfg, listener, opts))
         if mech == "GSSAPI":
             # the broker logs in to the others from the keytab of its own GSSAPI JAAS entry, as
             # Kafka's inter-broker client does, for their sasl.kerberos.service.name
@@ -85,25 +85,16 @@ def build(cfg) -> InterBrokerSecurity:
     return InterBrokerSecurity(listener, protocol, ctx, sasl)
 
 
-def _oauthbearer_login(listener: str, opts: dict):
-    """Kafka's default OAUTHBEARER login: an unsigned token whose ``sub`` is
-    ``unsecuredLoginStringClaim_sub``, valid ``unsecuredLoginLifetimeSeconds`` (3600), minted
-    afresh for every connection."""
+def _oauthbearer_login(cfg, listener: str, opts: dict):
+    """The broker's own OAUTHBEARER login (broker/security/oauth_login.py): a token from
+    ``sasl.oauthbearer.token.endpoint.url`` when ``sasl.login.callback.handler.class`` is Kafka's
+    OAuthBearerLoginCallbackHandler, else Kafka's default unsecured token whose ``sub`` is
+    ``unsecuredLoginStringClaim_sub``, valid ``unsecuredLoginLifetimeSeconds`` (3600)."""
     from protocol.client import SaslSettings
-    from broker.security.oauthbearer import unsecured_token
-    sub = opts.get("unsecuredLoginStringClaim_sub")
-    if not sub:
-        raise ConfigError(f"inter-broker SASL/OAUTHBEARER on listener {listener} needs "
-                          f"unsecuredLoginStringClaim_sub=\"<name>\" in "
-                          f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config", "sasl.jaas.config")
-    raw = (opts.get("unsecuredLoginLifetimeSeconds") or "3600").strip()
-    try:
-        lifetime = int(raw)
-    except ValueError:
-        raise ConfigError(f"unsecuredLoginLifetimeSeconds: not an integer: {raw!r}", "sasl.jaas.config") from None
-    if lifetime <= 0:
-        raise ConfigError("unsecuredLoginLifetimeSeconds must be positive", "sasl.jaas.config")
-    return SaslSettings("OAUTHBEARER", sub, None, token=lambda: unsecured_token(sub, lifetime))
+    from broker.security.oauth_login import login_for
+    name, token = login_for(lambda key, default: listener_value(cfg, listener, key, default, mechanism="OAUTHBEARER"),
+                            opts, f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config")
+    return SaslSettings("OAUTHBEARER", name, None, token=token)
 
 
 def inter_broker_security(cfg) -> InterBrokerSecurity:

@@ -322,11 +322,13 @@ def test_build_validator_config(tmp_path, keys):
 
 def test_inter_broker_unsecured_login():
     from broker.security.interbroker import _oauthbearer_login
-    s = _oauthbearer_login("SASL", {"unsecuredLoginStringClaim_sub": "admin", "unsecuredLoginLifetimeSeconds": "60"})
+    cfg = BrokerConfig({}, validate=False)
+    s = _oauthbearer_login(cfg, "SASL", {"unsecuredLoginStringClaim_sub": "admin",
+                                         "unsecuredLoginLifetimeSeconds": "60"})
     assert s.mechanism == "OAUTHBEARER" and s.username == "admin"
     tok = O.UnsecuredValidator({}).validate(s.token())
     assert tok.principal == "admin" and 59 <= tok.lifetime_ms / 1000 - time.time() <= 61
     with pytest.raises(ConfigError, match="unsecuredLoginStringClaim_sub"):
-        _oauthbearer_login("SASL", {})
+        _oauthbearer_login(cfg, "SASL", {})
     with pytest.raises(ConfigError):
-        _oauthbearer_login("SASL", {"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginLifetimeSeconds": "x"})
+        _oauthbearer_login(cfg, "SASL", {"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginLifetimeSeconds": "x"})
