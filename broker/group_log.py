@@ -125,6 +125,7 @@ async def attach_group_coordinator(broker) -> None:
     coord.topic_lookup = lambda name: broker.controller.topic(name)
     coord.topic_by_id = lambda tid: broker.controller.topic_by_id(tid)
     coord.topic_names = lambda: broker.controller.topics().keys()
+    coord.group_configs = lambda gid: broker.controller.group_configs(gid)
     broker.groups = coord
     await coord.start()
     for (t, p), part in broker.replicas.partitions.items():

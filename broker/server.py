@@ -229,6 +229,8 @@ class Broker:
             if self.connection_quotas is not None:
                 self.connection_quotas.configure()      # max.connections* and the creation rates
             # and on: log configs follow the broker defaults (sync below)
+        if isinstance(event, ConfigsChanged) and event.entity_type == "groups":
+            return              # read by the group coordinator when it needs them
         if isinstance(event, ConfigsChanged) and event.entity_type == "topics":
             info = self.controller.topic(event.entity_name)
             if info is not None:

@@ -234,6 +234,15 @@ class Controller(abc.ABC):
                                    validate_only: bool = False) -> ApiResult:
         """Replace the dynamic overrides of a broker (or of the cluster default: None)."""
 
+    def group_configs(self, group: str) -> dict[str, str]:
+        """A group's own configs (KIP-848's GROUP resource), {} when it has none."""
+        return dict(self._group_configs.get(group, {})) if hasattr(self, "_group_configs") else {}
+
+    async def alter_group_configs(self, group: str, configs: dict[str, str],
+                                  validate_only: bool = False) -> ApiResult:
+        """Replace a group's configs with ``configs`` (checked by ``check_group_configs``)."""
+        return ApiResult(INVALID_REQUEST, "group configs are not supported by this controller")
+
     @abc.abstractmethod
     async def alter_partition_isr(self, topic: str, partition: int, leader_epoch: int, new_isr: list[int],
                                   partition_epoch: int, broker_id: int | None = None,
@@ -618,6 +627,46 @@ def apply_dynamic_broker_configs(cfg: BrokerConfig, own_id: int, broker_configs:
     """Give ``cfg`` the dynamic overrides of broker ``own_id`` and the cluster default."""
     cfg.set_dynamic(per_broker=broker_configs.get(str(own_id), {}),
                     cluster_default=broker_configs.get(DEFAULT_BROKER_ENTITY, {}))
+
+
+# KIP-848's group configs (Kafka's GroupConfig): the group's own value, else the broker's
+GROUP_CONFIGS = {"consumer.session.timeout.ms": ("group.consumer.session.timeout.ms",
+                                                 "group.consumer.min.session.timeout.ms",
+                                                 "group.consumer.max.session.timeout.ms"),
+                 "consumer.heartbeat.interval.ms": ("group.consumer.heartbeat.interval.ms",
+                                                    "group.consumer.min.heartbeat.interval.ms",
+                                                    "group.consumer.max.heartbeat.interval.ms")}
+
+
+def check_group_configs(cfg: BrokerConfig, group: str, configs: dict[str, str]) -> "ApiResult | None":
+    """None, or the INVALID_CONFIG/INVALID_REQUEST answer for a group's new configs (Kafka's
+    GroupConfig.validate: known names, integers within the broker's bounds, the heartbeat
+    interval below the session timeout)."""
+    if not group:
+        return ApiResult(INVALID_REQUEST, "Group name must not be empty")
+    values = {}
+    for name, value in configs.items():
+        if name not in GROUP_CONFIGS:
+            return ApiResult(INVALID_CONFIG, f"Unknown group config name: {name}")
+        try:
+            values[name] = int(value)
+        except (TypeError, ValueError):
+            return ApiResult(INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                  "Not a number of type INT")
+    for name, (default_key, lo_key, hi_key) in GROUP_CONFIGS.items():
+        v = values.get(name)
+        if v is None:
+            continue
+        if v < cfg.get(lo_key):
+            return ApiResult(INVALID_CONFIG, f"{name} must be greater than or equals to {lo_key}")
+        if v > cfg.get(hi_key):
+            return ApiResult(INVALID_CONFIG, f"{name} must be less than or equals to {hi_key}")
+    session = values.get("consumer.session.timeout.ms", cfg.get("group.consumer.session.timeout.ms"))
+    interval = values.get("consumer.heartbeat.interval.ms", cfg.get("group.consumer.heartbeat.interval.ms"))
+    if interval >= session:
+        return ApiResult(INVALID_CONFIG, "consumer.heartbeat.interval.ms must be less than "
+                                              "consumer.session.timeout.ms")
+    return None
 
 
 def altered_broker_configs(cfg: BrokerConfig, own_id: int, current: dict[str, dict[str, str]],

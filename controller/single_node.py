@@ -35,7 +35,8 @@ from controller.api import (
     TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION,
     AlterPartitionResult, ApiResult, BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic,
     Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, altered_broker_configs,
-    apply_dynamic_broker_configs, assign_replicas, base64_to_uuid, check_create_topic, check_topic_configs,
+    apply_dynamic_broker_configs, assign_replicas, base64_to_uuid, check_create_topic, check_group_configs,
+    check_topic_configs,
     apply_client_quota_changes, is_internal_topic, new_cluster_id, plan_partition_increase, quota_entity_from_path,
     quota_entity_path, random_kafka_uuid, resolve_topic_to_delete,
     uuid_to_base64,
@@ -82,6 +83,7 @@ class SingleNodeController(Controller):
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, str] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}     # KIP-848 GROUP resources
         self._next_producer_id = 0
         self._acls: tuple = ()                          # AclBinding tuples
         self._scram: dict[str, dict[str, str]] = {}     # user -> {mechanism: credential text}
@@ -145,6 +147,7 @@ class SingleNodeController(Controller):
         self._cluster_id = doc["cluster_id"]
         self._next_producer_id = doc.get("next_producer_id", 0)
         self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        self._group_configs = {k: dict(v) for k, v in doc.get("group_configs", {}).items()}
         from broker.security.acl import AclBinding
         self._acls = tuple(AclBinding.from_json(r) for r in doc.get("acls", []))
         self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items()}
@@ -195,6 +198,7 @@ class SingleNodeController(Controller):
             "scram_credentials": self._scram,
             "delegation_tokens": self._tokens,
             "client_quotas": {quota_entity_path(e): v for e, v in self._quotas.items()},
+            "group_configs": self._group_configs,
         }
 
     async def _persist(self, doc: dict[str, Any]) -> None:
@@ -371,6 +375,26 @@ class SingleNodeController(Controller):
             self._topics = new_topics
             log.info("Updated config of topic %s: %s", topic, configs)
             self._emit(ConfigsChanged("topics", topic))
+            return ApiResult()
+
+    async def alter_group_configs(self, group: str, configs: dict[str, str],
+                                  validate_only: bool = False) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            bad = check_group_configs(self._cfg, group, configs)
+            if bad is not None or validate_only:
+                return bad or ApiResult()
+            old = self._group_configs
+            self._group_configs = {**old, group: dict(configs)} if configs else \
+                {g: c for g, c in old.items() if g != group}
+            try:
+                await self._persist(self._snapshot_doc())
+            except BaseException:
+                self._group_configs = old
+                raise
+            log.info("Updated config of group %s: %s", group, configs)
+            self._emit(ConfigsChanged("groups", group))
             return ApiResult()
 
     def broker_configs(self, broker_id: int | None) -> dict[str, str]:

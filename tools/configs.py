@@ -18,7 +18,10 @@ SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 SET, DELETE = 0, 1
-SUPPORTED = ("topics", "brokers", "users", "clients", "ips")
+SUPPORTED = ("topics", "brokers", "users", "clients", "ips", "groups")
+GROUP = 32          # KIP-848 group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)
+RTYPES = {"topics": 2, "brokers": 4, "groups": GROUP}
+DYNAMIC_SOURCE = {2: 1, 4: 2, GROUP: 8}
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 IP_QUOTA_KEYS = ("connection_creation_rate",)
@@ -192,8 +195,8 @@ def resolve_entity(p, o):
     if len(names) > 1 or (names and default):
         raise ToolError("Exactly one entity name must be specified for every entity type")
     name = names[0] if names else ("" if default else None)
-    if default and etype == "topics":
-        raise ToolError("--entity-default is not allowed for topics")
+    if default and etype in ("topics", "groups"):
+        raise ToolError(f"--entity-default is not allowed for {etype}")
     if etype == "brokers" and name:
         try:
             int(name)
@@ -209,7 +212,7 @@ def resolve_entity(p, o):
                                 "--alter of users, clients, brokers or ips")
             raise ToolError(f"An entity name must be specified with --alter of {etype}")
         check_alter_options(o)
-    elif etype == "topics" and name == "":
+    elif etype in ("topics", "groups") and name == "" or etype == "groups" and name is None:
         raise ToolError(f"An entity name must be specified with --describe of {etype}")
     return etype, name
 
@@ -239,8 +242,8 @@ def source_of(c) -> int:
 
 
 async def describe(client, o, etype, name):
-    rtype = TOPIC if etype == "topics" else BROKER
-    dynamic = {TOPIC: 1, BROKER: 2}[rtype]
+    rtype = RTYPES[etype]
+    dynamic = DYNAMIC_SOURCE[rtype]
     if name is None:
         if etype == "topics":
             await client.refresh_metadata(None)
@@ -275,14 +278,14 @@ async def describe(client, o, etype, name):
 
 
 async def alter(client, o, etype, name):
-    rtype = TOPIC if etype == "topics" else BROKER
+    rtype = RTYPES[etype]
     to_add, to_delete = requested_changes(o)
     if etype == "topics":
         await client.refresh_metadata([name])
         if name not in client.topics:
             raise ToolError(f"Topic '{name}' does not exist")
     current = {c.name: c for c in await describe_entity(client, rtype, name, synonyms=False)}
-    dynamic = {TOPIC: 1, BROKER: 2}[rtype] if name else 3
+    dynamic = DYNAMIC_SOURCE[rtype] if name else 3
     invalid = [k for k in to_delete
                if k not in current or source_of(current[k]) != dynamic]
     if invalid:

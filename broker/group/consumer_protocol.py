@@ -219,7 +219,7 @@ class ConsumerProtocolMixin:
                    subscribed: list[str] | None, server_assignor: str | None, owned,
                    client_id: str = "", client_host: str = "", regex: str | None = None,
                    api_version: int = 0) -> dict:
-        interval = self._cfg("group.consumer.heartbeat.interval.ms")
+        interval = self._group_cfg(group_id, "consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms")
         out = {"error": E.NONE, "message": None, "member_id": member_id or None, "member_epoch": member_epoch,
                "heartbeat_interval_ms": 0, "assignment": None}
         try:
@@ -560,14 +560,16 @@ class ConsumerProtocolMixin:
         if member.session_timer is not None:
             member.session_timer.cancel()
 
+        timeout = self._group_cfg(group.group_id, "consumer.session.timeout.ms", "group.consumer.session.timeout.ms")
+
         def expired():
             member.session_timer = None
             if group.modern is not None and group.modern.members.get(member.member_id) is member:
                 log.info("member %s of group %s has not heartbeated within %d ms; fenced", member.member_id,
-                         group.group_id, self._cfg("group.consumer.session.timeout.ms"))
+                         group.group_id, timeout)
                 self._fence(group, member)
                 self._spawn(self._persist_modern(group))
-        member.session_timer = self.timers.call_later(self._cfg("group.consumer.session.timeout.ms"), expired)
+        member.session_timer = self.timers.call_later(timeout, expired)
 
     def _fence(self, group: Group, member: ModernMember) -> None:
         """Remove ``member`` (left, expired or fenced) and bump the group epoch."""

@@ -123,10 +123,17 @@ class GroupCoordinator(MembershipMixin, ConsumerProtocolMixin, OffsetsMixin, Txn
         self.topic_lookup: Callable | None = None
         self.topic_by_id: Callable | None = None
         self.topic_names: Callable | None = None       # () -> iterable of every topic name
+        self.group_configs: Callable | None = None     # group id -> its dynamic configs (KIP-848)
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name):
         return self.config.get(name)
+
+    def _group_cfg(self, group_id: str, name: str, broker_key: str) -> int:
+        """A group's own config (``consumer.session.timeout.ms``, ...; IncrementalAlterConfigs on
+        its GROUP resource), else the broker's ``broker_key``."""
+        own = self.group_configs(group_id).get(name) if self.group_configs is not None else None
+        return int(own) if own not in (None, "") else self._cfg(broker_key)
 
     def _min_session_ms(self) -> int:
         return self._cfg("group.min.session.timeout.ms")

@@ -1,7 +1,7 @@
 """DescribeConfigs (key 32) v0-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44) v0-1.
 
-Resources: TOPIC (2), BROKER (4) and BROKER_LOGGER (8).  A broker resource is named by this
-broker's id, or ``""`` for the cluster-wide default entity; any other id is INVALID_REQUEST.
+Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and GROUP (32: KIP-848's group configs,
+IncrementalAlterConfigs SET/DELETE only, as Kafka).  A broker resource is named by this broker's id, or ``""`` for the cluster-wide default entity; any other id is INVALID_REQUEST.
 A broker logger resource must name this broker.
 
 DescribeConfigs
@@ -40,8 +40,8 @@ from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
 
 log = logging.getLogger("odradek.admin")
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-_TYPE_NAMES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER"}
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+_TYPE_NAMES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 32: "GROUP"}
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 DR = DescribeConfigsResponse
@@ -174,8 +174,47 @@ def _describe_one(ctx, res, synonyms: bool, docs: bool) -> list:
                     is_default=False, config_source=6, is_sensitive=False, synonyms=[],
                     config_type=0, documentation=None))
         return out
+    if res.resource_type == GROUP:
+        return _describe_group(broker, res.resource_name, keys, synonyms, docs)
     raise ResourceError(E.INVALID_REQUEST, f"Unsupported resource type: "
                         f"{_TYPE_NAMES.get(res.resource_type, res.resource_type)}")
+
+
+_GROUP_DOCS = {"consumer.session.timeout.ms": "The timeout to detect client failures when using the consumer "
+                                              "group protocol.",
+               "consumer.heartbeat.interval.ms": "The heartbeat interval given to the members of a consumer group."}
+
+
+def _describe_group(broker, group: str, keys, synonyms: bool, docs: bool) -> list:
+    """KIP-848's GROUP resource: each group config with the group's own value (source
+    GROUP_CONFIG) or the broker's (the broker key as the synonym)."""
+    from broker.config import GROUP_CONFIG
+    from controller.api import GROUP_CONFIGS
+    if not group:
+        raise ResourceError(E.INVALID_REQUEST, "Group name must not be empty")
+    own = broker.controller.group_configs(group)
+    out = []
+    for name, (broker_key, _lo, _hi) in GROUP_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        raw, src = broker.config.raw(broker_key)
+        broker_value = str(broker.config.get(broker_key))
+        syn = []
+        if synonyms:
+            if name in own:
+                syn.append(DR.DescribeConfigsSynonym(name=name, value=own[name], source=GROUP_CONFIG))
+            syn.append(DR.DescribeConfigsSynonym(name=broker_key, value=broker_value, source=src))
+        out.append(DR.DescribeConfigsResourceResult(
+            name=name, value=own.get(name, broker_value), read_only=False, is_default=name not in own,
+            config_source=GROUP_CONFIG if name in own else 5, is_sensitive=False, synonyms=syn,
+            config_type=3, documentation=_GROUP_DOCS[name] if docs else None))
+    return out
+
+
+async def _alter_group(ctx, group: str, new_configs: dict, validate_only: bool) -> None:
+    r = await ctx.broker.controller.alter_group_configs(group, new_configs, validate_only=validate_only)
+    if r.error_code:
+        raise ResourceError(r.error_code, r.error_message)
 
 
 def _entry(e) -> DR.DescribeConfigsResourceResult:
@@ -339,6 +378,18 @@ async def incremental_alter_configs(ctx, req):
                     _check_logger_ops(ops)
                     if not validate_only:
                         _apply_logger_ops(ops)
+                elif res.resource_type == GROUP:
+                    bad = [n for n, op, _v in ops if op not in (OP_SET, OP_DELETE)]
+                    if bad:
+                        raise ResourceError(E.INVALID_CONFIG, f"Config value append or subtract is not allowed "
+                                                              f"for config key: {bad[0]}")
+                    new = dict(ctrl.group_configs(res.resource_name))
+                    for name, op, value in ops:
+                        if op == OP_SET:
+                            new[name] = value
+                        else:
+                            new.pop(name, None)
+                    await _alter_group(ctx, res.resource_name, new, validate_only)
                 else:
                     raise ResourceError(E.INVALID_REQUEST,
                                         f"Unknown resource type {res.resource_type}")

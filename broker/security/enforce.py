@@ -447,11 +447,13 @@ _delete_records = _per_topic_rule(
 
 
 def _config_rule(key, op, resources_attr, results_attr, make):
-    TOPIC_RES, BROKER_RES, BROKER_LOGGER_RES = 2, 4, 8
+    TOPIC_RES, BROKER_RES, BROKER_LOGGER_RES, GROUP_RES = 2, 4, 8, 32
 
     def allowed(ctx, r):
         if r.resource_type == TOPIC_RES:
             return _ok(ctx, op, A.TOPIC, r.resource_name)
+        if r.resource_type == GROUP_RES:        # KIP-848 group configs: the GROUP ACL resource
+            return _ok(ctx, op, A.GROUP, r.resource_name)
         if r.resource_type in (BROKER_RES, BROKER_LOGGER_RES):
             return _cluster(ctx, op)
         return True
@@ -465,7 +467,8 @@ def _config_rule(key, op, resources_attr, results_attr, make):
         R = RESPONSES[key]
         resp = await call(ctx, req) if getattr(req, resources_attr) else R()
         setattr(resp, results_attr, list(getattr(resp, results_attr)) + [
-            make(R, r, T_AUTH if r.resource_type == TOPIC_RES else C_AUTH) for r in denied])
+            make(R, r, T_AUTH if r.resource_type == TOPIC_RES else G_AUTH if r.resource_type == GROUP_RES else C_AUTH)
+            for r in denied])
         return resp
     return rule
 

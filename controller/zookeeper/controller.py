@@ -39,7 +39,7 @@ from controller.api import (
     TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult,
     BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic, Event, PartitionState, TopicInfo,
     TopicResult, TopicsChanged, altered_broker_configs, apply_dynamic_broker_configs, assign_replicas,
-    check_create_topic, check_topic_configs, is_internal_topic, new_cluster_id, plan_partition_increase,
+    check_create_topic, check_group_configs, check_topic_configs, is_internal_topic, new_cluster_id, plan_partition_increase,
     random_kafka_uuid, resolve_topic_to_delete,
 )
 from controller.zookeeper import znodes as Z
@@ -140,6 +140,9 @@ class ZkController(Controller):
         self.max_controller_epoch = 0
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
+        # KIP-848 group configs, in /config/groups/<group> (not a path of Kafka's ZooKeeper mode,
+        # whose brokers have no group configs; created only when a group gets one)
+        self._group_configs: dict[str, dict[str, str]] = {}
         self._last_config_change = -1
         self._config_changes_seen = False
         self._subscribers: list[Callable[[Event], None]] = []
@@ -198,6 +201,7 @@ class ZkController(Controller):
         if self._broker_id < 0:
             self._broker_id = await self._generate_broker_id()
         await self._load_broker_configs()
+        await self._load_group_configs()
         await self.security.start()
         await self.token_store.start()
         await self.quota_store.load()
@@ -722,16 +726,20 @@ class ZkController(Controller):
             log.error("invalid dynamic broker config in ZooKeeper: %s", e)
 
     async def _read_broker_config(self, entity: str) -> None:
-        path = Z.config_path("brokers", entity)
+        await self._read_entity_config("brokers", entity, self._broker_configs)
+
+    async def _read_entity_config(self, entity_type: str, entity: str, store: dict) -> None:
+        """``store[entity]`` from ``/config/<entity_type>/<entity>`` (dropped when absent or empty)."""
+        path = Z.config_path(entity_type, entity)
         try:
             data, _ = await self.bridge.get(path)
             cfg = Z.decode_config(data, path)
         except NoNodeError:
             cfg = {}
         if cfg:
-            self._broker_configs[entity] = cfg
+            store[entity] = cfg
         else:
-            self._broker_configs.pop(entity, None)
+            store.pop(entity, None)
 
     async def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str],
                                    validate_only: bool = False) -> ApiResult:
@@ -747,6 +755,28 @@ class ZkController(Controller):
         if entity in (DEFAULT_BROKER_ENTITY, str(self._broker_id)):
             self._apply_dynamic_to_config()
         self._emit(ConfigsChanged("brokers", entity))
+        return ApiResult()
+
+    async def _load_group_configs(self) -> None:
+        try:
+            groups = await self.bridge.get_children(f"{Z.CONFIG}/groups")
+        except NoNodeError:
+            return
+        for g in groups:
+            await self._read_group_config(g)
+
+    async def _read_group_config(self, group: str) -> None:
+        await self._read_entity_config("groups", group, self._group_configs)
+
+    async def alter_group_configs(self, group: str, configs: dict[str, str],
+                                  validate_only: bool = False) -> ApiResult:
+        bad = check_group_configs(self._cfg, group, configs)
+        if bad is not None or validate_only:
+            return bad or ApiResult()
+        await self._write_config("groups", group, dict(configs))
+        await self._read_group_config(group)
+        self._emit(ConfigsChanged("groups", group))
+        log.info("Updated config of group %s: %s", group, configs)
         return ApiResult()
 
     # ------------------------------------------------------------------ config change notifications
@@ -793,6 +823,9 @@ class ZkController(Controller):
                         except ConfigError as e:
                             log.error("invalid dynamic broker config: %s", e)
                     self._emit(ConfigsChanged("brokers", name))
+                elif etype == "groups":
+                    await self._read_group_config(name)
+                    self._emit(ConfigsChanged("groups", name))
                 elif etype == "users":
                     await self.security.user_changed(name)
                     await self.quota_store.entity_changed(f"users/{name}")
