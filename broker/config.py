@@ -475,7 +475,7 @@ class BrokerConfig:
             # Kafka refuses zookeeper.set.acl=true unless its ZooKeeper session is authenticated
             # (controller/zookeeper/zkauth.py reads the JAAS file of KAFKA_OPTS)
             from controller.zookeeper.zkauth import zk_security
-            zk_security(bool(g("zookeeper.set.acl")))
+            zk_security(bool(g("zookeeper.set.acl")), get=g)
         from broker.connection_quotas import parse_ip_overrides
         overrides = parse_ip_overrides(g("max.connections.per.ip.overrides"))
         if g("max.connections.per.ip") == 0 and not overrides:

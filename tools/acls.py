@@ -81,8 +81,8 @@ def build_parser() -> OptionParser:
     p.add("authorizer-properties", "DEPRECATED: key=val settings of the authorizer given by --authorizer, "
                                    "e.g. zookeeper.connect=localhost:2181[/chroot]. " + DEPRECATION,
           "authorizer-properties", multi=True)
-    p.add("zk-tls-config-file", "DEPRECATED: ZooKeeper client TLS settings for the authorizer mode "
-                                "(not supported by Odradek). " + DEPRECATION,
+    p.add("zk-tls-config-file", "DEPRECATED: ZooKeeper client TLS settings (zookeeper.ssl.*) for the "
+                                "authorizer mode. " + DEPRECATION,
           "Authorizer ZooKeeper TLS configuration")
     return p
 

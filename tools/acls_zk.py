@@ -17,9 +17,9 @@ Behaviour follows Kafka 3.9:
 
 Authorizer properties read: ``zookeeper.connect`` (or ``authorizer.zookeeper.url``),
 ``zookeeper.session.timeout.ms`` / ``zookeeper.connection.timeout.ms`` (also with the
-``authorizer.`` prefix).  ZooKeeper TLS (``--zk-tls-config-file``, ``zookeeper.ssl.*``,
-``zookeeper.clientCnxnSocket``) and secure znode ACLs (``zookeeper.set.acl=true``, which needs a
-SASL-authenticated ZooKeeper session) are refused with an explanation.
+``authorizer.`` prefix), ZooKeeper TLS (``zookeeper.ssl.*`` and ``zookeeper.clientCnxnSocket``
+there or in ``--zk-tls-config-file``, which wins) and ``zookeeper.set.acl``
+(controller/zookeeper/zkauth.py: a SASL login from ``KAFKA_OPTS`` or a TLS client certificate).
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ import sys
 from broker.security import acl as A
 from tools.acls import ACL_AUTHORIZER, NL, _bindings_per_resource, _enum, _print_block, _resources
 from tools.common import ToolError, check_invalid
+from tools.zkadmin import TLS_KEYS, zk_tls_file
 
-TLS_KEYS = ("zookeeper.clientCnxnSocket", "zookeeper.ssl.client.enable")
 
 
 def _props(o) -> dict[str, str]:
@@ -139,13 +139,10 @@ def execute_zk(p, o) -> int:
             raise ToolError(f"Odradek's kafka-acls.sh can only manage the ACLs of {ACL_AUTHORIZER} "
                             f"(stored in ZooKeeper) without a broker, not those of {authorizer}; use "
                             "--bootstrap-server")
-        if o.has("zk-tls-config-file"):
-            raise ToolError("--zk-tls-config-file is not supported: Odradek's tools and brokers do not "
-                            "connect to ZooKeeper over TLS")
         props = _props(o)
-        if any(_true(_setting(props, k)) if k.endswith("enable") else _setting(props, k) for k in TLS_KEYS):
-            raise ToolError("ZooKeeper TLS (zookeeper.ssl.client.enable, zookeeper.clientCnxnSocket) is not "
-                            "supported by Odradek")
+        tls = {k: _setting(props, k) for k in TLS_KEYS if _setting(props, k) is not None}
+        if o.has("zk-tls-config-file"):
+            tls.update(zk_tls_file(o["zk-tls-config-file"]))
         connect = props.get("authorizer.zookeeper.url") or props.get("zookeeper.connect")
         if not connect:
             raise ToolError("Missing required configuration `zookeeper.connect` which has no default value.")
@@ -155,7 +152,8 @@ def execute_zk(p, o) -> int:
             connection_ms = int(conn) if conn else session_ms
         except ValueError as e:
             raise ToolError(f"Invalid ZooKeeper timeout: {e}") from None
-        with ZkAdmin(connect, session_ms, connection_ms, set_acl=_true(_setting(props, "zookeeper.set.acl"))) as zk:
+        with ZkAdmin(connect, session_ms, connection_ms, set_acl=_true(_setting(props, "zookeeper.set.acl")),
+                     tls_props=tls) as zk:
             zk.ensure_acl_paths()
             if action == "list":
                 _list(zk, o, pattern)

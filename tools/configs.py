@@ -60,7 +60,7 @@ def build_parser() -> OptionParser:
     p.add("zookeeper", "DEPRECATED: ZooKeeper connect string host:port[,host:port][/chroot]. Only for SCRAM "
                        "credentials of users (e.g. before any broker runs) and for dynamic configs of brokers "
                        "that are not running; everything else needs --bootstrap-server.", "urls")
-    p.add("zk-tls-config-file", "ZooKeeper client TLS settings for --zookeeper (not supported by Odradek).",
+    p.add("zk-tls-config-file", "ZooKeeper client TLS settings (zookeeper.ssl.*) for --zookeeper.",
           "ZooKeeper TLS configuration")
     return p
 

@@ -220,14 +220,13 @@ def describe_zk(zk, etype: str, name: str | None) -> None:
 def execute_zk(p, o, args) -> int:
     from tools.zkadmin import ZkAdmin, ZkAdminError
     types, names = check_args_zk(p, o, args)
-    if o.has("zk-tls-config-file"):
-        raise ToolError("--zk-tls-config-file is not supported: Odradek's tools and brokers do not connect to "
-                        "ZooKeeper over TLS")
     print(ZK_WARNING)
     etype = types[0]
     name = names[0] if names else None
     try:
-        with ZkAdmin(o["zookeeper"], 30000, 30000, create_chroot=True) as zk:
+        from tools.zkadmin import zk_tls_file
+        tls = zk_tls_file(o["zk-tls-config-file"]) if o.has("zk-tls-config-file") else None
+        with ZkAdmin(o["zookeeper"], 30000, 30000, create_chroot=True, tls_props=tls) as zk:
             if o.has("alter"):
                 alter_zk(zk, o, etype, name)
             else:

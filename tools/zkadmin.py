@@ -47,22 +47,44 @@ def split_connect(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
+# the ZooKeeper TLS keys a tool takes (Kafka's ZkClientConfig names, as in server.properties)
+TLS_KEYS = ("zookeeper.ssl.client.enable", "zookeeper.clientCnxnSocket", "zookeeper.ssl.keystore.location",
+            "zookeeper.ssl.keystore.password", "zookeeper.ssl.keystore.type", "zookeeper.ssl.truststore.location",
+            "zookeeper.ssl.truststore.password", "zookeeper.ssl.truststore.type",
+            "zookeeper.ssl.endpoint.identification.algorithm", "zookeeper.ssl.crl.enable",
+            "zookeeper.ssl.ocsp.enable", "zookeeper.ssl.protocol", "zookeeper.ssl.enabled.protocols",
+            "zookeeper.ssl.cipher.suites")
+
+
+def zk_tls_file(path: str) -> dict[str, str]:
+    """The ZooKeeper TLS settings of a ``--zk-tls-config-file`` (other keys are ignored, as Kafka's
+    tools ignore them)."""
+    from tools.common import ToolError, load_properties
+    try:
+        props = load_properties(path)
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e}") from None
+    return {k: v for k, v in props.items() if k in TLS_KEYS}
+
+
 class ZkAdmin:
     """One ZooKeeper session for a tool run.  ``create_chroot``: create a missing chroot first (Kafka's
     authorizer does; without it nothing could be written under the chroot)."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 30000, connection_timeout_ms: int = 30000,
-                 create_chroot: bool = True, set_acl: bool = False):
+                 create_chroot: bool = True, set_acl: bool = False, tls_props: dict | None = None):
         # The ZooKeeper login of Kafka's tools: the JAAS file of KAFKA_OPTS (Client section); with
         # one, the tools create secure znodes as Kafka's do (JaasUtils.isZkSaslEnabled), and
         # zookeeper.set.acl=true without one is refused (controller/zookeeper/zkauth.py).
         from broker.config import ConfigError
         from controller.zookeeper.zkauth import zk_security
+        tls = dict(tls_props or {})
+        tls.setdefault("zookeeper.ssl.endpoint.identification.algorithm", "HTTPS")
         try:
-            self.security = zk_security(set_acl)
+            self.security = zk_security(set_acl, get=tls.get)
         except ConfigError as e:
             raise ZkAdminError(str(e)) from None
-        self.security.set_acl = self.security.set_acl or self.security.sasl_options is not None
+        self.security.set_acl = self.security.set_acl or self.security.identity is not None
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
@@ -73,7 +95,7 @@ class ZkAdmin:
     def _client(self, hosts: str) -> KazooClient:
         zk = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000.0,
                          connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
-                         sasl_options=self.security.sasl_options, default_acl=self.security.default_acl())
+                         **self.security.client_args())
         try:
             zk.start(timeout=self.connection_timeout_ms / 1000.0)
         except Exception:

@@ -120,7 +120,10 @@ class ZkController(Controller):
         self._cfg = config
         self.broker = broker
         from controller.zookeeper.zkauth import zk_security
-        security = zk_security(bool(config.get("zookeeper.set.acl")))
+        security = zk_security(bool(config.get("zookeeper.set.acl")), get=config.get)
+        if security.identity:
+            log.info("ZooKeeper identity %s%s", security.identity,
+                     " (znodes created with secure ACLs)" if security.set_acl else "")
         self.bridge = ZkBridge(config.zookeeper_connect, config.get("zookeeper.session.timeout.ms"),
                                config.zookeeper_connection_timeout_ms(), on_state=self._on_zk_state,
                                security=security)

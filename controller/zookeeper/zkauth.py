@@ -11,6 +11,15 @@ How this works
   service ``-Dzookeeper.sasl.client.username`` (default ``zookeeper``).  A Kerberos
   (Krb5LoginModule) section is refused: kazoo's Kerberos path needs a package Odradek does not
   carry.
+* **TLS** (KIP-515): ``zookeeper.ssl.client.enable=true`` with
+  ``zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty`` connects over TLS:
+  the trust store checks ZooKeeper's certificate (and its host name, unless
+  ``zookeeper.ssl.endpoint.identification.algorithm`` is empty), the key store, when given, is the
+  client certificate, which ZooKeeper's X509AuthenticationProvider makes the broker's identity
+  (``x509:<subject>``).  PEM, PKCS12 and JKS stores are read as the listeners' are (kazoo takes PEM
+  files, so the others are converted to private temporary files).  ``zookeeper.ssl.protocol``,
+  ``enabled.protocols`` and ``cipher.suites`` are left to Python's defaults; CRL and OCSP checks
+  are refused.
 * **ACLs.** With ``zookeeper.set.acl=true`` every znode the broker creates gets Kafka's ACLs:
   everything for its creator (the SASL identity) and read for anyone, except under the sensitive
   roots (``/config/users``, ``/config/brokers``, ``/delegation_token``: credentials and secrets),
@@ -33,7 +42,12 @@ SENSITIVE_ROOTS = ("/config/users", "/config/brokers", "/delegation_token")
 class ZkSecurity:
     sasl_options: dict | None = None
     set_acl: bool = False
-    identity: str | None = None          # for log lines: "sasl:<user>"
+    identity: str | None = None          # for log lines: "sasl:<user>" or "x509:<subject>"
+    tls: dict | None = None              # kazoo's SSL arguments (use_ssl, ca, certfile, ...)
+
+    def client_args(self) -> dict:
+        """KazooClient keyword arguments for the login, TLS and default ACL."""
+        return {"sasl_options": self.sasl_options, "default_acl": self.default_acl(), **(self.tls or {})}
 
     def default_acl(self):
         """The ACL of a znode kazoo creates without one (None: kazoo's open one)."""
@@ -52,9 +66,65 @@ class ZkSecurity:
         return None
 
 
-def zk_security(set_acl: bool, environ=None) -> ZkSecurity:
-    """The broker's ZooKeeper login (from ``KAFKA_OPTS``'s JAAS file) and ACL policy; ConfigError
-    for a JAAS file that cannot be used, or ``zookeeper.set.acl`` without a SASL identity."""
+NETTY = "org.apache.zookeeper.ClientCnxnSocketNetty"
+
+
+def zk_tls(get) -> tuple[dict | None, str | None]:
+    """(kazoo's SSL arguments or None, the client certificate's subject or None) from the
+    ``zookeeper.ssl.*`` configs (``get(key)``: None when unset)."""
+    from broker.security import tls as T
+    if str(get("zookeeper.ssl.client.enable") or "false").lower() != "true":
+        return None, None
+    sock = get("zookeeper.clientCnxnSocket")
+    if sock != NETTY:
+        raise ConfigError(f"zookeeper.ssl.client.enable is true, so zookeeper.clientCnxnSocket must be {NETTY}",
+                          "zookeeper.clientCnxnSocket")
+    for key in ("zookeeper.ssl.crl.enable", "zookeeper.ssl.ocsp.enable"):
+        if str(get(key) or "false").lower() == "true":
+            raise ConfigError(f"{key}=true is not supported", key)
+
+    def store(kind: str) -> str | None:
+        location = get(f"zookeeper.ssl.{kind}store.location")
+        if not location:
+            return None
+        typ = str(get(f"zookeeper.ssl.{kind}store.type") or "").upper() or \
+            ("JKS" if T._is_jks_file(location) else "PEM")
+        password = get(f"zookeeper.ssl.{kind}store.password")
+        key = f"zookeeper.ssl.{kind}store.location"
+        if typ == "PEM":
+            return location
+        if typ == "PKCS12":
+            return T._pkcs12_to_pem(location, password, key)
+        if typ == "JKS":
+            return T._jks_to_pem(location, password, None, key, trust=kind == "trust")
+        raise ConfigError(f"zookeeper.ssl.{kind}store.type={typ} is not supported (use PEM, PKCS12 or JKS)",
+                          f"zookeeper.ssl.{kind}store.type")
+    ca, cert = store("trust"), store("key")
+    args = {"use_ssl": True, "verify_certs": True, "ca": ca,
+            "check_hostname": (get("zookeeper.ssl.endpoint.identification.algorithm") or "").upper() == "HTTPS"}
+    subject = None
+    if cert:
+        args.update(certfile=cert, keyfile=cert)
+        if str(get("zookeeper.ssl.keystore.type") or "").upper() in ("", "PEM"):
+            args["keyfile_password"] = get("zookeeper.ssl.keystore.password")
+        subject = _subject(cert)
+    return args, subject
+
+
+def _subject(pem_path: str) -> str | None:
+    """The first certificate's subject in RFC 2253 form, as ZooKeeper's x509 identity shows it."""
+    try:
+        from cryptography import x509
+        with open(pem_path, "rb") as f:
+            return x509.load_pem_x509_certificate(f.read()).subject.rfc4514_string()
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def zk_security(set_acl: bool, environ=None, get=None) -> ZkSecurity:
+    """The broker's ZooKeeper login (SASL from ``KAFKA_OPTS``'s JAAS file, or a TLS client
+    certificate from the ``zookeeper.ssl.*`` configs ``get`` reads) and ACL policy; ConfigError
+    for settings that cannot be used, or ``zookeeper.set.acl`` without an identity."""
     from broker.security.jaas import java_system_properties, parse_jaas_file
     env = os.environ if environ is None else environ
     props = java_system_properties(env.get("KAFKA_OPTS"))
@@ -95,8 +165,12 @@ def zk_security(set_acl: bool, environ=None) -> ZkSecurity:
             identity = f"sasl:{opts['username']}"
     elif path:
         why = "zookeeper.sasl.client is false"
-    if set_acl and sasl is None:
+    tls, subject = zk_tls(get) if get is not None else (None, None)
+    if sasl is None and subject:
+        identity = f"x509:{subject}"
+    if set_acl and sasl is None and subject is None:
         raise ConfigError("zookeeper.set.acl is true, but there is no authenticated ZooKeeper identity to own the "
-                          f"znodes: {why}. Give a JAAS file with a {section} section ({DIGEST_MODULE}) or set "
+                          f"znodes: {why}, and no ZooKeeper TLS key store (zookeeper.ssl.keystore.location). Give a "
+                          f"JAAS file with a {section} section ({DIGEST_MODULE}) or a client certificate, or set "
                           "zookeeper.set.acl to false", "zookeeper.set.acl")
-    return ZkSecurity(sasl, set_acl, identity)
+    return ZkSecurity(sasl, set_acl, identity, tls)

@@ -89,8 +89,7 @@ class ZkBridge:
         return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000,
                            connection_retry=retry,
                            command_retry=KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0),
-                           sasl_options=sec.sasl_options if sec is not None else None,
-                           default_acl=sec.default_acl() if sec is not None else None)
+                           **(sec.client_args() if sec is not None else {}))
 
     def _acl(self, path: str, kw: dict) -> dict:
         """``kw`` with the ACL ``path`` needs (zookeeper.set.acl), unless one is given."""

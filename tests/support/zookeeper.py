@@ -35,9 +35,10 @@ class ZooKeeperProcess(ManagedProcess):
     def __init__(self, workdir: str | os.PathLike, *, port: int | None = None,
                  tick_time_ms: int = 2000, config: Mapping[str, object] | None = None,
                  heap: str = "256m", startup_timeout: float = 60.0, name: str | None = None,
-                 jvm_args=()):
+                 jvm_args=(), classpath=()):
         super().__init__(workdir, name=name)
         self.jvm_args = list(jvm_args)
+        self.extra_classpath = list(classpath)
         self.host = LOOPBACK
         self.port = port or free_port()
         self.data_dir = self.workdir / "data"
@@ -82,6 +83,8 @@ class ZooKeeperProcess(ManagedProcess):
         # simple one when it is installed so failures come with a server log.
         if os.path.exists(SLF4J_SIMPLE):
             classpath += ":" + SLF4J_SIMPLE
+        for extra in self.extra_classpath:
+            classpath += ":" + str(extra)
         return [java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
                 f"-Dzookeeper.log.dir={self.workdir}", "-Dzookeeper.root.logger=INFO,CONSOLE",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",

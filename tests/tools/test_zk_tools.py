@@ -371,8 +371,6 @@ def test_scram_credentials_from_zookeeper_before_the_broker_starts(request, zook
      "Invalid credential property SCRAM_SHA_512=pw=p"),
     (["--alter", "--entity-type", "users", "--entity-name", "u", "--delete-config", "SCRAM-SHA-512"],
      "Invalid config(s): SCRAM-SHA-512"),
-    (["--alter", "--entity-type", "users", "--entity-name", "u", "--zk-tls-config-file", "/dev/null",
-      "--add-config", "SCRAM-SHA-512=[password=p]"], "--zk-tls-config-file is not supported"),
 ])
 def test_refused_zookeeper_uses(zk_connect, args, message):
     r = zk_configs(zk_connect, *args)
@@ -393,8 +391,15 @@ def test_acls_tool_refusals(zk_connect):
     r = run_tool("kafka-acls.sh", "--bootstrap-server", "127.0.0.1:1", "--authorizer",
                  "kafka.security.authorizer.AclAuthorizer", "--list")
     assert r.returncode == 1 and "Only one of --bootstrap-server or --authorizer must be specified" in r.stderr
-    r = zk_acls(zk_connect, "--list", "--zk-tls-config-file", "/dev/null")
-    assert r.returncode == 1 and r.stdout.startswith("Error while executing ACL command: --zk-tls-config-file")
+    # a TLS file that turns TLS on without Kafka's Netty socket (tests/cluster/test_cluster_zk_tls.py uses it)
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+        f.write("zookeeper.ssl.client.enable=true\n")
+    r = zk_acls(zk_connect, "--list", "--zk-tls-config-file", f.name)
+    os.unlink(f.name)
+    assert r.returncode == 1 and r.stdout.startswith(
+        "Error while executing ACL command: zookeeper.ssl.client.enable is true, so zookeeper.clientCnxnSocket "
+        "must be org.apache.zookeeper.ClientCnxnSocketNetty"), r.stdout
     # secure znodes need a ZooKeeper login (KAFKA_OPTS' JAAS file): none here
     r = zk_acls(zk_connect, "--authorizer-properties", "zookeeper.set.acl=true", "--list")
     assert r.returncode == 1 and "zookeeper.set.acl is true, but there is no authenticated ZooKeeper identity" \
