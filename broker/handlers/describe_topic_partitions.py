@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from broker.dispatch import handler
 from broker.security import acl as A
-from broker.handlers.metadata import offline_replicas
+from broker.handlers.metadata import live_broker_ids, offline_replicas
 from controller.api import is_internal_topic, validate_topic_name
 from protocol.errors import ErrorCode as E
 from protocol.messages import DescribeTopicPartitionsResponse as R
@@ -29,14 +29,14 @@ from protocol.primitives import UUID0
 INT_MIN = -2147483648
 
 
-def _partitions(broker, info, start: int, room: int):
+def _partitions(broker, info, start: int, room: int, live: set[int] | None):
     """Up to ``room`` partition entries of ``info`` from index ``start``; and the index to go on
     from, or -1 when the topic is done."""
     indexes = sorted(p for p in info.partitions if p >= start)
     out = []
     for p in indexes[:room]:
         s = info.partitions[p]
-        offline = offline_replicas(broker, info.name, p, s)
+        offline = offline_replicas(broker, info.name, p, s, live)
         leader = -1 if s.leader in offline else s.leader
         out.append(R.DescribeTopicPartitionsResponsePartition(
             error_code=E.LEADER_NOT_AVAILABLE if leader < 0 else 0, partition_index=p,
@@ -70,6 +70,7 @@ async def describe_topic_partitions(ctx, req):
                 error_code=E.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=UUID0, is_internal=False,
                 partitions=[], topic_authorized_operations=INT_MIN))
     room = max(min(ctx.broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
+    live = live_broker_ids(ctx.broker)
     topics, next_cursor = [], None
     for name in allowed:
         if room <= 0:
@@ -85,7 +86,7 @@ async def describe_topic_partitions(ctx, req):
                     partitions=[], topic_authorized_operations=INT_MIN))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        parts, go_on = _partitions(ctx.broker, info, start, room)
+        parts, go_on = _partitions(ctx.broker, info, start, room, live)
         topics.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=info.topic_id, is_internal=info.internal, partitions=parts,
             topic_authorized_operations=_operations(ctx, name)))

@@ -34,15 +34,14 @@ def broker_list(broker, listener_name):
     return out
 
 
-def offline_replicas(broker, name: str, p: int, s) -> list[int]:
-    """The replicas of a partition that are offline: in a cluster, those on brokers that are not
-    alive or on failed log dirs (the controller's UpdateMetadata says which); on a single broker,
-    this one when the partition's log dir has failed."""
+def offline_replicas(broker, name: str, p: int, s, live: set[int] | None) -> list[int]:
+    """The replicas of a partition that are offline: in a cluster (``live``: ``live_broker_ids``),
+    those on brokers that are not alive or on failed log dirs (the controller's UpdateMetadata
+    says which); on a single broker, this one when the partition's log dir has failed."""
     rm = broker.replicas
     if rm is None:
         return []
-    if rm.replication is not None:
-        live = {b.id for b in broker.controller.brokers()}
+    if live is not None:
         return [r for r in s.replicas if r not in live or r in s.offline_replicas]
     part = rm.partitions.get((name, p))
     return [broker.broker_id] if part is not None and part.offline else []
@@ -137,13 +136,14 @@ async def metadata(ctx, req):
                             topic_authorized_operations=INT_MIN)
     rm = broker.replicas
     offline_known = rm is not None and (rm.replication is not None or broker.log_manager.offline_dirs)
+    live = live_broker_ids(broker)
     for t in topics_out if offline_known else ():   # offline replicas (v5+)
+        info = ctrl.topic(t.name) if t.name is not None and t.partitions else None
         for p in t.partitions or ():
-            info = ctrl.topic(t.name) if t.name is not None else None
             s = info.partitions.get(p.partition_index) if info is not None else None
             if s is None:
                 continue
-            p.offline_replicas = offline_replicas(broker, t.name, p.partition_index, s)
+            p.offline_replicas = offline_replicas(broker, t.name, p.partition_index, s, live)
             if p.offline_replicas and p.leader_id in p.offline_replicas:
                 # the leader's replica is offline (single broker): no leader, as Kafka answers
                 p.leader_id = -1
