@@ -74,8 +74,7 @@ def parse_jaas_file(text: str) -> dict[str, tuple[str, dict[str, str]]]:
     ``Name { <module> <flag> options... ; };``.  Returns {section: (first module, its options)}.
     ``//`` and ``/* */`` comments are skipped."""
     import re
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    text = "\n".join(line.split("//", 1)[0] if '"' not in line else line for line in text.splitlines())
+    text = _strip_comments(text)
     out: dict[str, tuple[str, dict[str, str]]] = {}
     pos = 0
     for m in re.finditer(r"([A-Za-z0-9_.\-]+)\s*\{(.*?)\}\s*;", text, flags=re.S):
@@ -83,12 +82,42 @@ def parse_jaas_file(text: str) -> dict[str, tuple[str, dict[str, str]]]:
             raise ConfigError(f"JAAS file: unexpected text {text[pos:m.start()].strip()[:40]!r}",
                               "java.security.auth.login.config")
         body = m.group(2).strip()
-        if body:
-            out.setdefault(m.group(1), parse_jaas(body.split(";", 1)[0] + ";"))
+        if body:            # the section's first entry (parse_jaas stops at its ';')
+            out.setdefault(m.group(1), parse_jaas(body))
         pos = m.end()
     if text[pos:].strip():
         raise ConfigError(f"JAAS file: unexpected text {text[pos:].strip()[:40]!r}", "java.security.auth.login.config")
     return out
+
+
+def _strip_comments(text: str) -> str:
+    """``text`` without ``//`` and ``/* */`` comments; quoted values are kept whole."""
+    out, i, n, quoted = [], 0, len(text), False
+    while i < n:
+        c = text[i]
+        if quoted:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            quoted = c != '"'
+            i += 1
+        elif c == '"':
+            quoted = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            out.append(" ")
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def java_system_properties(opts: str | None) -> dict[str, str]:
