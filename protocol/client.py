@@ -208,7 +208,14 @@ class KafkaClientConnection:
             except (gssapi.exceptions.GSSError, SaslFailure) as e:
                 raise AuthenticationError(f"{self.host}:{self.port}: GSSAPI: {e}") from None
         elif mech == "OAUTHBEARER" and sasl.token is not None:
-            challenge = await step(b"n,,\x01auth=Bearer " + sasl.token().encode("ascii") + b"\x01\x01")
+            # a token endpoint is asked over HTTP with retries (broker/security/oauth_login.py):
+            # off the loop, which in a broker also serves clients and replication
+            from broker.security.oauth_login import TokenError
+            try:
+                token = await asyncio.to_thread(sasl.token)
+            except TokenError as e:
+                raise AuthenticationError(f"{self.host}:{self.port}: no OAUTHBEARER token: {e}") from None
+            challenge = await step(b"n,,\x01auth=Bearer " + token.encode("ascii") + b"\x01\x01")
             if challenge:            # the server's JSON error: acknowledge it; the server then fails us
                 await step(b"\x01")
                 raise AuthenticationError(f"{self.host}:{self.port}: {challenge.decode('utf-8', 'replace')}")
