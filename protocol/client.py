@@ -198,13 +198,17 @@ class KafkaClientConnection:
             from broker.security.sasl import SaslFailure
             creds, service = sasl.kerberos
             tokens = client_exchange(creds, service, self.host)
+
+            def advance(reply):         # (token or None when the exchange is over); a thread
+                try:
+                    return tokens.send(reply)
+                except StopIteration:
+                    return None
             try:
-                token = next(tokens)
-                while True:
-                    reply = await step(token)
-                    token = tokens.send(reply)
-            except StopIteration:
-                pass
+                # the first step asks the KDC for a ticket: off the loop, like every step
+                token = await asyncio.to_thread(advance, None)
+                while token is not None:
+                    token = await asyncio.to_thread(advance, await step(token))
             except (gssapi.exceptions.GSSError, SaslFailure) as e:
                 raise AuthenticationError(f"{self.host}:{self.port}: GSSAPI: {e}") from None
         elif mech == "OAUTHBEARER" and sasl.token is not None:
