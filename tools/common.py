@@ -37,7 +37,7 @@ class Opt:
                  required=False, alias=(), optional=False):
         self.name = name
         self.help = help
-        self.arg = arg                 # None: a flag; else the "describedAs" text
+        self.arg = arg                 # None: a flag; else the "describedAs" text ("" for none)
         self.default = default
         self.type = type
         self.multi = multi
@@ -148,7 +148,8 @@ class OptionParser:
         for s in sorted(self.specs.values(), key=lambda s: s.name):
             left = f"--{s.name}"
             if s.arg is not None:
-                left += f" [{s.type_name()}: {s.arg}]" if s.optional else f" <{s.type_name()}: {s.arg}>"
+                shown = f"{s.type_name()}: {s.arg}" if s.arg else s.type_name()   # "": no describedAs
+                left += f" [{shown}]" if s.optional else f" <{shown}>"
             desc = s.help
             if s.default is not None and s.arg is not None:
                 desc += f" (default: {s.default})"
