@@ -208,6 +208,53 @@ def client_exchange(creds, service: str, host: str):
     yield ctx.wrap(bytes([NO_SECURITY_LAYER]) + offer[1:4] + str(ctx.initiator_name).encode(), False).message
 
 
+ZK_GSSAPI = "ODRADEK-GSSAPI"     # the name kazoo's SASL options give the mechanism below
+
+
+def register_zookeeper_gssapi() -> None:
+    """Make the GSSAPI client below a mechanism of the ``pure-sasl`` package, which kazoo's SASL
+    login uses (its own GSSAPI mechanism needs the ``kerberos`` package, which Odradek does not
+    carry), under the name ``ZK_GSSAPI``.  ZooKeeper's SASL exchange is RFC 4752's, as Kafka's:
+    the context tokens, then the server's security-layer offer and the client's answer, whose
+    authorization id is the client's principal (ZooKeeper refuses any other)."""
+    import puresasl.mechanisms as mechanisms
+    if ZK_GSSAPI in mechanisms.mechanisms:
+        return
+
+    class ZooKeeperGssapi(mechanisms.Mechanism):
+        name = ZK_GSSAPI
+        score = 100
+        allows_anonymous = False
+        uses_plaintext = False
+        active_safe = True
+
+        def __init__(self, sasl, jaas=None, **props):
+            super().__init__(sasl)
+            self._jaas = dict(jaas or {})
+            self._ctx = None
+
+        def process(self, challenge=None):
+            import gssapi
+            if self._ctx is None:
+                creds = initiator_credentials(self._jaas)
+                name = gssapi.Name(f"{self.sasl.service}@{self.sasl.host}", gssapi.NameType.hostbased_service)
+                self._ctx = gssapi.SecurityContext(name=name, creds=creds, usage="initiate")
+                return self._ctx.step(None) or b""
+            if not self._ctx.complete:
+                return self._ctx.step(challenge or b"") or b""
+            offer = self._ctx.unwrap(challenge or b"").message
+            if len(offer) < 4 or not offer[0] & NO_SECURITY_LAYER:
+                raise SaslFailure("GSSAPI: ZooKeeper offers no 'auth' security layer")
+            self.complete = True
+            me = str(self._ctx.initiator_name).encode()
+            return self._ctx.wrap(bytes([NO_SECURITY_LAYER]) + offer[1:4] + me, False).message
+
+        def dispose(self):
+            self._ctx = None
+
+    mechanisms.mechanisms[ZK_GSSAPI] = ZooKeeperGssapi
+
+
 class GssapiServer:
     mechanism = "GSSAPI"
 

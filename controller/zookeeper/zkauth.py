@@ -9,8 +9,9 @@ How this works
   the environment, then the section.  ZooKeeper's DigestLoginModule (``username``,
   ``password``) becomes a DIGEST-MD5 login of kazoo (through the ``pure-sasl`` package), for the
   service ``-Dzookeeper.sasl.client.username`` (default ``zookeeper``).  A Kerberos
-  (Krb5LoginModule) section is refused: kazoo's Kerberos path needs a package Odradek does not
-  carry.
+  (Krb5LoginModule) section, with ``useKeyTab=true``, ``keyTab`` and ``principal`` or the ticket
+  cache, becomes a GSSAPI login of kazoo through Odradek's own GSSAPI client
+  (``broker/security/kerberos.py``, python-gssapi) for ``<service>@<ZooKeeper host>``.
 * **TLS** (KIP-515): ``zookeeper.ssl.client.enable=true`` with
   ``zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty`` connects over TLS:
   the trust store checks ZooKeeper's certificate (and its host name, unless
@@ -146,31 +147,59 @@ def zk_security(set_acl: bool, environ=None, get=None) -> ZkSecurity:
         else:
             module, opts = entry
             if module == KRB5_MODULE:
-                raise ConfigError(f"the {section} section of {path} logs in to ZooKeeper with Kerberos, which "
-                                  "Odradek's ZooKeeper client does not support; use ZooKeeper's DigestLoginModule",
-                                  "java.security.auth.login.config")
-            if module != DIGEST_MODULE:
-                raise ConfigError(f"the {section} section of {path} names {module}; expected {DIGEST_MODULE}",
-                                  "java.security.auth.login.config")
-            if not opts.get("username") or opts.get("password") is None:
-                raise ConfigError(f"the {section} section of {path} needs username and password",
-                                  "java.security.auth.login.config")
-            try:
-                import puresasl  # noqa: F401  (kazoo's SASL needs it)
-            except ImportError:
-                raise ConfigError("a SASL login to ZooKeeper needs the pure-sasl package",
-                                  "java.security.auth.login.config") from None
-            sasl = {"mechanism": "DIGEST-MD5", "username": opts["username"], "password": opts["password"],
-                    "service": props.get("zookeeper.sasl.client.username", "zookeeper")}
-            identity = f"sasl:{opts['username']}"
+                sasl, identity = _kerberos_login(path, section, opts, props)
+            else:
+                sasl, identity = _digest_login(path, section, module, opts, props)
     elif path:
         why = "zookeeper.sasl.client is false"
+    return _finish(set_acl, sasl, identity, get, why, section)
+
+
+def _digest_login(path: str, section: str, module: str, opts: dict, props: dict) -> tuple[dict, str]:
+    """kazoo's SASL options for ZooKeeper's DigestLoginModule (DIGEST-MD5)."""
+    if module != DIGEST_MODULE:
+        raise ConfigError(f"the {section} section of {path} names {module}; expected {DIGEST_MODULE} or "
+                          f"{KRB5_MODULE}", "java.security.auth.login.config")
+    if not opts.get("username") or opts.get("password") is None:
+        raise ConfigError(f"the {section} section of {path} needs username and password",
+                          "java.security.auth.login.config")
+    try:
+        import puresasl  # noqa: F401  (kazoo's SASL needs it)
+    except ImportError:
+        raise ConfigError("a SASL login to ZooKeeper needs the pure-sasl package",
+                          "java.security.auth.login.config") from None
+    sasl = {"mechanism": "DIGEST-MD5", "username": opts["username"], "password": opts["password"],
+            "service": props.get("zookeeper.sasl.client.username", "zookeeper")}
+    return sasl, f"sasl:{opts['username']}"
+
+
+def _finish(set_acl, sasl, identity, get, why, section="Client") -> ZkSecurity:
     tls, subject = zk_tls(get) if get is not None else (None, None)
     if sasl is None and subject:
         identity = f"x509:{subject}"
     if set_acl and sasl is None and subject is None:
         raise ConfigError("zookeeper.set.acl is true, but there is no authenticated ZooKeeper identity to own the "
                           f"znodes: {why}, and no ZooKeeper TLS key store (zookeeper.ssl.keystore.location). Give a "
-                          f"JAAS file with a {section} section ({DIGEST_MODULE}) or a client certificate, or set "
+                          f"JAAS file with a {section} section ({DIGEST_MODULE} or {KRB5_MODULE}) or a client certificate, or set "
                           "zookeeper.set.acl to false", "zookeeper.set.acl")
     return ZkSecurity(sasl, set_acl, identity, tls)
+
+
+def _kerberos_login(path: str, section: str, opts: dict, props: dict) -> tuple[dict, str]:
+    """kazoo's SASL options for a Krb5LoginModule section (a keytab with ``useKeyTab=true``, or the
+    ticket cache), checked now: a keytab without the principal's key is a ConfigError at start-up."""
+    from broker.security import kerberos
+    try:
+        import puresasl  # noqa: F401  (kazoo's SASL needs it)
+    except ImportError:
+        raise ConfigError("a SASL login to ZooKeeper needs the pure-sasl package",
+                          "java.security.auth.login.config") from None
+    try:
+        creds = kerberos.initiator_credentials(opts)
+        principal = str(creds.name)
+    except ConfigError as e:
+        raise ConfigError(f"the {section} section of {path}: {e}", "java.security.auth.login.config") from None
+    kerberos.register_zookeeper_gssapi()
+    sasl = {"mechanism": kerberos.ZK_GSSAPI, "service": props.get("zookeeper.sasl.client.username", "zookeeper"),
+            "jaas": dict(opts)}
+    return sasl, f"sasl:{principal}"
