@@ -18,9 +18,11 @@ How this works
   ``zookeeper.ssl.endpoint.identification.algorithm`` is empty), the key store, when given, is the
   client certificate, which ZooKeeper's X509AuthenticationProvider makes the broker's identity
   (``x509:<subject>``).  PEM, PKCS12 and JKS stores are read as the listeners' are (kazoo takes PEM
-  files, so the others are converted to private temporary files).  ``zookeeper.ssl.protocol``,
-  ``enabled.protocols`` and ``cipher.suites`` are left to Python's defaults; CRL and OCSP checks
-  are refused.
+  files, so the others are converted to private temporary files).  The TLS versions are
+  ``zookeeper.ssl.enabled.protocols`` or, unset, ``zookeeper.ssl.protocol`` alone (TLSv1.2 by
+  default, as Kafka's client enables them), the ciphers ``zookeeper.ssl.cipher.suites`` (OpenSSL
+  names); kazoo takes neither, so a handler of Odradek's sets up the TLS layer.  CRL and OCSP
+  checks are refused.
 * **ACLs.** With ``zookeeper.set.acl=true`` every znode the broker creates gets Kafka's ACLs:
   everything for its creator (the SASL identity) and read for anyone, except under the sensitive
   roots (``/config/users``, ``/config/brokers``, ``/delegation_token``: credentials and secrets),
@@ -48,7 +50,12 @@ class ZkSecurity:
 
     def client_args(self) -> dict:
         """KazooClient keyword arguments for the login, TLS and default ACL."""
-        return {"sasl_options": self.sasl_options, "default_acl": self.default_acl(), **(self.tls or {})}
+        tls = dict(self.tls or {})
+        policy = tls.pop("tls_policy", None)
+        args = {"sasl_options": self.sasl_options, "default_acl": self.default_acl(), **tls}
+        if policy is not None:
+            args["handler"] = _tls_handler(*policy)     # one per client: a handler owns threads
+        return args
 
     def default_acl(self):
         """The ACL of a znode kazoo creates without one (None: kazoo's open one)."""
@@ -102,7 +109,8 @@ def zk_tls(get) -> tuple[dict | None, str | None]:
                           f"zookeeper.ssl.{kind}store.type")
     ca, cert = store("trust"), store("key")
     args = {"use_ssl": True, "verify_certs": True, "ca": ca,
-            "check_hostname": (get("zookeeper.ssl.endpoint.identification.algorithm") or "").upper() == "HTTPS"}
+            "check_hostname": (get("zookeeper.ssl.endpoint.identification.algorithm") or "").upper() == "HTTPS",
+            "tls_policy": _tls_policy(get)}
     subject = None
     if cert:
         args.update(certfile=cert, keyfile=cert)
@@ -110,6 +118,75 @@ def zk_tls(get) -> tuple[dict | None, str | None]:
             args["keyfile_password"] = get("zookeeper.ssl.keystore.password")
         subject = _subject(cert)
     return args, subject
+
+
+TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+
+
+def _names(value) -> list[str]:
+    if value is None:
+        return []
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
+def _tls_policy(get) -> tuple:
+    """(lowest, highest TLS version, OpenSSL cipher string or None) for ZooKeeper's TLS, from
+    ``zookeeper.ssl.enabled.protocols`` or, when unset, ``zookeeper.ssl.protocol`` alone (default
+    TLSv1.2), as ZooKeeper's client enables them; ``zookeeper.ssl.cipher.suites`` in OpenSSL's
+    names, as the listeners' ``ssl.cipher.suites``."""
+    import ssl
+    protocols = _names(get("zookeeper.ssl.enabled.protocols")) or _names(get("zookeeper.ssl.protocol") or "TLSv1.2")
+    versions = []
+    for p in protocols:
+        if p not in TLS_PROTOCOLS:
+            raise ConfigError(f"ZooKeeper TLS protocol {p} is not supported (use {', '.join(TLS_PROTOCOLS)})",
+                              "zookeeper.ssl.enabled.protocols" if get("zookeeper.ssl.enabled.protocols")
+                              else "zookeeper.ssl.protocol")
+        versions.append(getattr(ssl.TLSVersion, p.replace(".", "_")))
+    ciphers = ":".join(_names(get("zookeeper.ssl.cipher.suites"))) or None
+    if ciphers:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).set_ciphers(ciphers)
+        except ssl.SSLError:
+            raise ConfigError(f"zookeeper.ssl.cipher.suites names no cipher OpenSSL knows: {ciphers}",
+                              "zookeeper.ssl.cipher.suites") from None
+    return min(versions), max(versions), ciphers
+
+
+def _tls_handler(lowest, highest, ciphers):
+    """A kazoo handler whose TLS connections allow only ``lowest``..``highest`` and ``ciphers``
+    (kazoo builds its TLS context itself and takes neither setting): the TCP connection is
+    kazoo's own, the TLS layer over it is set up here."""
+    import ssl
+
+    from kazoo.handlers.threading import SequentialThreadingHandler
+
+    class ZkTlsHandler(SequentialThreadingHandler):
+        def create_connection(self, address, hostname=None, timeout=None, use_ssl=False, ca=None, certfile=None,
+                              keyfile=None, keyfile_password=None, verify_certs=True, check_hostname=False, **kw):
+            if not use_ssl:
+                return super().create_connection(address, hostname=hostname, timeout=timeout, **kw)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.minimum_version, ctx.maximum_version = lowest, highest
+            if ciphers:
+                ctx.set_ciphers(ciphers)
+            ctx.check_hostname = bool(check_hostname)
+            ctx.verify_mode = ssl.CERT_REQUIRED if verify_certs else ssl.CERT_NONE
+            if ca:
+                ctx.load_verify_locations(ca)
+            else:
+                ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+            if certfile:
+                ctx.load_cert_chain(certfile=certfile, keyfile=keyfile, password=keyfile_password)
+            plain = super().create_connection(address, hostname=hostname, timeout=timeout)
+            try:
+                return ctx.wrap_socket(plain, server_hostname=hostname)
+            except BaseException:
+                plain.close()
+                raise
+
+    return ZkTlsHandler()
 
 
 def _subject(pem_path: str) -> str | None:

@@ -145,3 +145,46 @@ def test_a_broker_that_cannot_trust_zookeeper_does_not_start(tls_zookeeper, tmp_
             b2.log_path.read_text(errors="replace")
     finally:
         c2.shutdown()
+
+
+def test_zookeeper_tls_versions_and_ciphers_are_applied(tls_zookeeper, tmp_path):
+    """``zookeeper.ssl.protocol`` alone (TLSv1.2 by default, as Kafka's client enables it),
+    ``zookeeper.ssl.enabled.protocols`` and ``zookeeper.ssl.cipher.suites`` decide what the
+    session with the real ZooKeeper negotiates.  This ZooKeeper (Debian's, on Java 17) offers
+    TLSv1.2 only: a client that allows only TLSv1.3 does not get in, and ZooKeeper's log says why."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from broker.config import ConfigError
+    from controller.zookeeper.zkauth import zk_security
+    from tests.support.pki import issue
+    zk, pki = tls_zookeeper, tls_zookeeper.pki
+    cert = issue(pki, "client", "kafka-client")
+
+    def negotiated(extra, timeout=15):
+        props = {**_tls_props(pki, cert), **extra}
+        sec = zk_security(False, environ={}, get=props.get)
+        client = KazooClient(hosts=zk.secure_connect, timeout=15, **sec.client_args())
+        try:
+            client.start(timeout)
+            assert client.get_children("/") is not None
+            sock = client._connection._socket
+            return sock.version(), sock.cipher()[0]
+        finally:
+            client.stop()
+            client.close()
+
+    assert negotiated({})[0] == "TLSv1.2"                                   # Kafka's default
+    assert negotiated({"zookeeper.ssl.enabled.protocols": "TLSv1.2,TLSv1.3"})[0] == "TLSv1.2"
+    version, cipher = negotiated({"zookeeper.ssl.cipher.suites": "ECDHE+AESGCM:!AES256"})
+    assert version == "TLSv1.2" and "AES128-GCM" in cipher, cipher
+    version, cipher = negotiated({"zookeeper.ssl.cipher.suites": "ECDHE+AESGCM:!AES128"})
+    assert "AES256-GCM" in cipher, cipher
+    with pytest.raises(KazooTimeoutError):
+        negotiated({"zookeeper.ssl.protocol": "TLSv1.3"}, timeout=3)
+    assert "The client supported protocol versions [TLSv1.3] are not accepted" in \
+        zk.log_path.read_text(errors="replace")
+    with pytest.raises(ConfigError, match="TLS protocol SSLv3 is not supported"):
+        zk_security(False, environ={}, get={**_tls_props(pki, cert), "zookeeper.ssl.protocol": "SSLv3"}.get)
+    with pytest.raises(ConfigError, match="names no cipher"):
+        zk_security(False, environ={}, get={**_tls_props(pki, cert), "zookeeper.ssl.cipher.suites": "NOPE-CIPHER"}.get)

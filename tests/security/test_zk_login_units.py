@@ -81,7 +81,14 @@ def test_tls_settings(tmp_path):
             "zookeeper.ssl.truststore.location": str(pki.ca),
             "zookeeper.ssl.endpoint.identification.algorithm": "HTTPS"}
     args, subject = zk_tls(base.get)
-    assert args == {"use_ssl": True, "verify_certs": True, "ca": str(pki.ca), "check_hostname": True}
+    import ssl
+    assert args == {"use_ssl": True, "verify_certs": True, "ca": str(pki.ca), "check_hostname": True,
+                    "tls_policy": (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2, None)}   # Kafka's TLSv1.2
+    policy = zk_tls({**base, "zookeeper.ssl.enabled.protocols": ["TLSv1.3", "TLSv1.2"],
+                     "zookeeper.ssl.cipher.suites": "ECDHE+AESGCM, ECDHE+CHACHA20"}.get)[0]["tls_policy"]
+    assert policy == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3, "ECDHE+AESGCM:ECDHE+CHACHA20")
+    client = zk_security(False, {}, get=base.get).client_args()
+    assert "tls_policy" not in client and type(client["handler"]).__name__ == "ZkTlsHandler"
     assert subject is None
     with_key = {**base, "zookeeper.ssl.keystore.location": str(cert.p12), "zookeeper.ssl.keystore.type": "PKCS12",
                 "zookeeper.ssl.keystore.password": cert.password, "zookeeper.ssl.endpoint.identification.algorithm": ""}
