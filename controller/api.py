@@ -28,9 +28,10 @@ import base64
 import logging
 import random
 import re
+import types
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Union
+from typing import Callable, Iterable, Mapping, Union
 
 from broker.config import BrokerConfig, ConfigError, effective_topic_config, validate_dynamic_broker_configs
 
@@ -181,6 +182,9 @@ Subscriber = Callable[[Event], None]
 class Controller(abc.ABC):
     """What the broker needs from cluster metadata.  Owned by the event loop."""
 
+    # KIP-848 GROUP resources, group -> configs; a controller that keeps them sets its own dict
+    _group_configs: Mapping[str, dict[str, str]] = types.MappingProxyType({})
+
     @property
     @abc.abstractmethod
     def cluster_id(self) -> str: ...
@@ -236,7 +240,7 @@ class Controller(abc.ABC):
 
     def group_configs(self, group: str) -> dict[str, str]:
         """A group's own configs (KIP-848's GROUP resource), {} when it has none."""
-        return dict(self._group_configs.get(group, {})) if hasattr(self, "_group_configs") else {}
+        return dict(self._group_configs.get(group, {}))
 
     async def alter_group_configs(self, group: str, configs: dict[str, str],
                                   validate_only: bool = False) -> ApiResult:
