@@ -194,21 +194,18 @@ class KafkaClientConnection:
                 raise AuthenticationError(f"{self.host}:{self.port}: {e}") from None
         elif mech == "GSSAPI" and sasl.kerberos is not None:
             import gssapi
-            from broker.security.kerberos import client_exchange
+            from broker.security.kerberos import GssapiClient
             from broker.security.sasl import SaslFailure
             creds, service = sasl.kerberos
-            tokens = client_exchange(creds, service, self.host)
-
-            def advance(reply):         # (token or None when the exchange is over); a thread
-                try:
-                    return tokens.send(reply)
-                except StopIteration:
-                    return None
             try:
+                client = GssapiClient(creds, service, self.host)
                 # the first step asks the KDC for a ticket: off the loop, like every step
-                token = await asyncio.to_thread(advance, None)
-                while token is not None:
-                    token = await asyncio.to_thread(advance, await step(token))
+                token = await asyncio.to_thread(client.step, None)
+                while True:
+                    reply = await step(token)
+                    if client.complete:
+                        break
+                    token = await asyncio.to_thread(client.step, reply)
             except (gssapi.exceptions.GSSError, SaslFailure) as e:
                 raise AuthenticationError(f"{self.host}:{self.port}: GSSAPI: {e}") from None
         elif mech == "OAUTHBEARER" and sasl.token is not None:

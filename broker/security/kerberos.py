@@ -191,21 +191,32 @@ def initiator_credentials(options: dict[str, str]):
         raise ConfigError(f"no Kerberos credentials: {e}", "sasl.jaas.config") from None
 
 
-def client_exchange(creds, service: str, host: str):
-    """A generator of the client's tokens in the RFC 4752 exchange: send what it yields, send
-    the answer back in; it returns when the last token was yielded."""
-    import gssapi
-    name = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
-    ctx = gssapi.SecurityContext(name=name, creds=creds, usage="initiate")
-    reply = yield ctx.step(None) or b""
-    while not ctx.complete:
-        reply = yield ctx.step(reply) or b""
-    if not reply:                       # the server's AP-REP came with the context: it offers now
-        reply = yield b""
-    offer = ctx.unwrap(reply).message
-    if len(offer) < 4 or not offer[0] & NO_SECURITY_LAYER:
-        raise SaslFailure("GSSAPI: the server offers no 'auth' security layer")
-    yield ctx.wrap(bytes([NO_SECURITY_LAYER]) + offer[1:4] + str(ctx.initiator_name).encode(), False).message
+class GssapiClient:
+    """The client's side of RFC 4752's exchange: ``step(challenge)`` gives the next token to send
+    (``None`` for the first); ``complete`` is true once the last one was given, the answer to the
+    server's security-layer offer, whose authorization id is the client's own principal."""
+
+    def __init__(self, creds, service: str, host: str):
+        import gssapi
+        name = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
+        self._ctx = gssapi.SecurityContext(name=name, creds=creds, usage="initiate")
+        self._started = False
+        self.complete = False
+
+    def step(self, challenge: bytes | None) -> bytes:
+        ctx = self._ctx
+        if not self._started:           # the first step asks the KDC for a service ticket
+            self._started = True
+            return ctx.step(None) or b""
+        if not ctx.complete:
+            return ctx.step(challenge or b"") or b""
+        if not challenge:               # the context completed with the server's token: it offers next
+            return b""
+        offer = ctx.unwrap(challenge).message
+        if len(offer) < 4 or not offer[0] & NO_SECURITY_LAYER:
+            raise SaslFailure("GSSAPI: the server offers no 'auth' security layer")
+        self.complete = True
+        return ctx.wrap(bytes([NO_SECURITY_LAYER]) + offer[1:4] + str(ctx.initiator_name).encode(), False).message
 
 
 ZK_GSSAPI = "ODRADEK-GSSAPI"     # the name kazoo's SASL options give the mechanism below
@@ -231,26 +242,17 @@ def register_zookeeper_gssapi() -> None:
         def __init__(self, sasl, jaas=None, **props):
             super().__init__(sasl)
             self._jaas = dict(jaas or {})
-            self._ctx = None
+            self._client = None
 
         def process(self, challenge=None):
-            import gssapi
-            if self._ctx is None:
-                creds = initiator_credentials(self._jaas)
-                name = gssapi.Name(f"{self.sasl.service}@{self.sasl.host}", gssapi.NameType.hostbased_service)
-                self._ctx = gssapi.SecurityContext(name=name, creds=creds, usage="initiate")
-                return self._ctx.step(None) or b""
-            if not self._ctx.complete:
-                return self._ctx.step(challenge or b"") or b""
-            offer = self._ctx.unwrap(challenge or b"").message
-            if len(offer) < 4 or not offer[0] & NO_SECURITY_LAYER:
-                raise SaslFailure("GSSAPI: ZooKeeper offers no 'auth' security layer")
-            self.complete = True
-            me = str(self._ctx.initiator_name).encode()
-            return self._ctx.wrap(bytes([NO_SECURITY_LAYER]) + offer[1:4] + me, False).message
+            if self._client is None:
+                self._client = GssapiClient(initiator_credentials(self._jaas), self.sasl.service, self.sasl.host)
+            token = self._client.step(challenge)
+            self.complete = self._client.complete
+            return token
 
         def dispose(self):
-            self._ctx = None
+            self._client = None
 
     mechanisms.mechanisms[ZK_GSSAPI] = ZooKeeperGssapi
 
