@@ -67,14 +67,15 @@ def build_parser() -> OptionParser:
 
 
 def target_acl(secure: bool, path: str) -> list:
-    """The ACL ``path`` gets: Kafka's default ACLs for a secure or an open cluster."""
-    from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
-    from controller.zookeeper.zkauth import SENSITIVE_ROOTS
+    """The ACL ``path`` gets: the one a broker with ``zookeeper.set.acl=true`` gives a new znode
+    there (``controller/zookeeper/zkauth.py``), or everything for anyone."""
+    from kazoo.security import OPEN_ACL_UNSAFE
+
+    from controller.zookeeper.zkauth import ZkSecurity
     if not secure:
         return list(OPEN_ACL_UNSAFE)
-    if any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOTS):
-        return list(CREATOR_ALL_ACL)
-    return list(CREATOR_ALL_ACL) + list(READ_ACL_UNSAFE)
+    policy = ZkSecurity(set_acl=True)
+    return policy.acl_for(path) or policy.default_acl()
 
 
 def _child(parent: str, name: str) -> str:
@@ -129,9 +130,9 @@ class Migrator:
                 return 1
         roots = []
         for path in SECURE_ROOT_PATHS:
-            if path == CONTROLLER_PATH and zk.exists(path) is None:
+            if path == CONTROLLER_PATH and path in missing:
                 continue        # only while a controller is elected; creating it would be wrong
-            if zk.exists(path) is None:
+            if path in missing:
                 try:
                     zk.ensure_path(path, acl=target_acl(self.secure, path))
                 except Exception as e:

@@ -241,22 +241,35 @@ def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], 
     return bool(ts_inline or ts_location)
 
 
+TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+                "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def names(value) -> list[str]:
+    """A list config (a list, or a comma-separated string, or None) as its non-empty names."""
+    if value is None:
+        return []
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
+def version_range(protocols) -> tuple | None:
+    """(lowest, highest) ``ssl.TLSVersion`` of Kafka's protocol names (``TLSv1.2`` ...); names
+    outside ``TLS_VERSIONS`` are skipped; None when none is left."""
+    chosen = [TLS_VERSIONS[p] for p in names(protocols) if p in TLS_VERSIONS]
+    return (min(chosen), max(chosen)) if chosen else None
+
+
 def server_context(cfg, listener: str) -> ssl.SSLContext:
     """The SSLContext for one listener; ConfigError when the key material is missing or bad."""
     get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    protocols = get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
-    if isinstance(protocols, str):
-        protocols = [p.strip() for p in protocols.split(",") if p.strip()]
-    versions = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3,
-                "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1": ssl.TLSVersion.TLSv1}
-    chosen = [versions[p] for p in protocols if p in versions]
+    chosen = version_range(get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"))
     if chosen:
-        ctx.minimum_version = min(chosen)
-        ctx.maximum_version = max(chosen)
-    ciphers = get("ssl.cipher.suites")
+        ctx.minimum_version, ctx.maximum_version = chosen
+    ciphers = ":".join(names(get("ssl.cipher.suites")))
     if ciphers:
-        ctx.set_ciphers(ciphers if isinstance(ciphers, str) else ":".join(ciphers))
+        ctx.set_ciphers(ciphers)
     temp: list[str] = []
     try:
         _load_key_store(ctx, get, listener, temp, required=True)

@@ -120,38 +120,27 @@ def zk_tls(get) -> tuple[dict | None, str | None]:
     return args, subject
 
 
-TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
-
-
-def _names(value) -> list[str]:
-    if value is None:
-        return []
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    return [str(v).strip() for v in items if str(v).strip()]
-
-
 def _tls_policy(get) -> tuple:
     """(lowest, highest TLS version, OpenSSL cipher string or None) for ZooKeeper's TLS, from
     ``zookeeper.ssl.enabled.protocols`` or, when unset, ``zookeeper.ssl.protocol`` alone (default
     TLSv1.2), as ZooKeeper's client enables them; ``zookeeper.ssl.cipher.suites`` in OpenSSL's
     names, as the listeners' ``ssl.cipher.suites``."""
     import ssl
-    protocols = _names(get("zookeeper.ssl.enabled.protocols")) or _names(get("zookeeper.ssl.protocol") or "TLSv1.2")
-    versions = []
+
+    from broker.security.tls import TLS_VERSIONS, names, version_range
+    key = "zookeeper.ssl.enabled.protocols" if names(get("zookeeper.ssl.enabled.protocols")) else "zookeeper.ssl.protocol"
+    protocols = names(get(key) or "TLSv1.2")
     for p in protocols:
-        if p not in TLS_PROTOCOLS:
-            raise ConfigError(f"ZooKeeper TLS protocol {p} is not supported (use {', '.join(TLS_PROTOCOLS)})",
-                              "zookeeper.ssl.enabled.protocols" if get("zookeeper.ssl.enabled.protocols")
-                              else "zookeeper.ssl.protocol")
-        versions.append(getattr(ssl.TLSVersion, p.replace(".", "_")))
-    ciphers = ":".join(_names(get("zookeeper.ssl.cipher.suites"))) or None
+        if p not in TLS_VERSIONS:
+            raise ConfigError(f"ZooKeeper TLS protocol {p} is not supported (use {', '.join(TLS_VERSIONS)})", key)
+    ciphers = ":".join(names(get("zookeeper.ssl.cipher.suites"))) or None
     if ciphers:
         try:
             ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).set_ciphers(ciphers)
         except ssl.SSLError:
             raise ConfigError(f"zookeeper.ssl.cipher.suites names no cipher OpenSSL knows: {ciphers}",
                               "zookeeper.ssl.cipher.suites") from None
-    return min(versions), max(versions), ciphers
+    return (*version_range(protocols), ciphers)
 
 
 def _tls_handler(lowest, highest, ciphers):
@@ -232,6 +221,14 @@ def zk_security(set_acl: bool, environ=None, get=None) -> ZkSecurity:
     return _finish(set_acl, sasl, identity, get, why, section)
 
 
+def _require_pure_sasl() -> None:
+    try:
+        import puresasl  # noqa: F401  (kazoo's SASL needs it)
+    except ImportError:
+        raise ConfigError("a SASL login to ZooKeeper needs the pure-sasl package",
+                          "java.security.auth.login.config") from None
+
+
 def _digest_login(path: str, section: str, module: str, opts: dict, props: dict) -> tuple[dict, str]:
     """kazoo's SASL options for ZooKeeper's DigestLoginModule (DIGEST-MD5)."""
     if module != DIGEST_MODULE:
@@ -240,11 +237,7 @@ def _digest_login(path: str, section: str, module: str, opts: dict, props: dict)
     if not opts.get("username") or opts.get("password") is None:
         raise ConfigError(f"the {section} section of {path} needs username and password",
                           "java.security.auth.login.config")
-    try:
-        import puresasl  # noqa: F401  (kazoo's SASL needs it)
-    except ImportError:
-        raise ConfigError("a SASL login to ZooKeeper needs the pure-sasl package",
-                          "java.security.auth.login.config") from None
+    _require_pure_sasl()
     sasl = {"mechanism": "DIGEST-MD5", "username": opts["username"], "password": opts["password"],
             "service": props.get("zookeeper.sasl.client.username", "zookeeper")}
     return sasl, f"sasl:{opts['username']}"
@@ -266,11 +259,7 @@ def _kerberos_login(path: str, section: str, opts: dict, props: dict) -> tuple[d
     """kazoo's SASL options for a Krb5LoginModule section (a keytab with ``useKeyTab=true``, or the
     ticket cache), checked now: a keytab without the principal's key is a ConfigError at start-up."""
     from broker.security import kerberos
-    try:
-        import puresasl  # noqa: F401  (kazoo's SASL needs it)
-    except ImportError:
-        raise ConfigError("a SASL login to ZooKeeper needs the pure-sasl package",
-                          "java.security.auth.login.config") from None
+    _require_pure_sasl()
     try:
         creds = kerberos.initiator_credentials(opts)
         principal = str(creds.name)

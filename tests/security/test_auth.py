@@ -317,3 +317,33 @@ def test_pipelined_requests_over_tls_are_all_answered(secure_broker, pki, listen
             assert responses(1) == [11]
         s.sendall(metadata(1) + metadata(2))       # one write: one TLS record
         assert responses(2) == [1, 2]
+
+
+def _handshake(addr, pki, maximum=None):
+    """(TLS version, cipher) a plain Python client negotiates with the listener at ``addr``."""
+    import socket
+    import ssl
+    host, port = addr.rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    ctx.check_hostname = False
+    if maximum is not None:
+        ctx.maximum_version = maximum
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname=host) as s:
+            return s.version(), s.cipher()[0]
+
+
+def test_ssl_enabled_protocols_and_cipher_suites(secure_broker, pki):
+    """``ssl.enabled.protocols`` bounds the versions a listener accepts and ``ssl.cipher.suites``
+    (OpenSSL names) its TLSv1.2 ciphers; a client still produces and consumes through it."""
+    import ssl
+    b = secure_broker(listeners=("SSL",), props={"ssl.enabled.protocols": "TLSv1.3"})
+    assert _handshake(b.addr("SSL"), pki)[0] == "TLSv1.3"
+    with pytest.raises(ssl.SSLError):
+        _handshake(b.addr("SSL"), pki, maximum=ssl.TLSVersion.TLSv1_2)
+    b2 = secure_broker(listeners=("SSL",), props={"ssl.enabled.protocols": "TLSv1.2",
+                                                   "ssl.cipher.suites": "ECDHE+AESGCM:!AES256"})
+    version, cipher = _handshake(b2.addr("SSL"), pki)
+    assert version == "TLSv1.2" and "AES128-GCM" in cipher, (version, cipher)
+    conf = {"bootstrap.servers": b2.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
+    assert _produce_consume(conf, "tls12-topic", 2) == [b"v0", b"v1"]
