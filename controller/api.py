@@ -62,6 +62,22 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_TOPIC_NAME_LENGTH = 249
 DEFAULT_BROKER_ENTITY = "<default>"
 PRODUCER_ID_BLOCK_SIZE = 1000
+FEATURE_UPDATE_FAILED = 96
+
+# Feature flags (KIP-584) this broker supports: name -> (min, max level).  None, like a Kafka 3.9
+# broker in ZooKeeper mode: nothing here is switched by a feature level, so a finalized feature
+# can only be deleted, never set (UpdateFeatures answers INVALID_REQUEST, docs/admin.md).
+SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = types.MappingProxyType({})
+
+
+def unsupported_features(features: Mapping[str, int]) -> dict[str, int]:
+    """The finalized features (name -> level) outside this broker's supported ranges."""
+    out = {}
+    for name, level in features.items():
+        lo, hi = SUPPORTED_FEATURES.get(name, (1, 0))
+        if not lo <= level <= hi:
+            out[name] = level
+    return out
 
 # ----------------------------------------------------------------------------- data
 
@@ -305,6 +321,24 @@ class Controller(abc.ABC):
     async def delete_delegation_token(self, token_id: str) -> ApiResult:
         """Remove one token (a missing one is not an error)."""
         return ApiResult(UNKNOWN_SERVER_ERROR, "This metadata store does not keep delegation tokens yet.")
+
+    # -- finalized features (KIP-584) ----------------------------------------------------------
+    # ZooKeeper: /feature (status, feature -> max level), whose zkVersion is the epoch that
+    # ApiVersions reports; the embedded store keeps the same map and an epoch of its own.
+
+    @property
+    def is_active_controller(self) -> bool:
+        """True where controller-only requests (UpdateFeatures) are answered."""
+        return True
+
+    def finalized_features(self) -> tuple[int, Mapping[str, int]]:
+        """(epoch, finalized feature -> level); epoch -1 when none is known (no /feature node,
+        or feature versioning disabled there)."""
+        return -1, types.MappingProxyType({})
+
+    async def update_finalized_features(self, features: dict[str, int]) -> ApiResult:
+        """Replace the finalized features with ``features`` (checked by the caller)."""
+        return ApiResult(FEATURE_UPDATE_FAILED, "This metadata store does not keep finalized features.")
 
     # -- client quotas (user / client-id) ------------------------------------------------------
     # ZooKeeper: /config/users/<u>, /config/users/<u>/clients/<c>, /config/clients/<c> (names

@@ -8,7 +8,8 @@ How this works
   partition epoch, as the ZooKeeper controller bumps the state znode's version.
 * Everything lives in one JSON file, ``<first log dir>/__cluster_metadata.json``:
   cluster id, broker id, topics (ids, assignments, leader/ISR state, config overrides),
-  dynamic broker configs (per id and ``<default>``) and the next producer id.  Each
+  dynamic broker configs (per id and ``<default>``), the next producer id and the finalized
+  features (KIP-584) with their epoch (0 when the store is created, one more per change).  Each
   write serialises the new state on the loop, writes ``.tmp``, fsyncs, renames over the
   file and fsyncs the directory, in an executor thread.
 * Writers hold ``self._lock`` from validation to swap, so writes are applied one at a
@@ -24,6 +25,7 @@ import asyncio
 import json
 import logging
 import os
+import types
 import uuid
 from collections import Counter
 from typing import Any, Callable, Iterable
@@ -38,7 +40,7 @@ from controller.api import (
     apply_dynamic_broker_configs, assign_replicas, base64_to_uuid, check_create_topic, check_group_configs,
     check_topic_configs,
     apply_client_quota_changes, is_internal_topic, new_cluster_id, plan_partition_increase, quota_entity_from_path,
-    quota_entity_path, random_kafka_uuid, resolve_topic_to_delete,
+    quota_entity_path, random_kafka_uuid, resolve_topic_to_delete, unsupported_features,
     uuid_to_base64,
 )
 
@@ -89,6 +91,8 @@ class SingleNodeController(Controller):
         self._scram: dict[str, dict[str, str]] = {}     # user -> {mechanism: credential text}
         self._quotas: dict[tuple, dict[str, float]] = {}  # quota entity -> {key: value}
         self._tokens: dict[str, dict] = {}              # delegation token id -> token JSON
+        self._features: dict[str, int] = {}             # finalized feature -> level
+        self._features_epoch = 0
         self._registered: BrokerInfo | None = None
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = asyncio.Lock()
@@ -152,6 +156,13 @@ class SingleNodeController(Controller):
         self._acls = tuple(AclBinding.from_json(r) for r in doc.get("acls", []))
         self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items()}
         self._tokens = {t: dict(d) for t, d in doc.get("delegation_tokens", {}).items()}
+        ff = doc.get("finalized_features", {})
+        self._features_epoch = int(ff.get("epoch", 0))
+        self._features = {n: int(v) for n, v in ff.get("features", {}).items()}
+        unsupported = unsupported_features(self._features)
+        if unsupported:
+            log.error("Finalized features %s in %s are not supported by this broker; remove them with "
+                      "kafka-features.sh disable", unsupported, self._path)
         quotas = {}
         for path, values in doc.get("client_quotas", {}).items():
             entity = quota_entity_from_path(path)
@@ -199,6 +210,7 @@ class SingleNodeController(Controller):
             "delegation_tokens": self._tokens,
             "client_quotas": {quota_entity_path(e): v for e, v in self._quotas.items()},
             "group_configs": self._group_configs,
+            "finalized_features": {"epoch": self._features_epoch, "features": self._features},
         }
 
     async def _persist(self, doc: dict[str, Any]) -> None:
@@ -538,6 +550,24 @@ class SingleNodeController(Controller):
                 self._scram = old
                 raise
             log.info("Updated SCRAM credentials: %d upserted, %d deleted", len(upsertions), len(deletions))
+            return ApiResult()
+
+    # ------------------------------------------------------------------ finalized features
+    def finalized_features(self):
+        return (self._features_epoch, types.MappingProxyType(self._features)) if self._running else (-1, {})
+
+    async def update_finalized_features(self, features: dict[str, int]) -> ApiResult:
+        async with self._lock:
+            if not self._running:
+                return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            old = (self._features, self._features_epoch)
+            self._features, self._features_epoch = dict(features), self._features_epoch + 1
+            try:
+                await self._persist(self._snapshot_doc())
+            except BaseException:
+                self._features, self._features_epoch = old
+                raise
+            log.info("Finalized features now %s (epoch %d)", self._features or "{}", self._features_epoch)
             return ApiResult()
 
     # ------------------------------------------------------------------ delegation tokens

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from protocol.client import UnsupportedVersionError
-from tools.common import ToolError, cluster_from, run_parsed
+from tools.common import ToolError, cluster_from, refuse_bootstrap_controller, run_parsed
 from tools.transactions import Parser
 
 PROG = "kafka-cluster.sh"
@@ -38,9 +38,7 @@ def build_parser() -> Parser:
 
 
 async def execute(a) -> int:
-    if a.bootstrap_controller:
-        raise ToolError("--bootstrap-controller is not supported: Odradek has no KRaft controllers; "
-                        "use --bootstrap-server")
+    refuse_bootstrap_controller(a.bootstrap_controller)
     client = await cluster_from({"bootstrap-server": a.bootstrap_server, "command-config": a.config})
     try:
         if a.command == "cluster-id":

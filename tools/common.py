@@ -373,6 +373,13 @@ def run(main: Callable[[list[str]], Any], argv: list[str] | None = None,
             pass
 
 
+def refuse_bootstrap_controller(value) -> None:
+    """``--bootstrap-controller`` (KRaft's controllers) has nothing to reach here."""
+    if value:
+        raise ToolError("--bootstrap-controller is not supported: Odradek has no KRaft controllers; "
+                        "use --bootstrap-server")
+
+
 def kafka_error(code: int, message: str | None = None) -> str:
     """The Java exception text a Kafka tool would show for an error code."""
     from protocol.errors import error_message, error_name

@@ -2,13 +2,17 @@
 
 v0-2: error code, api keys, throttle (v1+).  v3+: flexible; the request carries the client's
 software name/version (validated: INVALID_REQUEST).  The broker always answers in response
-header v0.  Supported features / finalized features are tagged fields left at their defaults,
-so nothing is written for them (Debian's kcat 1.7.1 fails on present ones).
+header v0.  v3+ also carries the feature flags (KIP-584) as tagged fields, as a Kafka 3.9 broker in
+ZooKeeper mode fills them: supported features (none, ``controller.api.SUPPORTED_FEATURES``),
+the finalized features' epoch (the /feature node's zkVersion, or the embedded store's; left out
+while none is known) and the finalized features at a level other than 0, each with its level
+as both min and max.  Debian's kcat 1.7.1 (librdkafka 1.7) reads them.
 An unsupported ApiVersions version is answered by the connection at v0 with UNSUPPORTED_VERSION.
 """
 import re
 
 from broker.dispatch import handler, supported_versions
+from controller.api import SUPPORTED_FEATURES
 from protocol.messages import ApiVersionsResponse
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -22,4 +26,13 @@ async def api_versions(ctx, req):
         return ApiVersionsResponse(error_code=INVALID_REQUEST, api_keys=[])
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, lo, hi in supported_versions()]
-    return ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)
+    resp = ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)
+    if ctx.api_version >= 3:
+        R = ApiVersionsResponse
+        epoch, finalized = ctx.broker.controller.finalized_features()
+        resp.supported_features = [R.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                                   for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())]
+        resp.finalized_features_epoch = epoch
+        resp.finalized_features = [R.FinalizedFeatureKey(name=n, min_version_level=v, max_version_level=v)
+                                   for n, v in sorted(finalized.items()) if v != 0]
+    return resp

@@ -45,6 +45,7 @@ from controller.api import (
 from controller.zookeeper import znodes as Z
 from controller.zookeeper.quota_store import ZkQuotaStore
 from controller.zookeeper.security_store import ZkSecurityStore
+from controller.zookeeper.feature_store import ZkFeatureStore
 from controller.zookeeper.token_store import ZkTokenStore
 from controller.zookeeper.zkbridge import ZkBridge, new_notifications
 
@@ -161,6 +162,7 @@ class ZkController(Controller):
         self.quota_store = ZkQuotaStore(self.bridge, on_change=self._quotas_changed)
         self.token_store = ZkTokenStore(self.bridge, bool(config.get("delegation.token.secret.key")
                                                           or config.get("delegation.token.master.key")))
+        self.feature_store = ZkFeatureStore(self.bridge)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -207,6 +209,7 @@ class ZkController(Controller):
         await self._load_group_configs()
         await self.security.start()
         await self.token_store.start()
+        await self.feature_store.load()
         await self.quota_store.load()
         await self._watch_config_changes()
         log.info("ZooKeeper controller client started: cluster id %s, broker %d", self._cluster_id, self._broker_id)
@@ -231,6 +234,7 @@ class ZkController(Controller):
         self._stopped = True
         self.security.stop()
         self.token_store.stop()
+        self.feature_store.stop()
         if self.role is not None:
             await self.role.resign("broker shutting down")
             self.role = None
@@ -271,6 +275,7 @@ class ZkController(Controller):
             await self._watch_config_changes()
             await self.security.load_users()
             await self.token_store.load()
+            await self.feature_store.load()
             await self.quota_store.load()
             self._quotas_changed("*")
             if self.security.acls_enabled:
@@ -854,6 +859,13 @@ class ZkController(Controller):
 
     async def alter_scram_credentials(self, upsertions, deletions) -> ApiResult:
         return await self.security.alter_scram_credentials(upsertions, deletions)
+
+    # ------------------------------------------------------------------ finalized features
+    def finalized_features(self):
+        return self.feature_store.epoch, self.feature_store.features
+
+    async def update_finalized_features(self, features: dict[str, int]) -> ApiResult:
+        return await self.feature_store.write(features)
 
     # ------------------------------------------------------------------ delegation tokens
     def delegation_tokens(self) -> dict[str, dict]:

@@ -396,10 +396,7 @@ class ControllerRole:
     async def _on_failover(self, batch: _Batch) -> None:
         b = self.bridge
         log.info("[Controller id=%d epoch=%d] starting failover", self.id, self.epoch)
-        try:
-            await b.create(Z.FEATURE, Z.encode_feature())
-        except NodeExistsError:
-            pass
+        await self.zkc.feature_store.ensure_enabled()
         for child in await b.get_children(Z.ISR_CHANGE_NOTIFICATION):
             try:
                 await b.delete(f"{Z.ISR_CHANGE_NOTIFICATION}/{child}")

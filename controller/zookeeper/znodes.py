@@ -361,8 +361,35 @@ def decode_producer_id_block(data: bytes | None) -> tuple[int, int, int] | None:
     return int(doc["broker"]), int(doc["block_start"]), int(doc["block_end"])
 
 
-def encode_feature() -> bytes:
-    return dumps({"features": {}, "version": 2, "status": 1})
+FEATURE_DISABLED, FEATURE_ENABLED = 0, 1
+
+
+def encode_feature(features: dict[str, int] | None = None) -> bytes:
+    """/feature, version 2 (IBP >= 3.3): status enabled, finalized feature -> max level."""
+    return dumps({"features": {n: {"max_version_level": int(v)} for n, v in sorted((features or {}).items())},
+                  "version": 2, "status": FEATURE_ENABLED})
+
+
+def decode_feature(data: bytes | None) -> tuple[int, dict[str, int]]:
+    """(status, finalized features).  Version 1 also carried min_version_level, which is
+    ignored as Kafka 3.9 does; a level must be a 16-bit integer."""
+    doc = loads(data, FEATURE)
+    if doc is None:
+        raise ZnodeFormatError(f"{FEATURE}: empty")
+    _check_version(doc, FEATURE, 2)
+    status = doc.get("status")
+    if status not in (FEATURE_DISABLED, FEATURE_ENABLED):
+        raise ZnodeFormatError(f"{FEATURE}: bad status {status!r}")
+    raw = doc.get("features", {})
+    if not isinstance(raw, dict):
+        raise ZnodeFormatError(f"{FEATURE}: features is not an object")
+    features = {}
+    for name, v in raw.items():
+        level = v.get("max_version_level") if isinstance(v, dict) else None
+        if not isinstance(level, int) or isinstance(level, bool) or not -32768 <= level <= 32767:
+            raise ZnodeFormatError(f"{FEATURE}: bad max_version_level for {name!r}")
+        features[name] = level
+    return status, features
 
 
 def encode_log_dir_event(broker_id: int, event: int = 1) -> bytes:

@@ -165,3 +165,21 @@ def test_inter_broker_security_settings():
         build(BrokerConfig({**base, "sasl.mechanism.inter.broker.protocol": "PLAIN"}, validate=False))
     plain = build(BrokerConfig({"listeners": "PLAINTEXT://:9092", "log.dirs": "/tmp/x"}, validate=False))
     assert plain.sasl is None and plain.ssl is None
+
+
+def test_feature_node():
+    """/feature: version 2 written; version 1's min_version_level ignored on reading; a bad status,
+    level or a newer version refused."""
+    assert json.loads(Z.encode_feature()) == {"features": {}, "version": 2, "status": 1}
+    assert json.loads(Z.encode_feature({"b.version": 2, "a.version": 1})) == {
+        "features": {"a.version": {"max_version_level": 1}, "b.version": {"max_version_level": 2}},
+        "version": 2, "status": 1}
+    assert Z.decode_feature(Z.encode_feature({"x": 3})) == (Z.FEATURE_ENABLED, {"x": 3})
+    v1 = b'{"version":1,"status":0,"features":{"x":{"min_version_level":1,"max_version_level":4}}}'
+    assert Z.decode_feature(v1) == (Z.FEATURE_DISABLED, {"x": 4})
+    for bad in (b'{"version":3,"status":1,"features":{}}', b'{"version":2,"status":2,"features":{}}',
+                b'{"version":2,"status":1,"features":{"x":{"max_version_level":"3"}}}',
+                b'{"version":2,"status":1,"features":{"x":{"max_version_level":40000}}}',
+                b'{"version":2,"status":1,"features":[]}', b"", b"{nope"):
+        with pytest.raises(Z.ZnodeFormatError):
+            Z.decode_feature(bad)

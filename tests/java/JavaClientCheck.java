@@ -48,6 +48,7 @@ public class JavaClientCheck {
         checks.put("transactions", JavaClientCheck::transactions);
         checks.put("admin_groups", JavaClientCheck::adminGroups);
         checks.put("admin_configs_and_records", JavaClientCheck::adminConfigsAndRecords);
+        checks.put("admin_features", JavaClientCheck::adminFeatures);
         if (RF >= 3) checks.put("cluster_admin", JavaClientCheck::clusterAdmin);
         // needs a SASL/SCRAM-SHA-512 client config and delegation.token.secret.key on the broker:
         // run only when named
@@ -572,6 +573,32 @@ public class JavaClientCheck {
             }
             require(holders == 2, "log dirs holding the partition: " + holders);
             return "reassigned to " + target + ", preferred leader " + leader + ", 100 records, log dirs on 2 brokers";
+        }
+    }
+
+    /** describeFeatures / updateFeatures (KIP-584): no supported or finalized features and an
+     *  epoch, as a Kafka 3.9 broker in ZooKeeper mode reports; an upgrade (also as a dry run) is
+     *  refused per feature with INVALID_REQUEST, the request going to the controller. */
+    static String adminFeatures() throws Exception {
+        try (Admin a = admin()) {
+            FeatureMetadata fm = a.describeFeatures().featureMetadata().get();
+            require(fm.supportedFeatures().isEmpty(), "supported " + fm.supportedFeatures());
+            require(fm.finalizedFeatures().isEmpty(), "finalized " + fm.finalizedFeatures());
+            require(fm.finalizedFeaturesEpoch().isPresent() && fm.finalizedFeaturesEpoch().get() >= 0,
+                    "epoch " + fm.finalizedFeaturesEpoch());
+            for (boolean dryRun : new boolean[]{true, false}) {
+                UpdateFeaturesResult r = a.updateFeatures(
+                    Map.of("metadata.version", new FeatureUpdate((short) 21, FeatureUpdate.UpgradeType.UPGRADE)),
+                    new UpdateFeaturesOptions().validateOnly(dryRun));
+                try {
+                    r.values().get("metadata.version").get();
+                    throw new IllegalStateException("an unsupported feature was upgraded");
+                } catch (ExecutionException e) {
+                    require(e.getCause() instanceof InvalidRequestException
+                            && e.getCause().getMessage().contains("not supported"), "upgrade: " + e.getCause());
+                }
+            }
+            return "epoch " + fm.finalizedFeaturesEpoch().get();
         }
     }
 

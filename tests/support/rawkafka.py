@@ -153,3 +153,12 @@ class SyncClient:
     def close(self):
         self.loop.run_until_complete(self.conn.close())
         self.loop.close()
+
+
+def send_once(bootstrap: str, req, version=None, timeout: float = 10):
+    """One request on a fresh connection (``SyncClient``), closed after the answer."""
+    c = SyncClient(bootstrap, timeout)
+    try:
+        return c(req, version)
+    finally:
+        c.close()
