@@ -267,3 +267,33 @@ def test_a_fetch_session_loses_a_topic_when_its_read_acl_goes(authz_broker):
         assert acls(b, "--add", *grant).returncode == 0
         back = fetch(c, sid, 3)
         assert [p.error_code for t in back.responses for p in t.partitions] == [0]
+
+
+def test_update_features_needs_cluster_alter(authz_broker):
+    """UpdateFeatures (57): without ALTER on the cluster a top-level CLUSTER_AUTHORIZATION_FAILED
+    with no per-feature results (kafka-python raises it); with it, the per-feature answer."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import ClusterAuthorizationFailedError
+    b = authz_broker
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+
+    def admin(user):
+        return KafkaAdminClient(bootstrap_servers=f"{host}:{port}", security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism="PLAIN", sasl_plain_username=user,
+                                sasl_plain_password=f"{user}-secret")
+    a = admin("alice")
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            a.update_features({"x.version": ("SAFE_DOWNGRADE", 0)})
+        assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Alter", "--cluster").returncode == 0
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                out = a.update_features({"x.version": ("SAFE_DOWNGRADE", 0)})
+                break
+            except ClusterAuthorizationFailedError:
+                assert time.monotonic() < deadline, "the ALTER grant never took effect"
+                time.sleep(0.2)
+        assert out == {"x.version": "[Error 42] InvalidRequestError: Can not delete non-existing finalized feature."}
+    finally:
+        a.close()
