@@ -382,6 +382,8 @@ class RequestQuotaManager(ClientQuotaManager):
     def __init__(self, samples: int = 11, window_s: float = 1.0, clock: Callable[[], float] = time.monotonic):
         super().__init__(REQUEST_PERCENTAGE, samples, window_s, clock)
         self.max_throttle_ms = int(self.window * 1000)
+        # Kafka's broker-wide exempt-request-time: the time of the exempt requests, same units
+        self.exempt_time = ClientRate(self.samples, self.window)
 
     def record(self, user: str, client: str, amount: float) -> int:
         ms = super().record(user, client, amount)
@@ -400,8 +402,13 @@ class RequestQuotaManager(ClientQuotaManager):
     async def handle(self, ctx, key: int, body, coro, started: float):
         """Run a request's handler coroutine, charging its time to the client's quota; called by
         the connection for every request while some request quota exists."""
+        if self.exempt(key, body, ctx.api_version):
+            timed = _Timed(coro)
+            response = await timed
+            self.exempt_time.record((timed.busy + max(timed.first - started, 0.0)) * 100, self.clock())
+            return response
         user, client = user_of(ctx.principal), ctx.client_id or ""
-        if self.quota(user, client) is None or self.exempt(key, body, ctx.api_version):
+        if self.quota(user, client) is None:
             return await coro
         timed = _Timed(coro)
         response = await timed

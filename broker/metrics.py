@@ -291,7 +291,7 @@ class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
-                 "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs")
+                 "exempt_request_time", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -363,6 +363,8 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.fetch_sessions = (fs.num_sessions, fs.num_partitions, fs.evictions) if fs is not None \
         else (0, 0, 0)
     snap.quotas = _quota_values(broker)
+    rq = broker.request_quota
+    snap.exempt_request_time = rq.exempt_time.rate(rq.clock()) if rq is not None else None
     snap.groups, snap.group_epoch_bumps = _group_counts(broker)
     lm = getattr(broker, "log_manager", None)
     snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
@@ -562,6 +564,12 @@ def families(snap: _Snapshot):
             for ((user, client), _, _), t in zip(rows, tokens):
                 tok.add_metric([user, client], t)
             yield tok
+    # kafka.server:type=Request exempt-request-time
+    if snap.exempt_request_time is not None:
+        yield GaugeMetricFamily("kafka_server_request_exempt_request_time",
+                                "Time of requests exempt from the request quota (inter-broker, follower "
+                                "fetches, acks=0 produces, SASL) in percent of one second per second over "
+                                "the quota windows (exempt-request-time).", value=snap.exempt_request_time)
     # kafka.server:type=FetchSessionCache
     sessions, cached, evictions = snap.fetch_sessions
     yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",

@@ -454,6 +454,15 @@ def test_request_percentage_throttles_only_its_client(kafka):
         p.flush(30)
         return acked[0], throttles
 
+    # acks=0 produce requests are exempt: their time goes to the broker-wide exempt-request-time
+    p0 = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "client.id": "busy-producer",
+                                   "linger.ms": 0, "acks": 0})
+    for _ in range(200):
+        p0.produce(topic, b"e" * 100)
+        p0.poll(0)
+    p0.flush(30)
+    assert scrape(kafka.metrics_url).get(("kafka_server_request_exempt_request_time", ())) > 0
+
     busy_acked, busy_throttles = run("busy-producer")
     # kafka.server:type=Request request-time (percent of a second per second) and throttle-time
     assert client_metric(kafka, "kafka_server_request_request_time", "busy-producer") > 0
@@ -465,6 +474,8 @@ def test_request_percentage_throttles_only_its_client(kafka):
     ok(configs(kafka, "--alter", "--client", "busy-producer", "--delete-config", "request_percentage"))
     _, lifted = run("busy-producer")
     assert not any(lifted), lifted
+    # no request quota left: nothing is timed, the series is gone (Kafka records none then)
+    assert ("kafka_server_request_exempt_request_time", ()) not in scrape(kafka.metrics_url)
 
 
 def test_kafka_topics_tool_waits_out_the_mutation_quota(kafka, tmp_path):
