@@ -196,9 +196,14 @@ class GssapiClient:
     (``None`` for the first); ``complete`` is true once the last one was given, the answer to the
     server's security-layer offer, whose authorization id is the client's own principal."""
 
-    def __init__(self, creds, service: str, host: str):
+    def __init__(self, creds, service: str, host: str, principal: str | None = None):
+        """The target is ``service@host`` (a host-based name the Kerberos library resolves), or
+        the full Kerberos ``principal`` when one is given."""
         import gssapi
-        name = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
+        if principal:
+            name = gssapi.Name(principal, gssapi.NameType.kerberos_principal)
+        else:
+            name = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
         self._ctx = gssapi.SecurityContext(name=name, creds=creds, usage="initiate")
         self._started = False
         self.complete = False
@@ -222,6 +227,41 @@ class GssapiClient:
 ZK_GSSAPI = "ODRADEK-GSSAPI"     # the name kazoo's SASL options give the mechanism below
 
 
+def zookeeper_server_principal(host: str, service: str, server: dict, client_principal: str) -> str | None:
+    """The ZooKeeper server's principal as ZooKeeper's client names it, when one of its system
+    properties is given (``server``: ``principal`` from -Dzookeeper.server.principal, ``realm``
+    from -Dzookeeper.server.realm, ``canonicalize`` from
+    -Dzookeeper.sasl.client.canonicalize.hostname): that principal, else ``service/host`` with the
+    host's canonical name (a reverse lookup of its address, kept unless it is the bare address)
+    unless canonicalize is false; the realm, when the principal has none, is the server realm or
+    the client's own.  None (no property given): ``service@host`` is left to the Kerberos
+    library's host-based naming."""
+    if not server:
+        return None
+    principal = server.get("principal")
+    if not principal:
+        if str(server.get("canonicalize", "true")).strip().lower() != "false":
+            host = canonical_host_name(host)
+        principal = f"{service}/{host}"
+    if "@" not in principal:
+        realm = server.get("realm") or client_principal.rpartition("@")[2]
+        if realm:
+            principal = f"{principal}@{realm}"
+    return principal
+
+
+def canonical_host_name(host: str) -> str:
+    """Java's InetAddress.getCanonicalHostName as ZooKeeper's client uses it: the name a reverse
+    lookup of the host's address gives, or ``host`` when that fails or gives the address back."""
+    import socket
+    try:
+        addr = socket.getaddrinfo(host, None)[0][4][0]
+        name = socket.gethostbyaddr(addr)[0]
+    except OSError:
+        return host
+    return host if name == addr else name
+
+
 def register_zookeeper_gssapi() -> None:
     """Make the GSSAPI client below a mechanism of the ``pure-sasl`` package, which kazoo's SASL
     login uses (its own GSSAPI mechanism needs the ``kerberos`` package, which Odradek does not
@@ -239,14 +279,17 @@ def register_zookeeper_gssapi() -> None:
         uses_plaintext = False
         active_safe = True
 
-        def __init__(self, sasl, jaas=None, **props):
+        def __init__(self, sasl, jaas=None, server=None, **props):
             super().__init__(sasl)
             self._jaas = dict(jaas or {})
+            self._server = dict(server or {})
             self._client = None
 
         def process(self, challenge=None):
             if self._client is None:
-                self._client = GssapiClient(initiator_credentials(self._jaas), self.sasl.service, self.sasl.host)
+                creds = initiator_credentials(self._jaas)
+                target = zookeeper_server_principal(self.sasl.host, self.sasl.service, self._server, str(creds.name))
+                self._client = GssapiClient(creds, self.sasl.service, self.sasl.host, target)
             token = self._client.step(challenge)
             self.complete = self._client.complete
             return token

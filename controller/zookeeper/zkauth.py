@@ -268,4 +268,10 @@ def _kerberos_login(path: str, section: str, opts: dict, props: dict) -> tuple[d
     kerberos.register_zookeeper_gssapi()
     sasl = {"mechanism": kerberos.ZK_GSSAPI, "service": props.get("zookeeper.sasl.client.username", "zookeeper"),
             "jaas": dict(opts)}
+    server = {k: props[p] for k, p in (("principal", "zookeeper.server.principal"),
+                                        ("realm", "zookeeper.server.realm"),
+                                        ("canonicalize", "zookeeper.sasl.client.canonicalize.hostname"))
+              if props.get(p)}
+    if server:
+        sasl["server"] = server
     return sasl, f"sasl:{principal}"

@@ -27,10 +27,14 @@ BIN = Path(__file__).resolve().parents[2] / "bin"
 
 @pytest.fixture
 def kerberized_zookeeper(kdc, tmp_path):
+    yield from _kerberized_zookeeper(kdc, tmp_path, "127.0.0.1")
+
+
+def _kerberized_zookeeper(kdc, tmp_path, host):
     ok, why = zookeeper_available()
     if not ok:
         pytest.skip(why)
-    keytab = kdc.add_service("zookeeper/127.0.0.1")
+    keytab = kdc.add_service(f"zookeeper/{host}")
     jaas = tmp_path / "zk-server-jaas.conf"
     jaas.write_text(f"""Server {{
     {MODULE} required
@@ -38,7 +42,7 @@ def kerberized_zookeeper(kdc, tmp_path):
     storeKey=true
     useTicketCache=false
     keyTab="{keytab}"
-    principal="zookeeper/127.0.0.1@{kdc.realm}";
+    principal="zookeeper/{host}@{kdc.realm}";
 }};
 """)
     zk = ZooKeeperProcess(tmp_path / "zk", config={
@@ -141,3 +145,47 @@ def test_a_principal_missing_from_the_keytab_stops_the_broker(kdc, kerberized_zo
         assert "the Client section of" in out and "no Kerberos credentials" in out, out[-2000:]
     finally:
         c.shutdown()
+
+
+def test_zookeeper_server_principal(kdc, tmp_path):
+    """A ZooKeeper whose principal is not named after the host the broker connects to
+    (``zookeeper/zk.odradek.test``, reached as 127.0.0.1): the login fails unless
+    -Dzookeeper.server.principal names it (the realm then the client's own, as ZooKeeper's client
+    does); with it the broker starts and owns its znodes."""
+    gen = _kerberized_zookeeper(kdc, tmp_path, "zk.odradek.test")
+    zk = next(gen)
+    principal = f"kafka/localhost@{kdc.realm}"
+    keytab = kdc.add_service("kafka/localhost")
+    jaas = client_jaas(tmp_path / "broker-jaas.conf", keytab, principal)
+    from broker.security.kerberos import ZK_GSSAPI, register_zookeeper_gssapi
+    register_zookeeper_gssapi()
+    login = {"mechanism": ZK_GSSAPI, "service": "zookeeper",
+             "jaas": {"useKeyTab": "true", "keyTab": str(keytab), "principal": principal}}
+    c = Cluster(tmp_path / "cluster", zk, 1, props={"zookeeper.set.acl": "true"})
+    for b in c.brokers.values():
+        b.extra_env.update(kdc.env())
+        b.extra_env["KAFKA_OPTS"] = (f"-Djava.security.auth.login.config={jaas} "
+                                     "-Dzookeeper.server.principal=zookeeper/zk.odradek.test")
+    try:
+        from broker.security.kerberos import GssapiClient, initiator_credentials
+        with kerberos_env(kdc.env()):
+            creds = initiator_credentials(login["jaas"])
+            with pytest.raises(Exception, match="not found in Kerberos database"):
+                GssapiClient(creds, "zookeeper", "127.0.0.1").step(None)     # the host-based name
+            assert GssapiClient(creds, "zookeeper", "127.0.0.1", f"zookeeper/zk.odradek.test@{kdc.realm}").step(None)
+        c.start()
+        c.create_topic("named-server", partitions=1, rf=1)
+        c.wait_for_isr("named-server", 0, [1])
+        with kerberos_env(kdc.env()):
+            owner = KazooClient(hosts=zk.connect_string(c.chroot), timeout=15, sasl_options={
+                **login, "server": {"principal": "zookeeper/zk.odradek.test"}})
+            owner.start(15)
+            try:
+                acls, _ = owner.get_acls("/brokers/topics/named-server")
+                assert ("sasl", principal, Permissions.ALL) in [(a.id.scheme, a.id.id, a.perms) for a in acls]
+            finally:
+                owner.stop()
+                owner.close()
+    finally:
+        c.shutdown()
+        gen.close()

@@ -102,3 +102,20 @@ def test_tls_settings(tmp_path):
         with pytest.raises(ConfigError, match=why):
             zk_tls(bad.get)
     assert zk_tls({}.get) == (None, None)
+
+
+def test_zookeeper_server_principal_naming():
+    """ZooKeeper's client naming of the server: nothing given leaves the host-based name to the
+    Kerberos library; a configured principal wins (the client's realm added when it has none);
+    otherwise service/host, canonicalized unless told not to, in the server realm or the client's."""
+    from broker.security.kerberos import canonical_host_name, zookeeper_server_principal as name
+    client = "kafka/localhost@EXAMPLE.COM"
+    assert name("zk1", "zookeeper", {}, client) is None
+    assert name("zk1", "zookeeper", {"principal": "zookeeper/zk.example.com"}, client) == \
+        "zookeeper/zk.example.com@EXAMPLE.COM"
+    assert name("zk1", "zookeeper", {"principal": "zk/x@OTHER", "realm": "R"}, client) == "zk/x@OTHER"
+    assert name("10.9.8.7", "zookeeper", {"canonicalize": "false"}, client) == "zookeeper/10.9.8.7@EXAMPLE.COM"
+    assert name("10.9.8.7", "zk", {"canonicalize": "false", "realm": "ZK.REALM"}, client) == "zk/10.9.8.7@ZK.REALM"
+    # canonical: what a reverse lookup of the address says; the address itself when that fails
+    assert name("127.0.0.1", "zookeeper", {"realm": "R"}, client) == f"zookeeper/{canonical_host_name('127.0.0.1')}@R"
+    assert canonical_host_name("no-such-host.invalid") == "no-such-host.invalid"
