@@ -4,8 +4,11 @@ Controller -> broker: LeaderAndIsr (4) v0-7, StopReplica (5) v0-4, UpdateMetadat
 applied by ``broker.replication`` / the metadata cache after the controller-epoch and
 broker-epoch checks (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH).
 
-Broker -> controller: ControlledShutdown (7) v0-3, AlterPartition (56) v0-3 — answered only
-by the active controller (NOT_CONTROLLER elsewhere), through its event queue.
+Broker -> controller: ControlledShutdown (7) v0-3, AlterPartition (56) v0-3, AllocateProducerIds
+(67) v0 — answered only by the active controller (NOT_CONTROLLER elsewhere), through its event
+queue.  Odradek's brokers take their producer id blocks by writing /latest_producer_id_block
+themselves (Kafka's way below IBP 3.0); the controller answers the request for any broker that
+asks.
 
 Admin -> controller: ElectLeaders (43) v0-2, AlterPartitionReassignments (45) v0,
 ListPartitionReassignments (46) v0 — NOT_CONTROLLER unless this broker is the controller.
@@ -20,9 +23,10 @@ from __future__ import annotations
 
 
 from broker.dispatch import handler
+from broker.security import acl as A
 from protocol.errors import ErrorCode as E
-from protocol.messages import (AlterPartitionReassignmentsResponse, AlterPartitionResponse,
-                               ControlledShutdownResponse, ElectLeadersResponse, LeaderAndIsrResponse,
+from protocol.messages import (AllocateProducerIdsResponse, AlterPartitionReassignmentsResponse,
+                               AlterPartitionResponse, ControlledShutdownResponse, ElectLeadersResponse, LeaderAndIsrResponse,
                                ListPartitionReassignmentsResponse, StopReplicaResponse,
                                UpdateMetadataResponse)
 
@@ -90,6 +94,37 @@ async def controlled_shutdown(ctx, req):
         return R(error_code=E.NOT_CONTROLLER, remaining_partitions=[])
     return R(error_code=err, remaining_partitions=[R.RemainingPartition(topic_name=t, partition_index=p)
                                                    for t, p in remaining])
+
+
+@handler(67, 0, 0)
+async def allocate_producer_ids(ctx, req):
+    """AllocateProducerIds (67) v0: the next block of producer ids (/latest_producer_id_block) for
+    a live broker at its current epoch, from the active controller; CLUSTER_ACTION on the
+    cluster, else CLUSTER_AUTHORIZATION_FAILED.  The embedded store's broker answers for
+    itself."""
+    R = AllocateProducerIdsResponse
+
+    def fail(code):
+        return R(throttle_time_ms=0, error_code=code, producer_id_start=0, producer_id_len=0)
+
+    if not ctx.authorize(A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+        return fail(E.CLUSTER_AUTHORIZATION_FAILED)
+    ctrl = ctx.broker.controller
+    if not hasattr(ctrl, "role"):
+        if req.broker_id != ctx.broker.broker_id:
+            return fail(E.BROKER_ID_NOT_REGISTERED)
+        start, length = await ctrl.allocate_producer_ids(req.broker_id)
+        return R(throttle_time_ms=0, error_code=0, producer_id_start=start, producer_id_len=length)
+    role = _role(ctx.broker)
+    if role is None:
+        return fail(E.NOT_CONTROLLER)
+    try:
+        err, start, length = await role.call("allocate_producer_ids", req.broker_id, req.broker_epoch)
+    except Exception:
+        return fail(E.NOT_CONTROLLER)
+    if err:
+        return fail(err)
+    return R(throttle_time_ms=0, error_code=0, producer_id_start=start, producer_id_len=length)
 
 
 @handler(56, 0, 3)

@@ -46,8 +46,8 @@ Rules (the operation checked, on which resource):
 * DescribeProducers: READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
 * DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster; AlterClientQuotas: ALTER_CONFIGS on the
   cluster (CLUSTER_AUTHORIZATION_FAILED for the whole request / every entry).
-* ApiVersions, SASL, the ACL, SCRAM and delegation token APIs and UpdateFeatures (ALTER on the
-  cluster) check for themselves.  Any other API (a handler
+* ApiVersions, SASL, the ACL, SCRAM and delegation token APIs, UpdateFeatures (ALTER on the
+  cluster) and AllocateProducerIds (CLUSTER_ACTION) check for themselves.  Any other API (a handler
   added later without a rule here) needs CLUSTER_ACTION, or the connection is closed — closed by
   default rather than open by default.
 """
@@ -64,7 +64,7 @@ log = logging.getLogger("odradek.authorizer")
 T_AUTH, G_AUTH, C_AUTH, TX_AUTH = 29, 30, 31, 53
 UNKNOWN_TOPIC, NOT_ATTEMPTED = 3, 55
 INT_MIN = -2147483648
-SELF_CHECKING = {17, 18, 29, 30, 31, 36, 38, 39, 40, 41, 50, 51, 57, 75}   # 75: DESCRIBE per topic, before paging
+SELF_CHECKING = {17, 18, 29, 30, 31, 36, 38, 39, 40, 41, 50, 51, 57, 67, 75}   # 75: DESCRIBE per topic, before paging
 
 
 class Enforcer:

@@ -30,7 +30,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from controller.api import (
-    FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST,
+    BROKER_ID_NOT_REGISTERED, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST,
     INVALID_UPDATE_VERSION, NONE, NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION, random_kafka_uuid,
 )
@@ -889,6 +889,21 @@ class ControllerRole:
         for tp in (await self._write_states(updates)):
             batch.leader_and_isr(self.assign[tp[0]].partitions[tp[1]], tp)
         batch.update_metadata(tps)
+
+    # ------------------------------------------------------------------ producer id blocks
+    async def _on_allocate_producer_ids(self, batch: _Batch, broker_id: int, broker_epoch: int):
+        """AllocateProducerIds: a live broker at its current epoch gets the next block of
+        /latest_producer_id_block.  Returns (error, first id, length)."""
+        reg = self.live.get(broker_id)
+        if reg is None:
+            log.warning("[Controller id=%d] AllocateProducerIds from unknown broker %d", self.id, broker_id)
+            return BROKER_ID_NOT_REGISTERED, -1, 0
+        if broker_epoch != reg.epoch:
+            log.warning("[Controller id=%d] AllocateProducerIds from broker %d at stale epoch %d", self.id,
+                        broker_id, broker_epoch)
+            return STALE_BROKER_EPOCH, -1, 0
+        start, length = await self.zkc.allocate_producer_ids(broker_id)
+        return NONE, start, length
 
     # ------------------------------------------------------------------ controlled shutdown
     async def _on_controlled_shutdown(self, batch: _Batch, broker_id: int, broker_epoch: int):

@@ -9,6 +9,7 @@ observed quickly.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 import time
@@ -148,6 +149,24 @@ def test_admin_api_versions_advertised(raw):
                 35: (0, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1)}
     for k, rng in expected.items():
         assert got.get(k) == rng, k
+
+
+def test_allocate_producer_ids_on_the_embedded_store(raw, srv):
+    """AllocateProducerIds (67) v0 on one broker without ZooKeeper: its own id gets consecutive
+    blocks of 1000 (shared with the ids its idempotent producers get); another id is not
+    registered."""
+    from protocol.messages import AllocateProducerIdsRequest as Q
+    got = {k.api_key: (k.min_version, k.max_version) for k in raw.call(
+        18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")).api_keys}
+    assert got[67] == (0, 0)
+    meta = next(srv.log_dir.rglob("meta.properties")).read_text()
+    own = int(re.search(r"^(?:broker|node)\.id=(\d+)$", meta, re.M).group(1))
+    a = raw.call(67, 0, Q(broker_id=own, broker_epoch=-1))
+    b = raw.call(67, 0, Q(broker_id=own, broker_epoch=-1))
+    assert (a.error_code, a.producer_id_len, b.error_code, b.producer_id_len) == (0, 1000, 0, 1000)
+    assert b.producer_id_start == a.producer_id_start + 1000
+    bad = raw.call(67, 0, Q(broker_id=own + 1, broker_epoch=-1))
+    assert (bad.error_code, bad.producer_id_start, bad.producer_id_len) == (102, 0, 0)
 
 
 # ----------------------------------------------------------------------------- CreateTopics

@@ -297,3 +297,29 @@ def test_update_features_needs_cluster_alter(authz_broker):
         assert out == {"x.version": "[Error 42] InvalidRequestError: Can not delete non-existing finalized feature."}
     finally:
         a.close()
+
+
+def test_allocate_producer_ids_needs_cluster_action(authz_broker):
+    """AllocateProducerIds (67), a broker-to-controller API: a client without CLUSTER_ACTION is
+    answered CLUSTER_AUTHORIZATION_FAILED (the connection stays open, as in Kafka); the super
+    user gets a block."""
+    import asyncio
+
+    from protocol.client import KafkaClientConnection, SaslSettings
+    from protocol.messages import AllocateProducerIdsRequest as Q
+    b = authz_broker
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+    meta = next(b.proc.log_dir.rglob("meta.properties")).read_text()
+    own = int(next(line.split("=", 1)[1] for line in meta.splitlines() if line.startswith(("broker.id=", "node.id="))))
+
+    async def ask(user):
+        c = await KafkaClientConnection.connect(host, int(port), timeout=10,
+                                                sasl=SaslSettings("PLAIN", user, f"{user}-secret"))
+        try:
+            r = await c.send(Q(broker_id=own, broker_epoch=-1), version=0)
+            again = await c.send(Q(broker_id=own, broker_epoch=-1), version=0)
+            return r.error_code, r.producer_id_len, again.error_code
+        finally:
+            await c.close()
+    assert asyncio.run(ask("alice")) == (31, 0, 31)
+    assert asyncio.run(ask("admin")) == (0, 1000, 0)
