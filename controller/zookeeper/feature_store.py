@@ -55,12 +55,14 @@ class ZkFeatureStore:
         b = self.bridge
         async with self._lock:
             try:
-                data, stat = await b.get(Z.FEATURE, watch=self._watch())
-            except NoNodeError:
-                if await b.exists(Z.FEATURE, watch=self._watch()) is None:
-                    self._set(-1, {}, "does not exist")
-                    return
-                data, stat = await b.get(Z.FEATURE, watch=self._watch())
+                while True:         # until read, or seen missing with an existence watch set
+                    try:
+                        data, stat = await b.get(Z.FEATURE, watch=self._watch())
+                        break
+                    except NoNodeError:
+                        if await b.exists(Z.FEATURE, watch=self._watch()) is None:
+                            self._set(-1, {}, "does not exist")
+                            return
             except Exception as e:
                 log.warning("reading %s failed: %s", Z.FEATURE, e)
                 return
