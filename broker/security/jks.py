@@ -17,7 +17,15 @@ UTF-16BE, and check = SHA-1(pw || key).  The key is PKCS #8 PrivateKeyInfo DER.
 
 Java's "JKS" key store type also reads PKCS #12 files (``keystore.type.compat``, the default since
 Java 9), so a file that does not start with the JKS magic is handed to the PKCS #12 reader; the
-caller does that.  JCEKS (magic 0xCECECECE) is refused with a clear message.
+caller does that.
+
+JCEKS (Sun's ``JceKeyStore``, magic 0xCECECECE, version 2) has the same layout and digest; its
+private keys are protected with PBEWithMD5AndTripleDES (OID 1.3.6.1.4.1.42.2.19.1, parameters
+salt (8 bytes) and iteration count): key and IV come from Sun's PBES1 variant (each half of the
+salt -- the first half reversed when the halves are equal -- hashed with the password, as bytes,
+``count`` times with MD5; 24 bytes of key, 8 of IV), then DESede/CBC with PKCS #5 padding
+(``cryptography``'s TripleDES).  Its secret-key entries (tag 3) are serialized Java objects with
+no length: a store that holds one is refused.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ from typing import NamedTuple
 JKS_MAGIC = 0xFEEDFEED
 JCEKS_MAGIC = 0xCECECECE
 _SUN_KEY_PROTECTOR = "1.3.6.1.4.1.42.2.17.1.1"
+_SUN_JCE_KEY_PROTECTOR = "1.3.6.1.4.1.42.2.19.1"          # PBEWithMD5AndTripleDES
 _WHITENER = b"Mighty Aphrodite"
 
 
@@ -48,7 +57,8 @@ class Store(NamedTuple):
 
 
 def is_jks(data: bytes) -> bool:
-    return len(data) >= 4 and struct.unpack_from(">I", data)[0] == JKS_MAGIC
+    """A JKS or JCEKS file (both are read by ``load``)."""
+    return len(data) >= 4 and struct.unpack_from(">I", data)[0] in (JKS_MAGIC, JCEKS_MAGIC)
 
 
 def _password_bytes(password: str) -> bytes:
@@ -85,8 +95,9 @@ def load(data: bytes, store_password: str | None) -> Store:
         raise JksError("not a JKS key store (too short)")
     magic = struct.unpack_from(">I", data)[0]
     if magic == JCEKS_MAGIC:
-        raise JksError("JCEKS key stores are not supported (convert with keytool -importkeystore to PKCS12)")
-    if magic != JKS_MAGIC or len(data) < 32:
+        if len(data) < 32:
+            raise JksError("not a JCEKS key store")
+    elif magic != JKS_MAGIC or len(data) < 32:
         raise JksError("not a JKS key store")
     body_end = len(data) - 20
     if store_password is not None:
@@ -120,6 +131,9 @@ def load(data: bytes, store_password: str | None) -> Store:
                 if ctype != "X.509":
                     raise JksError(f"certificate type {ctype!r} in entry {alias!r} is not supported")
             certs.append((alias, r.take(r.u32())))
+        elif tag == 3 and magic == JCEKS_MAGIC:
+            raise JksError(f"entry {alias!r} is a JCEKS secret key, which is not supported (only private keys "
+                           "and trusted certificates)")
         else:
             raise JksError(f"unknown JKS entry tag {tag}")
     return Store([PrivateKeyEntry(a, p, c) for a, p, c in keys], certs)
@@ -128,9 +142,11 @@ def load(data: bytes, store_password: str | None) -> Store:
 def unprotect(protected: bytes, key_password: str) -> bytes:
     """The PKCS #8 key of a private key entry (``PrivateKeyEntry.key_der`` as stored: the
     EncryptedPrivateKeyInfo).  JksError when the password is wrong."""
-    alg, blob = _encrypted_private_key_info(protected)
+    alg, params, blob = _encrypted_private_key_info(protected)
+    if alg == _SUN_JCE_KEY_PROTECTOR:
+        return _unprotect_jce(params, blob, key_password)
     if alg != _SUN_KEY_PROTECTOR:
-        raise JksError(f"private key protected with {alg}, which is not supported (only the JKS scheme)")
+        raise JksError(f"private key protected with {alg}, which is not supported (only the JKS and JCEKS schemes)")
     if len(blob) < 40:
         raise JksError("protected key too short")
     salt, body, check = blob[:20], blob[20:-20], blob[-20:]
@@ -147,8 +163,9 @@ def unprotect(protected: bytes, key_password: str) -> bytes:
 
 
 # -- the DER of the protected key (the DER reader of principal.py) ------------------------------
-def _encrypted_private_key_info(der: bytes) -> tuple[str, bytes]:
-    """EncryptedPrivateKeyInfo ::= SEQUENCE { AlgorithmIdentifier, OCTET STRING } -> (OID, octets)."""
+def _encrypted_private_key_info(der: bytes) -> tuple[str, bytes, bytes]:
+    """EncryptedPrivateKeyInfo ::= SEQUENCE { AlgorithmIdentifier, OCTET STRING } -> (OID, the
+    DER of the algorithm's parameters (empty when absent), octets)."""
     from broker.security.principal import DerError, _oid, _tlv
     try:
         tag, start, end, _ = _tlv(der, 0)
@@ -163,6 +180,46 @@ def _encrypted_private_key_info(der: bytes) -> tuple[str, bytes]:
         tag, s_start, s_end, _ = _tlv(der, a_end)
         if tag != 0x04 or s_end > end:
             raise JksError("protected key has no encrypted data")
-        return _oid(der[o_start:o_end]), der[s_start:s_end]
+        return _oid(der[o_start:o_end]), der[o_end:a_end], der[s_start:s_end]
     except DerError as e:
         raise JksError(f"malformed protected key: {e}") from None
+
+
+def _unprotect_jce(params: bytes, blob: bytes, key_password: str) -> bytes:
+    """PBEWithMD5AndTripleDES (JCEKS): PBEParameter ::= SEQUENCE { salt OCTET STRING (8),
+    iterationCount INTEGER } -> the PKCS #8 key."""
+    from broker.security.principal import DerError, _tlv
+    try:
+        tag, start, end, _ = _tlv(params, 0)
+        t_salt, s0, s1, _ = _tlv(params, start)
+        t_count, c0, c1, _ = _tlv(params, s1)
+    except DerError as e:
+        raise JksError(f"malformed JCEKS key parameters: {e}") from None
+    if tag != 0x30 or t_salt != 0x04 or t_count != 0x02 or s1 - s0 != 8 or not 0 < c1 - c0 <= 4:
+        raise JksError("malformed JCEKS key parameters")
+    salt, count = bytearray(params[s0:s1]), int.from_bytes(params[c0:c1], "big")
+    if not 0 < count <= 10_000_000 or not blob or len(blob) % 8:
+        raise JksError("malformed JCEKS protected key")
+    if salt[:4] == salt[4:]:
+        salt[:4] = salt[3::-1]
+    pw = bytes(ord(c) & 0xFF for c in key_password)
+    derived = b""
+    for half in (bytes(salt[:4]), bytes(salt[4:])):
+        d = half
+        for _ in range(count):
+            d = hashlib.md5(d + pw).digest()
+        derived += d
+    try:
+        from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+    except ImportError:     # cryptography < 43
+        from cryptography.hazmat.primitives.ciphers.algorithms import TripleDES
+    from cryptography.hazmat.primitives.ciphers import Cipher, modes
+    dec = Cipher(TripleDES(derived[:24]), modes.CBC(derived[24:32])).decryptor()
+    padded = dec.update(blob) + dec.finalize()
+    pad = padded[-1]
+    if not 1 <= pad <= 8 or padded[-pad:] != bytes([pad]) * pad:
+        raise JksError("Cannot recover key: the key password is incorrect")
+    key = padded[:-pad]
+    if not key.startswith(b"\x30"):
+        raise JksError("Cannot recover key: the key password is incorrect")
+    return key

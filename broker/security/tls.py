@@ -12,7 +12,8 @@ Key material (``ssl.keystore.type``, default PEM here):
   (``ssl.keystore.password`` opens the file).
 * JKS (Kafka's default type): Java KeyStore files read by ``jks.py`` (the store password checks
   the file, ``ssl.key.password`` — else the store password — opens the key); a PKCS12 file is
-  accepted under this type too, as Java does.
+  accepted under this type too, as Java does.  JCEKS: Sun's JceKeyStore files (a JKS file too,
+  as Java's JCEKS type reads both), with ``cryptography`` for their Triple DES.
 
 Trust (for client certificates): ``ssl.truststore.location`` (PEM file of CA certificates, or
 PKCS12 / JKS with ``cryptography``) or ``ssl.truststore.certificates`` (PEM text inline).
@@ -104,11 +105,27 @@ def _pkcs12_to_pem(path: str, password: str | None, key: str = "ssl.keystore.loc
     return _pem_to_files(*parts)
 
 
+STORE_TYPES = ("PEM", "PKCS12", "JKS", "JCEKS")
+
+
+def store_as_pem(typ: str, path: str, store_password: str | None, key_password: str | None, key: str,
+                 trust: bool = False) -> str:
+    """A PKCS12, JKS or JCEKS store (``typ``, upper case) as a temporary PEM file."""
+    if typ == "PKCS12":
+        return _pkcs12_to_pem(path, store_password, key)
+    return _jks_to_pem(path, store_password, key_password, key, trust=trust, pkcs12=typ == "JKS")
+
+
+def unsupported_store_type(typ: str, setting: str) -> ConfigError:
+    return ConfigError(f"{setting}={typ} is not supported (use PEM, PKCS12, JKS or JCEKS)", setting)
+
+
 def _jks_to_pem(path: str, store_password: str | None, key_password: str | None, key: str,
-                trust: bool = False) -> str:
-    """A JKS file (``broker/security/jks.py``) as a temporary PEM file: the private key entry's key
-    and chain for a key store, the trusted certificates for a trust store (``trust``).  A file
-    without the JKS magic is read as PKCS12, as Java's JKS type does since Java 9."""
+                trust: bool = False, pkcs12: bool = True) -> str:
+    """A JKS or JCEKS file (``broker/security/jks.py``) as a temporary PEM file: the private key
+    entry's key and chain for a key store, the trusted certificates for a trust store
+    (``trust``).  A file without either magic is read as PKCS12 (``pkcs12``, Java's JKS type
+    since Java 9), else refused (Java's JCEKS type)."""
     from broker.security import jks
     try:
         with open(path, "rb") as f:
@@ -116,6 +133,8 @@ def _jks_to_pem(path: str, store_password: str | None, key_password: str | None,
     except OSError as e:
         raise ConfigError(f"cannot read the JKS file {path} ({key}): {e}", key) from None
     if not jks.is_jks(data):
+        if not pkcs12:
+            raise ConfigError(f"cannot read the JCEKS file {path} ({key}): Invalid keystore format", key)
         return _pkcs12_to_pem(path, store_password, key)
     try:
         from cryptography import x509
@@ -182,20 +201,16 @@ def _load_key_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], *,
             raise ConfigError(f"listener {listener}: ssl.keystore.location (a PEM file) or "
                               "ssl.keystore.key + ssl.keystore.certificate.chain must be set",
                               "ssl.keystore.location")
-    elif ks_type in ("PKCS12", "JKS"):
+    elif ks_type in STORE_TYPES:
         if location:
-            store_pw = _str(get("ssl.keystore.password"))
-            if ks_type == "PKCS12":
-                certfile = _pkcs12_to_pem(location, store_pw)
-            else:
-                certfile = _jks_to_pem(location, store_pw, _str(get("ssl.key.password")), "ssl.keystore.location")
+            certfile = store_as_pem(ks_type, location, _str(get("ssl.keystore.password")),
+                                    _str(get("ssl.key.password")), "ssl.keystore.location")
             password = None
             temp.append(certfile)
         elif required:
             raise ConfigError(f"listener {listener}: ssl.keystore.location must be set", "ssl.keystore.location")
     else:
-        raise ConfigError(f"ssl.keystore.type={ks_type} is not supported (use PEM, PKCS12 or JKS)",
-                          "ssl.keystore.type")
+        raise unsupported_store_type(ks_type, "ssl.keystore.type")
     if certfile is None:
         return
     try:
@@ -222,15 +237,13 @@ def _load_trust_store(ctx: ssl.SSLContext, get, listener: str, temp: list[str], 
         if ts_inline:
             ctx.load_verify_locations(cadata=normalize_pem(ts_inline))
         elif ts_location:
-            if ts_type in ("PKCS12", "JKS"):
-                ts_pw = _str(get("ssl.truststore.password"))
-                path = _pkcs12_to_pem(ts_location, ts_pw, "ssl.truststore.location") if ts_type == "PKCS12" \
-                    else _jks_to_pem(ts_location, ts_pw, None, "ssl.truststore.location", trust=True)
+            if ts_type in STORE_TYPES and ts_type != "PEM":
+                path = store_as_pem(ts_type, ts_location, _str(get("ssl.truststore.password")), None,
+                                    "ssl.truststore.location", trust=True)
                 temp.append(path)
                 ctx.load_verify_locations(cafile=path)
             elif ts_type != "PEM":
-                raise ConfigError(f"ssl.truststore.type={ts_type} is not supported (use PEM, PKCS12 or JKS)",
-                                  "ssl.truststore.type")
+                raise unsupported_store_type(ts_type, "ssl.truststore.type")
             else:
                 ctx.load_verify_locations(cafile=ts_location)
         elif system_default:

@@ -101,12 +101,9 @@ def zk_tls(get) -> tuple[dict | None, str | None]:
         key = f"zookeeper.ssl.{kind}store.location"
         if typ == "PEM":
             return location
-        if typ == "PKCS12":
-            return T._pkcs12_to_pem(location, password, key)
-        if typ == "JKS":
-            return T._jks_to_pem(location, password, None, key, trust=kind == "trust")
-        raise ConfigError(f"zookeeper.ssl.{kind}store.type={typ} is not supported (use PEM, PKCS12 or JKS)",
-                          f"zookeeper.ssl.{kind}store.type")
+        if typ in T.STORE_TYPES:
+            return T.store_as_pem(typ, location, password, None, key, trust=kind == "trust")
+        raise T.unsupported_store_type(typ, f"zookeeper.ssl.{kind}store.type")
     ca, cert = store("trust"), store("key")
     args = {"use_ssl": True, "verify_certs": True, "ca": ca,
             "check_hostname": (get("zookeeper.ssl.endpoint.identification.algorithm") or "").upper() == "HTTPS",

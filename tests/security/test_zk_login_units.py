@@ -98,7 +98,8 @@ def test_tls_settings(tmp_path):
     assert sec.identity == f"x509:{cert.subject}" and sec.tls["use_ssl"]
     for bad, why in (({**base, "zookeeper.clientCnxnSocket": None}, "ClientCnxnSocketNetty"),
                      ({**base, "zookeeper.ssl.ocsp.enable": "true"}, "ocsp.enable=true is not supported"),
-                     ({**base, "zookeeper.ssl.truststore.type": "JCEKS"}, "JCEKS is not supported")):
+                     ({**base, "zookeeper.ssl.truststore.type": "BKS"}, "BKS is not supported"),
+                     ({**base, "zookeeper.ssl.truststore.type": "JCEKS"}, "JCEKS file .* Invalid keystore format")):
         with pytest.raises(ConfigError, match=why):
             zk_tls(bad.get)
     assert zk_tls({}.get) == (None, None)
