@@ -25,22 +25,15 @@ while [[ $# -gt 0 ]]; do
 done
 run_dir="${ODRADEK_RUN_DIR:-$base_dir/run}"
 mkdir -p "$run_dir"
+source "$bin_dir/lib/pidfiles.sh"
+pid_file="$(free_pid_file "$run_dir" odradek)"
 if [[ $daemon -eq 1 ]]; then
     log_dir="${LOG_DIR:-$base_dir/logs}"
     mkdir -p "$log_dir"
-    n=0
-    while [[ -e "$run_dir/odradek-$n.pid" ]] && kill -0 "$(cat "$run_dir/odradek-$n.pid")" 2>/dev/null; do
-        n=$((n + 1))
-    done
     nohup "$python" -m broker "${args[@]}" >>"$log_dir/server.out" 2>&1 </dev/null &
-    pid=$!
-    echo "$pid" >"$run_dir/odradek-$n.pid"
+    echo "$!" >"$pid_file"
     exit 0
 fi
 # Foreground: record our own pid (exec keeps it) so kafka-server-stop.sh finds this broker too.
-n=0
-while [[ -e "$run_dir/odradek-$n.pid" ]] && kill -0 "$(cat "$run_dir/odradek-$n.pid")" 2>/dev/null; do
-    n=$((n + 1))
-done
-echo "$$" >"$run_dir/odradek-$n.pid"
+echo "$$" >"$pid_file"
 exec "$python" -m broker "${args[@]}"

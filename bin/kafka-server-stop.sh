@@ -15,30 +15,5 @@ while [[ $# -gt 0 ]]; do
     esac
     shift
 done
-shopt -s nullglob
-files=("$run_dir"/odradek-*.pid)
-pids=()
-for f in "${files[@]}"; do
-    pid="$(cat "$f" 2>/dev/null)"
-    if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null \
-        && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "-m broker"; then
-        kill -s "$signal" "$pid" && pids+=("$pid:$f")
-    else
-        rm -f "$f"                       # stale
-    fi
-done
-if [[ ${#pids[@]} -eq 0 ]]; then
-    echo "No kafka server to stop"
-    exit 1
-fi
-deadline=$((SECONDS + wait_s))
-for entry in "${pids[@]}"; do
-    pid="${entry%%:*}"; f="${entry#*:}"
-    while kill -0 "$pid" 2>/dev/null && [[ $SECONDS -lt $deadline ]]; do sleep 0.2; done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "Broker (pid $pid) did not stop within ${wait_s}s" >&2
-        exit 1
-    fi
-    rm -f "$f"
-done
-exit 0
+source "$bin_dir/lib/pidfiles.sh"
+stop_pid_files "$run_dir" odradek "-m broker" "$signal" "$wait_s" "kafka server"
