@@ -360,8 +360,12 @@ async def delete(client, o):
     pattern = o["topic"]
     names = await matching_topics(client, pattern, o.has("exclude-internal"))
     ensure_found(names, pattern, not o.has("if-exists"))
-    if not names:
-        return
+    if names:
+        await delete_topics(client, names)
+
+
+async def delete_topics(client, names: list[str]) -> None:
+    """DeleteTopics on the controller (waiting out a mutation quota); the first error raised."""
     conn = await client.any_connection()
     version = conn.pick_version(DeleteTopicsRequest.API_KEY)
 
