@@ -5,7 +5,8 @@
 
 Properties come from, lowest precedence first:
 
-1. the container defaults below (data in the /var/lib/kafka/data volume, metrics on 9404);
+1. the container defaults below (data in the /var/lib/kafka/data volume, metrics on 9404, the
+   socket buffers of the shipped config/server.properties);
 2. the file named by ODRADEK_BASE_CONFIG, if set (a mounted server.properties);
 3. KAFKA_* variables, named as in the confluentinc images: KAFKA_ZOOKEEPER_CONNECT ->
    zookeeper.connect.  A single ``_`` becomes ``.``, ``__`` becomes ``_`` and ``___`` becomes
@@ -43,6 +44,9 @@ CONFIG_FILE = "/etc/kafka/server.properties"
 CONTAINER_DEFAULTS = {
     "log.dirs": "/var/lib/kafka/data",
     "odradek.metrics.prometheus.port": "9404",
+    # the socket buffers of the shipped config/server.properties (measured: docs/broker.md)
+    "socket.send.buffer.bytes": "2097152",
+    "socket.receive.buffer.bytes": "-1",
 }
 
 # KAFKA_* variables that belong to Kafka's launch scripts or log4j, not to server.properties

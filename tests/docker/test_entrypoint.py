@@ -67,6 +67,8 @@ def test_confluent_style_environment():
         "transaction.state.log.min.isr": "2",
         "log.dirs": "/var/lib/kafka/data",                  # the image's volume
         "odradek.metrics.prometheus.port": "9404",          # the image's metrics port
+        "socket.send.buffer.bytes": "2097152",              # the shipped server.properties' buffers
+        "socket.receive.buffer.bytes": "-1",
     }
 
 
