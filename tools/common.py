@@ -380,6 +380,31 @@ def refuse_bootstrap_controller(value) -> None:
                         "use --bootstrap-server")
 
 
+# Kafka's Java exception class for the error codes the tools meet where the name is not the error's
+# own (capitalised words + "Exception" is the rule for the rest).
+JAVA_EXCEPTIONS = {
+    3: "UnknownTopicOrPartitionException", 5: "LeaderNotAvailableException", 7: "TimeoutException",
+    15: "CoordinatorNotAvailableException", 16: "NotCoordinatorException", 24: "InvalidGroupIdException",
+    25: "UnknownMemberIdException", 27: "RebalanceInProgressException", 29: "TopicAuthorizationException",
+    30: "GroupAuthorizationException", 31: "ClusterAuthorizationException", 68: "GroupNotEmptyException",
+    69: "GroupIdNotFoundException", 80: "PreferredLeaderNotAvailableException",
+    83: "EligibleLeadersNotAvailableException", 86: "GroupSubscribedToTopicException",
+}
+
+
+def java_exception_class(code: int) -> str:
+    """``XyzException``, the class Kafka's Java client raises for an error code."""
+    from protocol.errors import error_name
+    name = "".join(w.capitalize() for w in error_name(code).split("_")).removesuffix("Exception")
+    return JAVA_EXCEPTIONS.get(code) or name + "Exception"
+
+
+def java_error(code: int, message: str | None = None) -> str:
+    """``org.apache.kafka.common.errors.XyzException: message`` as Kafka would show it."""
+    from protocol.errors import error_message
+    return f"org.apache.kafka.common.errors.{java_exception_class(code)}: {message or error_message(code)}"
+
+
 def kafka_error(code: int, message: str | None = None) -> str:
     """The Java exception text a Kafka tool would show for an error code."""
     from protocol.errors import error_message, error_name

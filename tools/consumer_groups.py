@@ -21,10 +21,10 @@ import time
 from collections import defaultdict
 
 from protocol.client import KafkaConnectionError
-from protocol.errors import KafkaError, error_message, error_name
+from protocol.errors import KafkaError, error_name
 from protocol.messages import (ConsumerGroupDescribeRequest, DeleteGroupsRequest, DescribeGroupsRequest,
                                ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest)
-from tools.common import (OptionParser, ToolError, UsageError, check_invalid, cluster_from,
+from tools.common import (OptionParser, ToolError, UsageError, check_invalid, cluster_from, java_error,
                           parse_or_exit, run, standard_options)
 from tools.kclient import EARLIEST, LATEST, decode_assignment, list_offsets
 
@@ -38,15 +38,6 @@ STATES = ["PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty"
           "Reconciling"]
 TYPES = ["Consumer", "Classic"]
 RETRY_COORDINATOR = (14, 15, 16)   # load in progress, not available, not coordinator
-# Kafka's Java exception class for the error codes these commands meet.
-JAVA_EXCEPTIONS = {
-    3: "UnknownTopicOrPartitionException", 15: "CoordinatorNotAvailableException",
-    16: "NotCoordinatorException", 24: "InvalidGroupIdException",
-    25: "UnknownMemberIdException", 27: "RebalanceInProgressException",
-    29: "TopicAuthorizationException", 30: "GroupAuthorizationException",
-    68: "GroupNotEmptyException", 69: "GroupIdNotFoundException",
-    86: "GroupSubscribedToTopicException",
-}
 
 
 class ResetUsageError(Exception):
@@ -188,14 +179,6 @@ def check_args(p: OptionParser, o) -> str:
 # =============================================================================================
 # Small helpers
 # =============================================================================================
-
-def java_error(code: int, message: str | None = None) -> str:
-    """``org.apache.kafka.common.errors.XyzException: message`` as Kafka would show it."""
-    cls = JAVA_EXCEPTIONS.get(code)
-    if cls is None:
-        cls = "".join(w.capitalize() for w in error_name(code).split("_")) + "Exception"
-    return f"org.apache.kafka.common.errors.{cls}: {message or error_message(code)}"
-
 
 def tp_str(tp) -> str:
     return f"{tp[0]}-{tp[1]}"

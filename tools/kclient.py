@@ -120,6 +120,10 @@ class Producer:
             t = self.client.topics.get(topic)
             deadline = time.monotonic() + self.request_timeout_ms / 1000.0
             while (t is None or not t.partitions) and time.monotonic() < deadline:
+                md = self.client.metadata
+                code = next((x.error_code for x in md.topics if x.name == topic), 0) if md else 0
+                if code and not is_retriable(code):     # an invalid or forbidden topic: no waiting
+                    break
                 await asyncio.sleep(0.2)
                 await self.client.refresh_metadata([topic], allow_auto_topic_creation=True)
                 t = self.client.topics.get(topic)

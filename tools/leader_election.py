@@ -7,25 +7,15 @@ import json
 import sys
 from collections import defaultdict
 
-from protocol.errors import error_message, error_name
 from protocol.messages import ElectLeadersRequest
-from tools.common import (OptionParser, ToolError, cluster_from, command_config, parse_or_exit,
-                          raise_error, run)
+from tools.common import (OptionParser, ToolError, cluster_from, command_config, java_error,
+                          parse_or_exit, raise_error, run)
 
 DESCRIPTION = ("Asks the controller to choose new leaders for some or all partitions, either "
                "giving leadership back to the preferred replica or (unclean) to a replica outside the ISR.")
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 ELECTION_NOT_NEEDED = 84
 NOT_CONTROLLER = 41
-JAVA_EXCEPTIONS = {
-    3: "UnknownTopicOrPartitionException",
-    80: "PreferredLeaderNotAvailableException",
-    83: "EligibleLeadersNotAvailableException",
-    5: "LeaderNotAvailableException",
-    7: "TimeoutException",
-    31: "ClusterAuthorizationException",
-    29: "TopicAuthorizationException",
-}
 
 
 def build_parser() -> OptionParser:
@@ -99,12 +89,6 @@ def parse_election_file(path: str):
         raise CommandFailed("Replica election data contains duplicate partitions: ["
                             + ", ".join(f"{t}-{p}" for t, p in dups) + "]")
     return sorted(set(tps))
-
-
-def java_error(code: int, message: str | None) -> str:
-    cls = JAVA_EXCEPTIONS.get(code) or (
-        "".join(w.capitalize() for w in error_name(code).split("_")) + "Exception")
-    return f"org.apache.kafka.common.errors.{cls}: {message or error_message(code)}"
 
 
 async def elect(client, etype: str, tps):
