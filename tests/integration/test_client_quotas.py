@@ -474,8 +474,30 @@ def test_request_percentage_throttles_only_its_client(kafka):
     ok(configs(kafka, "--alter", "--client", "busy-producer", "--delete-config", "request_percentage"))
     _, lifted = run("busy-producer")
     assert not any(lifted), lifted
-    # no request quota left: nothing is timed, the series is gone (Kafka records none then)
-    assert ("kafka_server_request_exempt_request_time", ()) not in scrape(kafka.metrics_url)
+
+
+def test_exempt_request_time_only_while_a_request_quota_exists(tmp_path):
+    """A broker of its own (the module's keeps other tests' request quotas): no series before any
+    request quota, acks=0 produces timed while one exists, the series gone once it is removed."""
+    port = free_port()
+    b = BrokerProcess(tmp_path, name="exempt-broker", props={"odradek.metrics.prometheus.port": port,
+                                                               "odradek.metrics.prometheus.host": "127.0.0.1"})
+    b.metrics_url = f"http://127.0.0.1:{port}/metrics"
+    series = ("kafka_server_request_exempt_request_time", ())
+    with running(b):
+        assert series not in scrape(b.metrics_url)
+        ok(configs(b, "--alter", "--client", "someone", "--add-config", "request_percentage=50"))
+        p0 = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "acks": 0})
+        for _ in range(200):
+            p0.produce("exempt-topic", b"e" * 100)
+            p0.poll(0)
+        p0.flush(30)
+        deadline = time.monotonic() + 10
+        while not scrape(b.metrics_url).get(series):
+            assert time.monotonic() < deadline, "no exempt request time recorded"
+            time.sleep(0.2)
+        ok(configs(b, "--alter", "--client", "someone", "--delete-config", "request_percentage"))
+        assert series not in scrape(b.metrics_url)
 
 
 def test_kafka_topics_tool_waits_out_the_mutation_quota(kafka, tmp_path):
