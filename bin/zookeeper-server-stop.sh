@@ -6,15 +6,5 @@
 bin_dir="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"
 base_dir="$(cd "$bin_dir/.." && pwd -P)"
 run_dir="${ODRADEK_RUN_DIR:-$base_dir/run}"
-wait_s=30
-signal=TERM
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --wait) wait_s="$2"; shift ;;
-        -9|--kill) signal=KILL ;;
-    esac
-    shift
-done
 source "$bin_dir/lib/pidfiles.sh"
-stop_pid_files "$run_dir" zookeeper "org.apache.zookeeper.server.quorum.QuorumPeerMain" "$signal" "$wait_s" \
-    "zookeeper server"
+stop_servers "$run_dir" zookeeper "org.apache.zookeeper.server.quorum.QuorumPeerMain" "zookeeper server" "$@"

@@ -11,6 +11,24 @@ free_pid_file() {
     echo "$1/$2-$n.pid"
 }
 
+# stop_servers DIR PREFIX MATCH WHAT [ARGS...]: the stop scripts' command line (--wait SECONDS,
+# default 30; -9 / --kill for SIGKILL instead of SIGTERM; --process-role X and --node-id N
+# accepted and ignored, as Kafka's KRaft-era kafka-server-stop.sh takes them), then stop_pid_files.
+stop_servers() {
+    local dir="$1" prefix="$2" match="$3" what="$4"
+    shift 4
+    local wait_s=30 signal=TERM
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --wait) wait_s="$2"; shift ;;
+            --process-role|--node-id) shift ;;
+            -9|--kill) signal=KILL ;;
+        esac
+        shift
+    done
+    stop_pid_files "$dir" "$prefix" "$match" "$signal" "$wait_s" "$what"
+}
+
 # stop_pid_files DIR PREFIX MATCH SIGNAL WAIT_S WHAT: send SIGNAL to every process recorded in
 # DIR/PREFIX-*.pid whose command line contains MATCH (other pid files are stale and removed),
 # wait up to WAIT_S seconds for them to exit and remove their files.  Status 1 with

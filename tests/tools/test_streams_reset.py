@@ -134,3 +134,26 @@ def test_active_members_refused_unless_forced(kafka, app):
         assert committed(kafka, a, inp, 2) == [0, 0]
     finally:
         c.close(autocommit=False)
+
+
+def test_time_and_file_resets(kafka, app, tmp_path):
+    """--by-duration back past every record: earliest; --to-datetime after every record: Kafka's
+    fallback line and the log end; --from-file: the plan's offsets, clamped into the log."""
+    a, inp = app["id"], app["input"]
+    r = reset(kafka, app, "--input-topics", inp, "--by-duration", "P1D")
+    assert r.rc == 0 and f"Topic: {inp} Partition: 1 Offset: 0" in r.lines, r
+    assert committed(kafka, a, inp, 2) == [0, 0]
+    r = reset(kafka, app, "--input-topics", inp, "--to-datetime", "2999-01-01T00:00:00.000")
+    assert r.rc == 0, r
+    assert f"Partition 0 from topic {inp} is empty, without a committed record. Falling back to latest known " \
+           "offset." in r.lines, r
+    assert committed(kafka, a, inp, 2) == [5, 5]
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"{inp},0,3\n{inp},1,100")
+    r = reset(kafka, app, "--input-topics", inp, "--from-file", plan)
+    assert r.rc == 0 and "New offset (100) is higher than latest offset. Value will be set to 5" in r.lines, r
+    assert committed(kafka, a, inp, 2) == [3, 5]
+    plan.write_text(f"{inp};0;3")
+    r = reset(kafka, app, "--input-topics", inp, "--from-file", plan)
+    assert r.rc == 1 and "Reset plan CSV file is not following the format `TOPIC,PARTITION,OFFSET`." in r.err, r
+    assert committed(kafka, a, inp, 2) == [3, 5]

@@ -54,6 +54,25 @@ def test_events_and_records(kafka):
     assert got == {(e["partition"], e["offset"]): (e["key"], e["value"]) for e in sends}
 
 
+def test_message_create_time(kafka):
+    """--message-create-time: the first record carries that timestamp, as CreateTime."""
+    topic = "vp-" + uuid.uuid4().hex[:6]
+    r = tool("kafka-verifiable-producer", "--bootstrap-server", kafka.bootstrap, "--topic", topic,
+             "--max-messages", 1, "--message-create-time", 1600000000000)
+    assert r.rc == 0 and events(r.out)[-1]["acked"] == 1, r
+    c = KafkaConsumer(bootstrap_servers=kafka.bootstrap, enable_auto_commit=False)
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        c.seek_to_beginning()
+        recs = []
+        deadline = time.monotonic() + 20
+        while not recs and time.monotonic() < deadline:
+            recs = [m for ms in c.poll(timeout_ms=500).values() for m in ms]
+    finally:
+        c.close()
+    assert [(m.value, m.timestamp, m.timestamp_type) for m in recs] == [(b"0", 1600000000000, 0)]
+
+
 def test_throttled_until_sigterm(kafka):
     topic = "vp-" + uuid.uuid4().hex[:6]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
