@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import textwrap
+import time
 from typing import Any, Callable
 
 VERSION = "3.9.0 (Odradek)"
@@ -328,11 +329,23 @@ def librdkafka_client(kind, conf: dict, what: str = "client"):
             raise ToolError(f"invalid {what} configuration: {msg}") from None
 
 
-def run_parsed(parser, execute, argv: list[str] | None = None) -> int:
+def run_parsed(parser, execute, argv: list[str] | None = None, help_when_empty: bool = False) -> int:
     """``run`` for an argparse-style tool: parse ``argv`` with ``parser`` and hand the namespace
-    to ``execute`` (errors as bare lines)."""
-    return run(lambda args: execute(parser.parse_args(args)), sys.argv[1:] if argv is None else argv,
-               error_prefix="")
+    to ``execute`` (errors as bare lines); ``help_when_empty``: no arguments print the help and
+    exit 0, as Kafka's argparse4j tools do."""
+    argv = sys.argv[1:] if argv is None else argv
+    if help_when_empty and not argv:
+        parser.print_help()
+        return 0
+    return run(lambda args: execute(parser.parse_args(args)), argv, error_prefix="")
+
+
+def json_event(name: str, **fields) -> None:
+    """One JSON line ``{"timestamp": ms, "name": name, ...}`` on stdout, flushed: the event
+    format of Kafka's verifiable producer and consumer."""
+    import json
+    print(json.dumps({"timestamp": int(time.time() * 1000), "name": name, **fields}, separators=(",", ":")),
+          flush=True)
 
 
 def run(main: Callable[[list[str]], Any], argv: list[str] | None = None,

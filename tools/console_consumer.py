@@ -9,7 +9,7 @@ import time
 
 from tools.common import (OptionParser, ToolError, UsageError, cluster_from, load_properties,
                           parse_kv_list, parse_or_exit, require, run, topic_matcher)
-from tools.kclient import EARLIEST, LATEST, Consumer
+from tools.kclient import EARLIEST, LATEST, Consumer, assignor_names
 
 DESCRIPTION = "Prints the messages of a topic (or of the topics matching --include) on standard output."
 
@@ -166,6 +166,24 @@ def consumer_settings(p, o):
     return props
 
 
+def group_settings(props) -> dict:
+    """group.protocol (classic or consumer), partition.assignment.strategy (classic) and
+    group.remote.assignor (consumer) from the consumer properties, checked as Kafka checks them."""
+    protocol = props.get("group.protocol", "classic").strip().lower()
+    if protocol not in ("classic", "consumer"):
+        raise ToolError(f"Invalid value {props['group.protocol']} for configuration group.protocol: "
+                        f"String must be one of (case insensitive): CLASSIC, CONSUMER")
+    out = {"group_protocol": protocol, "group_remote_assignor": props.get("group.remote.assignor")}
+    try:
+        out["assignors"] = assignor_names(props.get(
+            "partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.RangeAssignor,"
+            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"))
+    except ValueError as e:
+        raise ToolError(str(e)) from None
+    return out
+
+
 async def consume(o, props) -> int:
     fmt_props = {}
     if o.get("formatter-config"):
@@ -188,7 +206,8 @@ async def consume(o, props) -> int:
         fetch_max_wait_ms=int(props.get("fetch.max.wait.ms", 500)),
         fetch_min_bytes=int(props.get("fetch.min.bytes", 1)),
         max_partition_fetch_bytes=int(props.get("max.partition.fetch.bytes", 1048576)),
-        group_instance_id=props.get("group.instance.id"), client_id=props["client.id"])
+        group_instance_id=props.get("group.instance.id"), client_id=props["client.id"],
+        **group_settings(props))
     count = 0
     max_messages = o.get("max-messages")
     if max_messages is not None and max_messages < 0:

@@ -4,11 +4,14 @@ enough for the console tools: no third-party Kafka client needed.
 * ``Producer``: Kafka's default partitioner (murmur2 of the key; sticky partition for null
   keys), per-partition batches (``batch.size`` / ``linger.ms``), acks 0/1/-1, compression,
   retries of retriable errors after a metadata refresh.
-* ``Consumer``: manual assignment (``assign``) or group membership (``subscribe``) with the
-  classic protocol (JoinGroup/SyncGroup/Heartbeat/OffsetCommit/LeaveGroup), the range
-  assignor and the ConsumerProtocol v0 subscription/assignment encoding; offsets from
-  committed positions or ``auto.offset.reset``; read_committed filtering of aborted
-  transactions; control batches skipped.
+* ``Consumer``: manual assignment (``assign``) or group membership (``subscribe``), either with
+  the classic protocol (JoinGroup/SyncGroup/Heartbeat/OffsetCommit/LeaveGroup; the range,
+  roundrobin, sticky and cooperative-sticky assignors; ConsumerProtocol subscriptions v2 with
+  owned partitions and generation) or with the consumer group protocol of KIP-848
+  (ConsumerGroupHeartbeat, revoke-then-assign reconciliation); an optional rebalance listener
+  (``on_partitions_revoked`` / ``_assigned`` / ``_lost``, as Java's); offsets from committed
+  positions or ``auto.offset.reset``; read_committed filtering of aborted transactions;
+  control batches skipped.
 """
 from __future__ import annotations
 
@@ -18,11 +21,12 @@ import struct
 import time
 from collections import defaultdict, deque
 
-from broker.group.assignors import contiguous_ranges
+from broker.group.assignors import contiguous_ranges, uniform
 from protocol import records as rec
 from protocol.client import KafkaConnectionError
 from protocol.errors import KafkaError, error_for, is_retriable
-from protocol.messages import (FetchRequest, HeartbeatRequest, JoinGroupRequest,
+from protocol.messages import (ConsumerGroupHeartbeatRequest, FetchRequest, HeartbeatRequest,
+                               JoinGroupRequest,
                                LeaveGroupRequest, ListOffsetsRequest, OffsetCommitRequest,
                                OffsetFetchRequest, ProduceRequest, SyncGroupRequest)
 
@@ -282,11 +286,26 @@ def _str(s: str) -> bytes:
     return struct.pack(">h", len(b)) + b
 
 
-def encode_subscription(topics, user_data: bytes | None = None) -> bytes:
-    out = bytearray(struct.pack(">hi", 0, len(topics)))
+def encode_subscription(topics, user_data: bytes | None = None,
+                        owned: dict[str, list[int]] | None = None, generation: int = -1) -> bytes:
+    """ConsumerProtocolSubscription: v0 with neither owned partitions nor a generation, else v2
+    (v1 added the owned partitions, v2 the generation)."""
+    version = 0 if owned is None else 2
+    out = bytearray(struct.pack(">hi", version, len(topics)))
     for t in topics:
         out += _str(t)
     out += struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data
+    if version:
+        out += _topic_partitions(owned) + struct.pack(">i", generation)
+    return bytes(out)
+
+
+def _topic_partitions(tps: dict[str, list[int]]) -> bytes:
+    out = bytearray(struct.pack(">i", len(tps)))
+    for t, parts in sorted(tps.items()):
+        out += _str(t) + struct.pack(">i", len(parts))
+        for p in sorted(parts):
+            out += struct.pack(">i", p)
     return bytes(out)
 
 
@@ -308,9 +327,27 @@ class _Reader:
 
 
 def decode_subscription(data) -> list[str]:
+    return decode_subscription_full(data)[0]
+
+
+def decode_subscription_full(data) -> tuple[list[str], dict[str, list[int]], int]:
+    """Topics, owned partitions (v1+) and generation (v2+) of a ConsumerProtocolSubscription;
+    later versions' fields (the rack) are not needed here."""
     r = _Reader(data)
-    r.take(">h")
-    return [r.string() for _ in range(r.take(">i"))]
+    version = r.take(">h")
+    topics = [r.string() for _ in range(r.take(">i"))]
+    n = r.take(">i")
+    if n > 0:
+        r.p += n
+    owned: dict[str, list[int]] = {}
+    generation = -1
+    if version >= 1 and r.p < len(r.d):
+        for _ in range(r.take(">i")):
+            t = r.string()
+            owned[t] = [r.take(">i") for _ in range(r.take(">i"))]
+        if version >= 2 and r.p < len(r.d):
+            generation = r.take(">i")
+    return topics, owned, generation
 
 
 def encode_assignment(assignment: dict[str, list[int]]) -> bytes:
@@ -350,6 +387,97 @@ def range_assign(subscriptions: dict[str, list[str]], partitions: dict[str, int]
     return result
 
 
+def roundrobin_assign(subscriptions: dict[str, list[str]], partitions: dict[str, int]):
+    """Kafka's RoundRobinAssignor: every subscribed partition, in (topic, partition) order, goes
+    to the next member in member-id order that subscribes to its topic."""
+    members = sorted(subscriptions)
+    result: dict = {m: {} for m in members}
+    topics = sorted({t for ts in subscriptions.values() for t in ts})
+    i = 0
+    for t in topics:
+        for p in range(partitions.get(t, 0)):
+            for _ in range(len(members)):
+                m = members[i % len(members)]
+                i += 1
+                if t in subscriptions[m]:
+                    result[m].setdefault(t, []).append(p)
+                    break
+    return result
+
+
+def sticky_assign(members: dict[str, tuple[list[str], dict[str, list[int]], int]],
+                  partitions: dict[str, int], cooperative: bool = False):
+    """The sticky assignors (``sticky``, ``cooperative-sticky``): balanced like round robin, but
+    each member keeps what it owned as far as the balance allows.  ``members`` maps a member to
+    its (topics, owned partitions, generation); a partition two members claim stays with the one
+    of the later generation.  With ``cooperative``, a partition moving away from its owner is held
+    back from its new member for this round: the owner revokes it and rejoins, and the next
+    round hands it over (KIP-429)."""
+    claims: dict = {}
+    for m, (topics, owned, gen) in sorted(members.items()):
+        for t, ps in owned.items():
+            for p in ps:
+                prev = claims.get((t, p))
+                if prev is None or gen > prev[1]:
+                    claims[(t, p)] = (m, gen)
+    current: dict = {m: {} for m in members}
+    for (t, p), (m, _) in claims.items():
+        current[m].setdefault(t, set()).add(p)
+    subs = {m: set(v[0]) & set(partitions) for m, v in members.items()}
+    wanted = set().union(*subs.values()) if subs else set()
+    target = uniform(subs, {t: partitions[t] for t in wanted}, current)
+    result = {}
+    for m, tps in target.items():
+        out = {}
+        for t, ps in tps.items():
+            keep = sorted(p for p in ps if not cooperative or claims.get((t, p), (m,))[0] == m)
+            if keep:
+                out[t] = keep
+        result[m] = out
+    return result
+
+
+#: The classic protocol's client-side assignors by protocol name, and the Java class names
+#: ``partition.assignment.strategy`` may give for them.
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+JAVA_ASSIGNORS = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+
+def assignor_names(strategy: str) -> list[str]:
+    """``partition.assignment.strategy`` (Java class names or protocol names, comma-separated)
+    as protocol names; an unknown one raises ``ValueError`` with Kafka's message."""
+    names = []
+    for item in (x.strip() for x in strategy.split(",")):
+        if not item:
+            continue
+        name = JAVA_ASSIGNORS.get(item, item if item in ASSIGNORS else None)
+        if name is None:
+            raise ValueError(f"Invalid value {item} for configuration partition.assignment.strategy: "
+                             f"Class {item} cannot be found")
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise ValueError("Invalid value for configuration partition.assignment.strategy: "
+                         "no assignor given")
+    return names
+
+
+def plan_assignment(protocol: str, metadata: dict[str, bytes], partitions: dict[str, int]):
+    """The group leader's assignment under ``protocol`` from the members' subscriptions."""
+    full = {m: decode_subscription_full(md) for m, md in metadata.items()}
+    subs = {m: v[0] for m, v in full.items()}
+    if protocol == "range":
+        return range_assign(subs, partitions)
+    if protocol == "roundrobin":
+        return roundrobin_assign(subs, partitions)
+    return sticky_assign(full, partitions, cooperative=protocol == "cooperative-sticky")
+
+
 # =============================================================================================
 # Consumer
 # =============================================================================================
@@ -372,8 +500,22 @@ class Consumer:
                  rebalance_timeout_ms: int = 300000, heartbeat_interval_ms: int = 3000,
                  fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
                  fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 1048576,
-                 group_instance_id: str | None = None, client_id: str = "console-consumer"):
+                 group_instance_id: str | None = None, client_id: str = "console-consumer",
+                 assignors: list[str] | tuple[str, ...] = ("range",), group_protocol: str = "classic",
+                 group_remote_assignor: str | None = None, listener=None):
         self.client = client
+        self.assignors = list(assignors)
+        self.group_protocol = group_protocol.lower()
+        self.remote_assignor = group_remote_assignor
+        self.listener = listener
+        self.owned: set[tuple[str, int]] = set()
+        self._joining = False
+        self.member_epoch = 0
+        self._cg_wake: asyncio.Event | None = None
+        self._cg_target: set | None = None
+        self._cg_lost = False
+        self._cg_error: BaseException | None = None
+        self._cg_reconciled = False
         self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
         self.isolation_level = isolation_level
@@ -416,6 +558,9 @@ class Consumer:
             tps = [(t, p.partition_index) for t in self._topics_now()
                    for p in self.client.topics[t].partitions]
             await self.assign(tps)
+        elif self.group_protocol == "consumer":
+            await self.client.refresh_metadata(topics if pattern is None else None)
+            await self._cg_start()
         else:
             await self._join()
 
@@ -485,18 +630,91 @@ class Consumer:
             return resp
         return resp
 
+    # The rebalance listener: Java's ConsumerRebalanceListener as optional methods of
+    # ``listener``; lost partitions go to on_partitions_revoked when on_partitions_lost is absent.
+    def _notify(self, what: str, tps):
+        fn = getattr(self.listener, "on_partitions_" + what, None)
+        if fn is None and what == "lost":
+            fn = getattr(self.listener, "on_partitions_revoked", None)
+        if fn is not None:
+            fn(sorted(tps))
+
+    def _give_up(self, tps, what: str):
+        """Drop ``tps`` from the assignment after telling the listener (revoked or lost)."""
+        self._notify(what, tps)
+        for tp in tps:
+            self.owned.discard(tp)
+            self.positions.pop(tp, None)
+        if self._buffer:
+            keep = [r for r in self._buffer if (r.topic, r.partition) in self.owned]
+            self._buffer.clear()
+            self._buffer.extend(keep)
+
+    async def _commit_before_revoking(self, tps):
+        if not self.enable_auto_commit:
+            return
+        offsets = {tp: self.positions[tp] for tp in tps if tp in self.positions}
+        try:
+            await self.commit(offsets)
+        except (KafkaConnectionError, KafkaError):
+            pass
+
+    async def _take(self, added):
+        """Own ``added`` and tell the listener, then find where to fetch them from: committed
+        offsets first, else the reset policy (whose failure, as in Java's poll, comes after the
+        listener heard of the assignment)."""
+        self.owned |= set(added)
+        self._notify("assigned", added)
+        if not added:
+            return
+        await self.client.refresh_metadata(sorted({t for t, _ in self.owned}))
+        for tp in added:
+            self.committed_positions.pop(tp, None)
+        await self._fetch_committed(sorted(added))
+        await self._init_positions(sorted(added))
+
+    def _subscribed_topics(self):
+        return self._topics_now() if self._pattern is not None else list(self._subscription or [])
+
     async def _join(self):
-        subs = self._subscription
+        if self.group_protocol == "consumer":
+            await self._cg_reconcile()
+            return
+        self._joining = True
+        try:
+            await self._classic_join()
+        finally:
+            self._joining = False
+
+    async def _classic_join(self):
+        cooperative = all(a == "cooperative-sticky" for a in self.assignors)
         if self._pattern is not None:
             await self.client.refresh_metadata(None)
-            subs = self._topics_now()
+        subs = self._subscribed_topics()
+        # before joining, as Java's onJoinPrepare: an old membership's partitions are lost; an
+        # eager member revokes all it has, a cooperative one those of topics it left
+        if self.generation < 0 or not self.member_id:
+            if self.owned:
+                self._give_up(set(self.owned), "lost")
+        elif not cooperative:
+            await self._commit_before_revoking(self.owned)
+            self._give_up(set(self.owned), "revoked")
+        else:
+            gone = {tp for tp in self.owned if tp[0] not in subs}
+            if gone:
+                await self._commit_before_revoking(gone)
+                self._give_up(gone, "revoked")
         while True:
             J = JoinGroupRequest
+            owned: dict = defaultdict(list)
+            for t, p in self.owned:
+                owned[t].append(p)
+            metadata = encode_subscription(subs, None, dict(owned), self.generation)
             req = J(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
                     rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
                     group_instance_id=self.group_instance_id, protocol_type="consumer",
-                    protocols=[J.JoinGroupRequestProtocol(name="range",
-                                                          metadata=encode_subscription(subs))],
+                    protocols=[J.JoinGroupRequestProtocol(name=n, metadata=metadata)
+                               for n in self.assignors],
                     reason=None)
             resp = await self._group_send(req, max_version=7)
             if resp.error_code == 79:               # MEMBER_ID_REQUIRED
@@ -504,6 +722,7 @@ class Consumer:
                 continue
             if resp.error_code in (25, 22):          # unknown member / illegal generation
                 self.member_id = ""
+                self.generation = -1
                 continue
             if resp.error_code == 27:
                 continue
@@ -511,38 +730,44 @@ class Consumer:
                 raise _err(resp.error_code, None, f"JoinGroup of group {self.group_id} failed: ")
             self.member_id = resp.member_id
             self.generation = resp.generation_id
+            protocol = resp.protocol_name or self.assignors[0]
             assignments = []
+            S = SyncGroupRequest
             if resp.leader == resp.member_id:
-                members = {m.member_id: decode_subscription(m.metadata) for m in resp.members}
-                all_topics = sorted({t for ts in members.values() for t in ts})
+                members = {m.member_id: m.metadata for m in resp.members}
+                all_topics = sorted({t for md in members.values() for t in decode_subscription(md)})
                 await self.client.refresh_metadata(all_topics)
                 counts = {t: len(self.client.topics[t].partitions) for t in all_topics
                           if t in self.client.topics}
-                plan = range_assign(members, counts)
-                S = SyncGroupRequest
+                plan = plan_assignment(protocol, members, counts)
                 assignments = [S.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(a))
                                for m, a in plan.items()]
-            S = SyncGroupRequest
             sreq = S(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
                      group_instance_id=self.group_instance_id, protocol_type="consumer",
-                     protocol_name=resp.protocol_name or "range", assignments=assignments)
+                     protocol_name=protocol, assignments=assignments)
             sresp = await self._group_send(sreq)
             if sresp.error_code == 27:
                 continue
             if sresp.error_code in (25, 22):
                 self.member_id = ""
+                self.generation = -1
                 continue
             if sresp.error_code:
                 raise _err(sresp.error_code, None, f"SyncGroup of group {self.group_id} failed: ")
             assignment = decode_assignment(sresp.assignment)
             break
-        tps = [(t, p) for t, ps in sorted(assignment.items()) for p in ps]
-        self.positions = {}
-        self._buffer.clear()
-        await self.client.refresh_metadata(sorted(assignment) or [])
-        await self._fetch_committed(tps)
-        await self._init_positions(tps)
+        assigned = {(t, p) for t, ps in assignment.items() for p in ps}
         self._rejoin = False
+        if protocol == "cooperative-sticky":
+            revoked = self.owned - assigned
+            if revoked:
+                # KIP-429: give them up now and join again, so the leader can hand them over
+                await self._commit_before_revoking(revoked)
+                self._give_up(revoked, "revoked")
+                self._rejoin = True
+        elif self.owned - assigned:
+            self._give_up(self.owned - assigned, "revoked")
+        await self._take(assigned - self.owned)
         if self._hb_task is None:
             self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
 
@@ -567,24 +792,128 @@ class Consumer:
     async def _heartbeat_loop(self):
         while True:
             await asyncio.sleep(self.heartbeat_interval)
+            if self._joining or self._rejoin:
+                continue
+            generation = self.generation
             try:
                 req = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation,
                                        member_id=self.member_id,
                                        group_instance_id=self.group_instance_id)
                 resp = await self._group_send(req)
-                if resp.error_code in (27, 25, 22):
-                    if resp.error_code != 27:
-                        self.member_id = "" if resp.error_code == 25 else self.member_id
+                if resp.error_code in (27, 25, 22) and generation == self.generation \
+                        and not self._joining:
+                    if resp.error_code != 27:      # the membership is gone: its partitions are lost
+                        self.generation = -1
+                        if resp.error_code == 25:
+                            self.member_id = ""
                     self._rejoin = True
             except (KafkaConnectionError, KafkaError):
                 self.coordinator = None
 
+    # -- the consumer group protocol (KIP-848) ----------------------------------------------------
+    async def _cg_start(self):
+        self.member_epoch = 0
+        self._cg_wake = asyncio.Event()
+        await self._cg_heartbeat()
+        await self._cg_reconcile()
+        self._hb_task = asyncio.get_running_loop().create_task(self._cg_loop())
+
+    def _topic_id(self, name):
+        t = self.client.topics.get(name)
+        return None if t is None else t.topic_id
+
+    async def _cg_heartbeat(self, leave: bool = False):
+        H = ConsumerGroupHeartbeatRequest
+        if self._pattern is not None:
+            await self.client.refresh_metadata(None)
+        owned: dict = defaultdict(list)
+        for t, p in self.owned:
+            owned[t].append(p)
+        tps = []
+        for t, ps in sorted(owned.items()):
+            tid = self._topic_id(t)
+            if tid is not None:
+                tps.append(H.TopicPartitions(topic_id=tid, partitions=sorted(ps)))
+        if leave:
+            epoch = -2 if self.group_instance_id else -1
+        else:
+            epoch = self.member_epoch
+        req = H(group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
+                instance_id=self.group_instance_id, rack_id=None,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+                subscribed_topic_names=self._subscribed_topics(), subscribed_topic_regex=None,
+                server_assignor=self.remote_assignor, topic_partitions=tps)
+        resp = await self._group_send(req, max_version=0)
+        if leave:
+            return
+        code = resp.error_code
+        if code in (25, 110):              # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: join again
+            self.member_epoch = 0
+            self._cg_lost = True
+            self._cg_target = None
+            return
+        if code:
+            self._cg_error = _err(code, resp.error_message,
+                                  f"ConsumerGroupHeartbeat of group {self.group_id} failed: ")
+            return
+        if resp.member_id:
+            self.member_id = resp.member_id
+        self.member_epoch = resp.member_epoch
+        self.generation = resp.member_epoch
+        if resp.heartbeat_interval_ms > 0:
+            self.heartbeat_interval = resp.heartbeat_interval_ms / 1000.0
+        if resp.assignment is not None:
+            names = {t.topic_id: n for n, t in self.client.topics.items()}
+            ids = [tp.topic_id for tp in resp.assignment.topic_partitions]
+            if any(i not in names for i in ids):
+                await self.client.refresh_metadata(None)
+                names = {t.topic_id: n for n, t in self.client.topics.items()}
+            self._cg_target = {(names[tp.topic_id], p) for tp in resp.assignment.topic_partitions
+                               if tp.topic_id in names for p in tp.partitions}
+
+    async def _cg_loop(self):
+        while True:
+            try:
+                await asyncio.wait_for(self._cg_wake.wait(), self.heartbeat_interval)
+            except asyncio.TimeoutError:
+                pass
+            self._cg_wake.clear()
+            try:
+                await self._cg_heartbeat()
+            except (KafkaConnectionError, KafkaError):
+                self.coordinator = None
+                await asyncio.sleep(0.1)
+
+    async def _cg_reconcile(self):
+        """Bring the owned partitions to the coordinator's target, as Java's new consumer does in
+        poll: revoke first, then take the new ones, and report at once."""
+        if self._cg_error is not None:
+            e, self._cg_error = self._cg_error, None
+            raise e
+        changed = False
+        if self._cg_lost:
+            self._cg_lost = False
+            if self.owned:
+                self._give_up(set(self.owned), "lost")
+            changed = True
+        target, self._cg_target = self._cg_target, None
+        if target is not None and (target != self.owned or not self._cg_reconciled):
+            revoked = self.owned - target
+            if revoked:
+                await self._commit_before_revoking(revoked)
+                self._give_up(revoked, "revoked")
+            self._cg_reconciled = True
+            await self._take(target - self.owned)
+            changed = True
+        if changed and self._cg_wake is not None:
+            self._cg_wake.set()
+
     async def commit(self, offsets: dict[tuple[str, int], int] | None = None):
         if self.group_id is None:
-            return
+            return True
         offsets = dict(self.positions) if offsets is None else offsets
         if not offsets:
-            return
+            return True
         C = OffsetCommitRequest
         by_topic = defaultdict(list)
         for (t, p), o in offsets.items():
@@ -595,36 +924,52 @@ class Consumer:
                 member_id=self.member_id, group_instance_id=self.group_instance_id,
                 retention_time_ms=-1,
                 topics=[C.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        resp = await self._group_send(req, max_version=8)
+        # a consumer-protocol member commits with its member epoch (v9 names the field so)
+        resp = await self._group_send(req, max_version=9 if self.group_protocol == "consumer" else 8)
+        rebalancing = False
         for t in resp.topics:
             for p in t.partitions:
-                if p.error_code in (27, 25, 22):
-                    self._rejoin = True
+                if p.error_code in (27, 25, 22, 110, 113):  # the membership moved on: not committed
+                    rebalancing = True
+                    if self.group_protocol != "consumer":
+                        self._rejoin = True
                 elif p.error_code:
                     raise _err(p.error_code, None, "OffsetCommit failed: ")
+        if rebalancing:
+            return False
         self.committed_positions.update(offsets)
         self._last_commit = time.monotonic()
+        return True
 
     async def close(self, commit: bool = True):
         if self._hb_task is not None:
             self._hb_task.cancel()
             self._hb_task = None
-        if self.group_id is not None and self.member_id:
-            try:
-                if commit and self.enable_auto_commit:
-                    await self.commit()
-                conn = await self._coordinator_conn()
-                version = conn.pick_version(LeaveGroupRequest.API_KEY)
-                L = LeaveGroupRequest
-                if version >= 3:
-                    req = L(group_id=self.group_id, members=[L.MemberIdentity(
-                        member_id=self.member_id, group_instance_id=self.group_instance_id,
-                        reason="the consumer is being closed")])
-                else:
-                    req = L(group_id=self.group_id, member_id=self.member_id)
-                await conn.send(req, version=version, timeout=5)
-            except (KafkaConnectionError, KafkaError):
-                pass
+        if self.group_id is None or not self.member_id:
+            return
+        try:
+            if commit and self.enable_auto_commit:
+                await self.commit()
+        except (KafkaConnectionError, KafkaError):
+            pass
+        if self.owned:                      # Java's onLeavePrepare
+            self._give_up(set(self.owned), "revoked" if self.generation >= 0 else "lost")
+        try:
+            if self.group_protocol == "consumer":
+                await self._cg_heartbeat(leave=True)
+                return
+            conn = await self._coordinator_conn()
+            version = conn.pick_version(LeaveGroupRequest.API_KEY)
+            L = LeaveGroupRequest
+            if version >= 3:
+                req = L(group_id=self.group_id, members=[L.MemberIdentity(
+                    member_id=self.member_id, group_instance_id=self.group_instance_id,
+                    reason="the consumer is being closed")])
+            else:
+                req = L(group_id=self.group_id, member_id=self.member_id)
+            await conn.send(req, version=version, timeout=5)
+        except (KafkaConnectionError, KafkaError):
+            pass
 
     # -- fetching -------------------------------------------------------------------------------
     async def poll(self, timeout: float) -> list[ConsumerRecord]:
@@ -633,7 +978,7 @@ class Consumer:
             out = list(self._buffer)
             self._buffer.clear()
             return out
-        if self._rejoin:
+        if self._rejoin or self.group_protocol == "consumer" and self.group_id is not None:
             await self._join()
         if self.enable_auto_commit and time.monotonic() - self._last_commit > self.auto_commit_interval:
             await self.commit()

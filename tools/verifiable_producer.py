@@ -20,13 +20,13 @@ record's timestamp; later ones move forward by the time passed), --value-prefix,
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 import time
 
 from protocol.errors import KafkaError
-from tools.common import cluster_from, java_exception_class, load_properties, run
+from tools.common import cluster_from, java_exception_class, load_properties, run_parsed
+from tools.common import json_event as event
 from tools.kclient import Producer
 from tools.transactions import Parser
 
@@ -61,11 +61,6 @@ def build_parser() -> Parser:
                    help="If specified, each produced record will have a key starting at 0 increment by 1 up to the "
                         "number specified (exclusive), then the key is set to 0 again")
     return p
-
-
-def event(name: str, **fields) -> None:
-    print(json.dumps({"timestamp": int(time.time() * 1000), "name": name, **fields}, separators=(",", ":")),
-          flush=True)
 
 
 def _failure(error) -> tuple[str, str]:
@@ -143,15 +138,7 @@ async def execute(a) -> int:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        parser.print_help()
-        return 0
-
-    def body(argv_):
-        return execute(parser.parse_args(argv_))
-    return run(body, args, error_prefix="")
+    return run_parsed(build_parser(), execute, argv, help_when_empty=True)
 
 
 if __name__ == "__main__":

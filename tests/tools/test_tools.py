@@ -547,15 +547,29 @@ def test_perf_tool_arguments(tmp_path):
 
 # -- consumer groups (need the group coordinator) ----------------------------------------
 
-def test_console_consumer_group_commits(kafka, needs):
+@pytest.mark.parametrize("group_props", [
+    [],
+    ["--consumer-property", "partition.assignment.strategy=org.apache.kafka.clients.consumer.CooperativeStickyAssignor"],
+    ["--consumer-property", "group.protocol=consumer"],
+], ids=["classic-range", "classic-cooperative", "consumer-protocol"])
+def test_console_consumer_group_commits(kafka, needs, group_props):
     needs(FIND_COORDINATOR, JOIN_GROUP)
     t = make_topic(kafka, needs)
     produce(kafka, t, [f"g{i}" for i in range(6)])
     g = name("grp")
-    r = consume(kafka, t, "--group", g, "--from-beginning", n=4, timeout_ms=15000)
+    r = consume(kafka, t, "--group", g, "--from-beginning", *group_props, n=4, timeout_ms=15000)
     assert r.rc == 0 and r.lines == ["g0", "g1", "g2", "g3"], r
-    r = consume(kafka, t, "--group", g, "--from-beginning", n=2, timeout_ms=15000)
+    r = consume(kafka, t, "--group", g, "--from-beginning", *group_props, n=2, timeout_ms=15000)
     assert r.rc == 0 and r.lines == ["g4", "g5"], r
+    r = tool("kafka-consumer-groups", "--bootstrap-server", kafka.bootstrap, "--describe", "--group", g)
+    assert r.rc == 0 and re.search(rf"\b{t}\s+0\s+6\s+6\s+0\b", r.out), r
+
+
+def test_console_consumer_group_settings_refused(kafka):
+    r = consume(kafka, "any", "--group", "g", "--consumer-property", "group.protocol=streams")
+    assert r.rc == 1 and "Invalid value streams for configuration group.protocol" in r.err, r
+    r = consume(kafka, "any", "--group", "g", "--consumer-property", "partition.assignment.strategy=x.Y")
+    assert r.rc == 1 and "Class x.Y cannot be found" in r.err, r
 
 
 def test_cluster_tool(kafka):

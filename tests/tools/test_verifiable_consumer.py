@@ -1,0 +1,295 @@
+"""kafka-verifiable-consumer.sh against a real broker: Kafka's JSON event lines, the records and
+offsets they name checked against what kafka-python wrote and what the group committed, and
+groups of two members under each classic assignor (eager ones revoke everything, the cooperative
+one only what moves), with a kafka-python member in the group, and under the consumer group
+protocol of KIP-848."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+from tests.support import BrokerProcess, broker_command_available
+from tests.support.broker import running
+from tests.tools.conftest import BIN, tool
+
+PARTITIONS = 4
+PROPS = {
+    # heartbeats short enough for the tests (Kafka's defaults are 3 s classic, 5 s consumer)
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.min.heartbeat.interval.ms": 500,
+}
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    ok, why = broker_command_available()
+    if not ok:
+        pytest.skip(why)
+    with running(BrokerProcess(tmp_path_factory.mktemp("vc-broker"), name="vc-broker", props=PROPS)) as b:
+        yield b
+
+
+def events(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def topic_with_records(kafka, n: int) -> tuple[str, dict]:
+    """A topic of PARTITIONS partitions holding ``n`` keyed records written by kafka-python;
+    returns it and {(partition, offset): (key, value)}."""
+    topic = "vc-" + uuid.uuid4().hex[:6]
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    finally:
+        admin.close()
+    p = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
+    futures = [(f"k{i % 37}", f"value-{i}", p.send(topic, key=f"k{i % 37}".encode(), value=f"value-{i}".encode()))
+               for i in range(n)]
+    p.flush()
+    written = {}
+    for k, v, f in futures:
+        md = f.get(timeout=10)
+        written[(md.partition, md.offset)] = (k, v)
+    p.close()
+    return topic, written
+
+
+def committed(kafka, group: str, topic: str) -> dict[int, int]:
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        offsets = admin.list_group_offsets(group)[group]
+    finally:
+        admin.close()
+    return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic}
+
+
+def test_events_records_and_commits(kafka):
+    topic, written = topic_with_records(kafka, 300)
+    group = "vc-g-" + uuid.uuid4().hex[:6]
+    r = tool("kafka-verifiable-consumer", "--bootstrap-server", kafka.bootstrap, "--topic", topic,
+             "--group-id", group, "--max-messages", 300, "--verbose", timeout=60)
+    assert r.rc == 0, r
+    ev = events(r.out)
+    names = [e["name"] for e in ev]
+    assert names[:2] == ["startup_complete", "partitions_assigned"], names
+    assert names[-2:] == ["partitions_revoked", "shutdown_complete"], names
+    assert list(ev[0]) == ["timestamp", "name"]
+    everything = [{"topic": topic, "partition": p} for p in range(PARTITIONS)]
+    assert ev[1]["partitions"] == everything
+    assert ev[-2]["partitions"] == everything
+    # every record once, as written, each batch summed up after its records and committed after
+    seen = {}
+    commits = {}
+    pending = {}
+    for e in ev[2:-2]:
+        if e["name"] == "record_data":
+            assert list(e) == ["timestamp", "name", "key", "value", "topic", "partition", "offset"]
+            assert e["topic"] == topic
+            key = (e["partition"], e["offset"])
+            assert key not in seen
+            seen[key] = (e["key"], e["value"])
+            pending.setdefault(e["partition"], []).append(e["offset"])
+        elif e["name"] == "records_consumed":
+            assert e["count"] == sum(len(v) for v in pending.values())
+            for s in e["partitions"]:
+                offs = pending.pop(s["partition"])
+                assert (s["topic"], s["count"], s["minOffset"], s["maxOffset"]) == \
+                    (topic, len(offs), offs[0], offs[-1])
+            assert not pending
+        elif e["name"] == "offsets_committed":
+            assert e["success"] is True and "error" not in e
+            for o in e["offsets"]:
+                commits[o["partition"]] = o["offset"]
+        else:
+            pytest.fail(f"unexpected event {e}")
+    assert seen == written
+    ends = {p: 1 + max(o for (q, o) in written if q == p) for p, _ in written}
+    assert commits == ends
+    assert committed(kafka, group, topic) == ends
+
+
+def test_no_offset_and_reset_none(kafka):
+    """--reset-policy none on a group with no offsets: the error goes to stderr, the consumer is
+    closed, and the exit status is 0, as Kafka's tool (which catches every error in its loop)."""
+    topic, _ = topic_with_records(kafka, 10)
+    r = tool("kafka-verifiable-consumer", "--bootstrap-server", kafka.bootstrap, "--topic", topic,
+             "--group-id", "vc-none-" + uuid.uuid4().hex[:6], "--reset-policy", "none", timeout=60)
+    assert r.rc == 0, r
+    assert "Undefined offset with no reset policy for partition" in r.err
+    names = [e["name"] for e in events(r.out)]
+    assert names[0] == "startup_complete" and names[-1] == "shutdown_complete"
+    assert "records_consumed" not in names
+
+
+def test_bad_options(kafka):
+    r = tool("kafka-verifiable-consumer", "--bootstrap-server", kafka.bootstrap, "--topic", "t",
+             "--group-id", "g", "--assignment-strategy", "org.example.NoSuchAssignor")
+    assert r.rc == 1 and "Class org.example.NoSuchAssignor cannot be found" in r.err, r
+    r = tool("kafka-verifiable-consumer", "--bootstrap-server", kafka.bootstrap, "--topic", "t",
+             "--group-id", "g", "--group-protocol", "share")
+    assert r.rc == 1 and "Invalid value share for configuration group.protocol" in r.err, r
+    r = tool("kafka-verifiable-consumer", "--bootstrap-server", kafka.bootstrap, "--topic", "t")
+    assert r.rc != 0 and "--group-id" in r.err, r
+
+
+class Member:
+    """A verifiable consumer running in the background; its events are read as they come."""
+
+    def __init__(self, kafka, topic, group, *args):
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen(
+            [str(BIN / "kafka-verifiable-consumer.sh"), "--bootstrap-server", kafka.bootstrap,
+             "--topic", topic, "--group-id", group, *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+        self.events: list[dict] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.events.append(json.loads(line))
+
+    def owned(self) -> set[int]:
+        """The partitions the listener events say it holds now."""
+        held: set[int] = set()
+        for e in list(self.events):
+            if e["name"] == "partitions_assigned":
+                held |= {p["partition"] for p in e["partitions"]}
+            elif e["name"] == "partitions_revoked":
+                held -= {p["partition"] for p in e["partitions"]}
+        return held
+
+    def named(self, name):
+        return [e for e in list(self.events) if e["name"] == name]
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self._reader.join(timeout=5)
+        return self.proc.stderr.read()
+
+
+def wait_until(cond, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def split_between(a: Member, b: Member) -> bool:
+    oa, ob = a.owned(), b.owned()
+    return bool(oa) and bool(ob) and not oa & ob and oa | ob == set(range(PARTITIONS))
+
+
+@pytest.mark.parametrize("strategy", ["org.apache.kafka.clients.consumer.RangeAssignor",
+                                      "roundrobin",
+                                      "org.apache.kafka.clients.consumer.StickyAssignor",
+                                      "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"])
+def test_two_members_classic(kafka, strategy):
+    topic, written = topic_with_records(kafka, 200)
+    group = "vc-2-" + uuid.uuid4().hex[:6]
+    a = Member(kafka, topic, group, "--assignment-strategy", strategy, "--enable-autocommit")
+    b = None
+    try:
+        wait_until(lambda: a.owned() == set(range(PARTITIONS)), what="the first member's assignment")
+        b = Member(kafka, topic, group, "--assignment-strategy", strategy, "--enable-autocommit")
+        wait_until(lambda: split_between(a, b), what="the partitions split between two members")
+        revoked = [{p["partition"] for p in e["partitions"]} for e in a.named("partitions_revoked")]
+        if "Cooperative" in strategy:
+            # only what moved to the new member was revoked, in one step
+            assert revoked == [b.owned()], (a.events, b.events)
+            # and handed over only in the round after the revocation (KIP-429): the round b
+            # joined in gave it nothing, as all four partitions were a's
+            assert b.named("partitions_assigned")[0]["partitions"] == [], (a.events, b.events)
+        else:
+            # an eager member gives up everything before it joins again
+            assert revoked[0] == set(range(PARTITIONS)), a.events
+    finally:
+        err_a = a.stop()
+        err_b = b.stop() if b else ""
+    assert a.events[-1]["name"] == "shutdown_complete", err_a
+    assert b.events[-1]["name"] == "shutdown_complete", err_b
+    consumed = {(s["partition"], o) for m in (a, b) for e in m.named("records_consumed")
+                for s in e["partitions"] for o in range(s["minOffset"], s["maxOffset"] + 1)}
+    assert consumed == set(written)
+
+
+def test_classic_group_with_kafka_python(kafka):
+    """Our member and a kafka-python member in one roundrobin group: whichever leads, the
+    other's subscription (ours is ConsumerProtocol v2 with owned partitions) is understood."""
+    topic, _ = topic_with_records(kafka, 40)
+    group = "vc-kp-" + uuid.uuid4().hex[:6]
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    kp = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
+                       partition_assignment_strategy=[RoundRobinPartitionAssignor],
+                       heartbeat_interval_ms=300, auto_offset_reset="earliest")
+    kp.subscribe([topic])
+    m = None
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            kp.poll(timeout_ms=100)
+    spinner = threading.Thread(target=spin, daemon=True)
+    try:
+        wait_until(lambda: (kp.poll(timeout_ms=100) is not None) and len(kp.assignment()) == PARTITIONS,
+                   what="kafka-python's assignment")
+        spinner.start()
+        m = Member(kafka, topic, group, "--assignment-strategy", "roundrobin", "--enable-autocommit")
+
+        def split():
+            mine = m.owned()
+            theirs = {tp.partition for tp in kp.assignment()}
+            return len(mine) == 2 and len(theirs) == 2 and mine | theirs == set(range(PARTITIONS))
+        wait_until(split, what="the split with kafka-python")
+    finally:
+        stop.set()
+        if spinner.is_alive():
+            spinner.join(timeout=10)
+        if m is not None:
+            m.stop()
+        kp.close()
+
+
+def test_consumer_group_protocol(kafka):
+    topic, written = topic_with_records(kafka, 200)
+    group = "vc-848-" + uuid.uuid4().hex[:6]
+    a = Member(kafka, topic, group, "--group-protocol", "consumer")
+    b = None
+    try:
+        wait_until(lambda: a.owned() == set(range(PARTITIONS)), what="the first member's assignment")
+        b = Member(kafka, topic, group, "--group-protocol", "CONSUMER", "--group-remote-assignor", "uniform")
+        wait_until(lambda: split_between(a, b), what="the partitions split between two members")
+        # revocation before reassignment: b never held a partition a still held
+        for e in b.named("partitions_assigned"):
+            assert e["partitions"] == [] or e["timestamp"] >= a.named("partitions_revoked")[0]["timestamp"]
+    finally:
+        err_a = a.stop()
+        err_b = b.stop() if b else ""
+    assert a.events[-1]["name"] == "shutdown_complete", err_a
+    assert b.events[-1]["name"] == "shutdown_complete", err_b
+    commits = [e for m in (a, b) for e in m.named("offsets_committed")]
+    assert commits and all(e["success"] for e in commits), commits
+    consumed = {(s["partition"], o) for m in (a, b) for e in m.named("records_consumed")
+                for s in e["partitions"] for o in range(s["minOffset"], s["maxOffset"] + 1)}
+    assert consumed == set(written)
+    final = committed(kafka, group, topic)
+    ends = {p: 1 + max(o for (q, o) in written if q == p) for p, _ in written}
+    assert final == ends
