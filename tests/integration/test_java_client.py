@@ -5,7 +5,8 @@
 (slf4j-api, lz4-java, snappy-java, zstd-jni; Debian packages these as liblz4-java,
 libsnappy-java, libzstd-jni-java, libslf4j-java) -- and run once against one broker.  Each of its
 checks becomes one test here, once on a single broker and once on a three-broker ZooKeeper
-cluster with replication factor 3:
+cluster with replication factor 3. ``test_java_member_joins_our_tool`` puts a Java member into a
+group that the project's own ``kafka-verifiable-consumer.sh`` holds:
 
     ODRADEK_KAFKA_CLIENTS_CP=kafka-clients-3.6.2.jar:/usr/share/java/slf4j-api.jar:... \\
         python -m pytest -m java tests/integration/test_java_client.py
@@ -109,3 +110,50 @@ def test_java_client_on_a_cluster(cluster_results, check):
     assert check in cluster_results, f"the driver printed no result for {check}"
     r = cluster_results[check]
     assert r["ok"], r["detail"]
+
+
+@pytest.mark.parametrize("strategy", ["org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+                                      "org.apache.kafka.clients.consumer.RoundRobinAssignor", "consumer"])
+def test_java_member_joins_our_tool(tmp_path_factory, strategy):
+    """A Java consumer joins a group that Odradek's kafka-verifiable-consumer.sh holds: the Java
+    leader reads our member's subscription (ConsumerProtocol v2 with owned partitions and
+    generation) and the two end with two partitions each; under cooperative-sticky our member
+    gives up only the two that move, and under the consumer protocol the coordinator assigns."""
+    import re
+    import uuid
+
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    from tests.support.verifiable import Member, wait_until
+    work = tmp_path_factory.mktemp("java-mixed")
+    props = {"group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 500}
+    with running(BrokerProcess(work, name="broker", props=props)) as b:
+        topic, group = "jm-" + uuid.uuid4().hex[:6], "jmg-" + uuid.uuid4().hex[:6]
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        try:
+            admin.create_topics([NewTopic(topic, 4, 1)])
+        finally:
+            admin.close()
+        ours = ["--group-protocol", "consumer"] if strategy == "consumer" else ["--assignment-strategy", strategy]
+        m = Member(b, topic, group, *ours)
+        try:
+            wait_until(lambda: m.owned() == {0, 1, 2, 3}, what="our member's assignment")
+            got = run_checks(work, b.bootstrap, checks=["join_tool_group"],
+                             jvm_args=[f"-Dtool.topic={topic}", f"-Dtool.group={group}", f"-Dtool.strategy={strategy}"])
+            r = got["join_tool_group"]
+            assert r["ok"], r["detail"]
+            java = {int(x) for x in re.findall(r"\d+", r["detail"])}
+            assert len(java) == 2
+            revoked = [{p["partition"] for p in e["partitions"]} for e in m.named("partitions_revoked")]
+            assert revoked, m.events
+            if strategy != "org.apache.kafka.clients.consumer.RoundRobinAssignor":
+                # incremental: only what the Java member took was given up
+                assert revoked[0] == java, m.events
+            else:
+                assert revoked[0] == {0, 1, 2, 3}, m.events
+            # the Java member held its two partitions for two seconds; ours held the other two
+            assert {0, 1, 2, 3} - java in m.history(), m.events
+        finally:
+            err = m.stop()
+        assert m.events[-1]["name"] == "shutdown_complete", err

@@ -53,6 +53,9 @@ public class JavaClientCheck {
         // needs a SASL/SCRAM-SHA-512 client config and delegation.token.secret.key on the broker:
         // run only when named
         if (only.contains("delegation_tokens")) checks.put("delegation_tokens", JavaClientCheck::delegationTokens);
+        // joins a group that Odradek's kafka-verifiable-consumer.sh holds (-Dtool.topic, -Dtool.group,
+        // -Dtool.strategy): run only when named, by tests/integration/test_java_client.py
+        if (only.contains("join_tool_group")) checks.put("join_tool_group", JavaClientCheck::joinToolGroup);
         for (Map.Entry<String, Check> e : checks.entrySet()) {
             if (!only.isEmpty() && !only.contains(e.getKey())) continue;
             String detail;
@@ -402,6 +405,30 @@ public class JavaClientCheck {
             c2.subscribe(List.of(t));
             requireSplit(c1, c2, 45000);
             return "4 partitions split 2/2 by cooperative-sticky";
+        }
+    }
+
+    /** A Java member joins a four-partition group another client holds; it waits for two of them
+     * and holds them for two seconds (the split must be stable), then leaves. */
+    static String joinToolGroup() throws Exception {
+        String t = System.getProperty("tool.topic"), g = System.getProperty("tool.group");
+        String strategy = System.getProperty("tool.strategy");
+        Map<String, Object> conf = strategy.equals("consumer")
+            ? Map.of("group.id", g, "group.protocol", "consumer")
+            : Map.of("group.id", g, "partition.assignment.strategy", strategy);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(conf)) {
+            c.subscribe(List.of(t));
+            long deadline = System.currentTimeMillis() + 45000;
+            while (c.assignment().size() != 2 && System.currentTimeMillis() < deadline) c.poll(Duration.ofMillis(100));
+            require(c.assignment().size() == 2, "holds " + c.assignment());
+            Set<TopicPartition> held = new HashSet<>(c.assignment());
+            long until = System.currentTimeMillis() + 2000;
+            while (System.currentTimeMillis() < until) c.poll(Duration.ofMillis(100));
+            require(c.assignment().equals(held), "moved from " + held + " to " + c.assignment());
+            List<Integer> ps = new ArrayList<>();
+            for (TopicPartition tp : held) ps.add(tp.partition());
+            Collections.sort(ps);
+            return "partitions " + ps;
         }
     }
 

@@ -6,11 +6,7 @@ protocol of KIP-848."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import threading
-import time
 import uuid
 
 import pytest
@@ -19,7 +15,8 @@ from kafka.admin import NewTopic
 
 from tests.support import BrokerProcess, broker_command_available
 from tests.support.broker import running
-from tests.tools.conftest import BIN, tool
+from tests.support.verifiable import Member, wait_until
+from tests.tools.conftest import tool
 
 PARTITIONS = 4
 PROPS = {
@@ -139,58 +136,6 @@ def test_bad_options(kafka):
     assert r.rc == 1 and "Invalid value share for configuration group.protocol" in r.err, r
     r = tool("kafka-verifiable-consumer", "--bootstrap-server", kafka.bootstrap, "--topic", "t")
     assert r.rc != 0 and "--group-id" in r.err, r
-
-
-class Member:
-    """A verifiable consumer running in the background; its events are read as they come."""
-
-    def __init__(self, kafka, topic, group, *args):
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
-        self.proc = subprocess.Popen(
-            [str(BIN / "kafka-verifiable-consumer.sh"), "--bootstrap-server", kafka.bootstrap,
-             "--topic", topic, "--group-id", group, *map(str, args)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
-        self.events: list[dict] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.events.append(json.loads(line))
-
-    def owned(self) -> set[int]:
-        """The partitions the listener events say it holds now."""
-        held: set[int] = set()
-        for e in list(self.events):
-            if e["name"] == "partitions_assigned":
-                held |= {p["partition"] for p in e["partitions"]}
-            elif e["name"] == "partitions_revoked":
-                held -= {p["partition"] for p in e["partitions"]}
-        return held
-
-    def named(self, name):
-        return [e for e in list(self.events) if e["name"] == name]
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-        self._reader.join(timeout=5)
-        return self.proc.stderr.read()
-
-
-def wait_until(cond, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def split_between(a: Member, b: Member) -> bool:
