@@ -5,8 +5,8 @@
 (slf4j-api, lz4-java, snappy-java, zstd-jni; Debian packages these as liblz4-java,
 libsnappy-java, libzstd-jni-java, libslf4j-java) -- and run once against one broker.  Each of its
 checks becomes one test here, once on a single broker and once on a three-broker ZooKeeper
-cluster with replication factor 3. ``test_java_member_joins_our_tool`` puts a Java member into a
-group that the project's own ``kafka-verifiable-consumer.sh`` holds:
+cluster with replication factor 3 (``test_java_member_joins_our_tool`` also puts a Java member
+into a group that the project's own ``kafka-verifiable-consumer.sh`` holds):
 
     ODRADEK_KAFKA_CLIENTS_CP=kafka-clients-3.6.2.jar:/usr/share/java/slf4j-api.jar:... \\
         python -m pytest -m java tests/integration/test_java_client.py
