@@ -397,6 +397,7 @@ def refuse_bootstrap_controller(value) -> None:
 # own (capitalised words + "Exception" is the rule for the rest).
 JAVA_EXCEPTIONS = {
     3: "UnknownTopicOrPartitionException", 5: "LeaderNotAvailableException", 7: "TimeoutException",
+    10: "RecordTooLargeException",
     15: "CoordinatorNotAvailableException", 16: "NotCoordinatorException", 24: "InvalidGroupIdException",
     25: "UnknownMemberIdException", 27: "RebalanceInProgressException", 29: "TopicAuthorizationException",
     30: "GroupAuthorizationException", 31: "ClusterAuthorizationException", 68: "GroupNotEmptyException",

@@ -9,7 +9,7 @@ import time
 
 from tools.common import (OptionParser, ToolError, UsageError, cluster_from, load_properties,
                           parse_kv_list, parse_or_exit, require, run, topic_matcher)
-from tools.kclient import EARLIEST, LATEST, Consumer, assignor_names
+from tools.kclient import EARLIEST, LATEST, Consumer, consumer_settings
 
 DESCRIPTION = "Prints the messages of a topic (or of the topics matching --include) on standard output."
 
@@ -132,7 +132,7 @@ def check_args(p, o):
                              f"are 'earliest', 'latest', or a non-negative long.")
 
 
-def consumer_settings(p, o):
+def consumer_props(p, o):
     file_props = {}
     for key in ("command-config", "consumer.config"):
         if o.get(key):
@@ -166,48 +166,18 @@ def consumer_settings(p, o):
     return props
 
 
-def group_settings(props) -> dict:
-    """group.protocol (classic or consumer), partition.assignment.strategy (classic) and
-    group.remote.assignor (consumer) from the consumer properties, checked as Kafka checks them."""
-    protocol = props.get("group.protocol", "classic").strip().lower()
-    if protocol not in ("classic", "consumer"):
-        raise ToolError(f"Invalid value {props['group.protocol']} for configuration group.protocol: "
-                        f"String must be one of (case insensitive): CLASSIC, CONSUMER")
-    out = {"group_protocol": protocol, "group_remote_assignor": props.get("group.remote.assignor")}
-    try:
-        out["assignors"] = assignor_names(props.get(
-            "partition.assignment.strategy",
-            "org.apache.kafka.clients.consumer.RangeAssignor,"
-            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"))
-    except ValueError as e:
-        raise ToolError(str(e)) from None
-    return out
-
-
 async def consume(o, props) -> int:
     fmt_props = {}
     if o.get("formatter-config"):
         fmt_props.update(load_properties(o["formatter-config"]))
     fmt_props.update(parse_kv_list(o["property"]))
     formatter = Formatter(fmt_props)
-    if props["auto.offset.reset"] not in ("earliest", "latest", "none"):
-        raise ToolError(f"Invalid value {props['auto.offset.reset']} for configuration "
-                        f"auto.offset.reset: String must be one of: latest, earliest, none")
+    try:
+        settings = consumer_settings(props)
+    except ValueError as e:
+        raise ToolError(str(e)) from None
     client = await cluster_from(o, props, client_id=props["client.id"])
-    group = props.get("group.id")
-    b = lambda k, d: props.get(k, d).strip().lower() == "true"  # noqa: E731
-    consumer = Consumer(
-        client, group_id=group, auto_offset_reset=props["auto.offset.reset"],
-        isolation_level=1 if props.get("isolation.level") == "read_committed" else 0,
-        enable_auto_commit=b("enable.auto.commit", "true"),
-        auto_commit_interval_ms=int(props.get("auto.commit.interval.ms", 5000)),
-        session_timeout_ms=int(props.get("session.timeout.ms", 45000)),
-        heartbeat_interval_ms=int(props.get("heartbeat.interval.ms", 3000)),
-        fetch_max_wait_ms=int(props.get("fetch.max.wait.ms", 500)),
-        fetch_min_bytes=int(props.get("fetch.min.bytes", 1)),
-        max_partition_fetch_bytes=int(props.get("max.partition.fetch.bytes", 1048576)),
-        group_instance_id=props.get("group.instance.id"), client_id=props["client.id"],
-        **group_settings(props))
+    consumer = Consumer(client, **settings)
     count = 0
     max_messages = o.get("max-messages")
     if max_messages is not None and max_messages < 0:
@@ -314,7 +284,7 @@ def main(argv=None) -> int:
     def body(args):
         o = parse_or_exit(p, args)
         check_args(p, o)
-        props = consumer_settings(p, o)
+        props = consumer_props(p, o)
         if not o.get("group") and "group.id" not in props:
             props["group.id"] = None
             props.setdefault("enable.auto.commit", "false")

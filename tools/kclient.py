@@ -478,6 +478,45 @@ def plan_assignment(protocol: str, metadata: dict[str, bytes], partitions: dict[
     return sticky_assign(full, partitions, cooperative=protocol == "cooperative-sticky")
 
 
+def consumer_settings(props: dict[str, str]) -> dict:
+    """``Consumer`` keyword arguments from a Java consumer's properties (Kafka's names and
+    defaults); a bad group.protocol, partition.assignment.strategy or auto.offset.reset raises
+    ``ValueError`` with Kafka's message."""
+    def num(key, default):
+        return int(props.get(key, default))
+    protocol = props.get("group.protocol", "classic").strip().lower()
+    if protocol not in ("classic", "consumer"):
+        raise ValueError(f"Invalid value {props['group.protocol']} for configuration group.protocol: "
+                         f"String must be one of (case insensitive): CLASSIC, CONSUMER")
+    reset = props.get("auto.offset.reset", "latest")
+    if reset not in ("earliest", "latest", "none"):
+        raise ValueError(f"Invalid value {reset} for configuration auto.offset.reset: "
+                         f"String must be one of: latest, earliest, none")
+    return dict(
+        group_id=props.get("group.id"),
+        group_instance_id=props.get("group.instance.id"),
+        group_protocol=protocol,
+        group_remote_assignor=props.get("group.remote.assignor"),
+        assignors=assignor_names(props.get(
+            "partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.RangeAssignor,"
+            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor")),
+        auto_offset_reset=reset,
+        enable_auto_commit=props.get("enable.auto.commit", "true").strip().lower() == "true",
+        auto_commit_interval_ms=num("auto.commit.interval.ms", 5000),
+        session_timeout_ms=num("session.timeout.ms", 45000),
+        heartbeat_interval_ms=num("heartbeat.interval.ms", 3000),
+        rebalance_timeout_ms=num("max.poll.interval.ms", 300000),
+        fetch_max_wait_ms=num("fetch.max.wait.ms", 500),
+        fetch_min_bytes=num("fetch.min.bytes", 1),
+        fetch_max_bytes=num("fetch.max.bytes", 52428800),
+        max_partition_fetch_bytes=num("max.partition.fetch.bytes", 1048576),
+        metadata_max_age_ms=num("metadata.max.age.ms", 300000),
+        isolation_level=1 if props.get("isolation.level", "read_uncommitted") == "read_committed" else 0,
+        client_id=props.get("client.id", "consumer"),
+    )
+
+
 # =============================================================================================
 # Consumer
 # =============================================================================================
@@ -502,8 +541,12 @@ class Consumer:
                  fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 1048576,
                  group_instance_id: str | None = None, client_id: str = "console-consumer",
                  assignors: list[str] | tuple[str, ...] = ("range",), group_protocol: str = "classic",
-                 group_remote_assignor: str | None = None, listener=None):
+                 group_remote_assignor: str | None = None, listener=None,
+                 metadata_max_age_ms: int = 300000):
         self.client = client
+        self.metadata_max_age = metadata_max_age_ms / 1000.0
+        self._metadata_checked = time.monotonic()
+        self._joined_topics: list[str] = []
         self.assignors = list(assignors)
         self.group_protocol = group_protocol.lower()
         self.remote_assignor = group_remote_assignor
@@ -631,17 +674,20 @@ class Consumer:
         return resp
 
     # The rebalance listener: Java's ConsumerRebalanceListener as optional methods of
-    # ``listener``; lost partitions go to on_partitions_revoked when on_partitions_lost is absent.
-    def _notify(self, what: str, tps):
+    # ``listener`` (plain functions or coroutines); lost partitions go to on_partitions_revoked
+    # when on_partitions_lost is absent.
+    async def _notify(self, what: str, tps):
         fn = getattr(self.listener, "on_partitions_" + what, None)
         if fn is None and what == "lost":
             fn = getattr(self.listener, "on_partitions_revoked", None)
         if fn is not None:
-            fn(sorted(tps))
+            result = fn(sorted(tps))
+            if asyncio.iscoroutine(result):
+                await result
 
-    def _give_up(self, tps, what: str):
+    async def _give_up(self, tps, what: str):
         """Drop ``tps`` from the assignment after telling the listener (revoked or lost)."""
-        self._notify(what, tps)
+        await self._notify(what, tps)
         for tp in tps:
             self.owned.discard(tp)
             self.positions.pop(tp, None)
@@ -664,7 +710,7 @@ class Consumer:
         offsets first, else the reset policy (whose failure, as in Java's poll, comes after the
         listener heard of the assignment)."""
         self.owned |= set(added)
-        self._notify("assigned", added)
+        await self._notify("assigned", added)
         if not added:
             return
         await self.client.refresh_metadata(sorted({t for t, _ in self.owned}))
@@ -672,6 +718,23 @@ class Consumer:
             self.committed_positions.pop(tp, None)
         await self._fetch_committed(sorted(added))
         await self._init_positions(sorted(added))
+
+    def _snapshot(self):
+        """The subscribed topics that exist and their partition counts: a change (a new topic
+        matching the pattern, a created topic, added partitions) calls for a rebalance."""
+        return sorted((t, len(self.client.topics[t].partitions)) for t in self._topics_now()
+                      if t in self.client.topics)
+
+    async def _check_metadata(self):
+        if time.monotonic() - self._metadata_checked < self.metadata_max_age:
+            return
+        self._metadata_checked = time.monotonic()
+        try:
+            await self.client.refresh_metadata(None if self._pattern is not None else self._subscription)
+        except (KafkaConnectionError, KafkaError):
+            return
+        if self._snapshot() != self._joined_topics:
+            self._rejoin = True
 
     def _subscribed_topics(self):
         return self._topics_now() if self._pattern is not None else list(self._subscription or [])
@@ -691,19 +754,20 @@ class Consumer:
         if self._pattern is not None:
             await self.client.refresh_metadata(None)
         subs = self._subscribed_topics()
+        self._joined_topics = self._snapshot()
         # before joining, as Java's onJoinPrepare: an old membership's partitions are lost; an
         # eager member revokes all it has, a cooperative one those of topics it left
         if self.generation < 0 or not self.member_id:
             if self.owned:
-                self._give_up(set(self.owned), "lost")
+                await self._give_up(set(self.owned), "lost")
         elif not cooperative:
             await self._commit_before_revoking(self.owned)
-            self._give_up(set(self.owned), "revoked")
+            await self._give_up(set(self.owned), "revoked")
         else:
             gone = {tp for tp in self.owned if tp[0] not in subs}
             if gone:
                 await self._commit_before_revoking(gone)
-                self._give_up(gone, "revoked")
+                await self._give_up(gone, "revoked")
         while True:
             J = JoinGroupRequest
             owned: dict = defaultdict(list)
@@ -763,10 +827,10 @@ class Consumer:
             if revoked:
                 # KIP-429: give them up now and join again, so the leader can hand them over
                 await self._commit_before_revoking(revoked)
-                self._give_up(revoked, "revoked")
+                await self._give_up(revoked, "revoked")
                 self._rejoin = True
         elif self.owned - assigned:
-            self._give_up(self.owned - assigned, "revoked")
+            await self._give_up(self.owned - assigned, "revoked")
         await self._take(assigned - self.owned)
         if self._hb_task is None:
             self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
@@ -894,14 +958,14 @@ class Consumer:
         if self._cg_lost:
             self._cg_lost = False
             if self.owned:
-                self._give_up(set(self.owned), "lost")
+                await self._give_up(set(self.owned), "lost")
             changed = True
         target, self._cg_target = self._cg_target, None
         if target is not None and (target != self.owned or not self._cg_reconciled):
             revoked = self.owned - target
             if revoked:
                 await self._commit_before_revoking(revoked)
-                self._give_up(revoked, "revoked")
+                await self._give_up(revoked, "revoked")
             self._cg_reconciled = True
             await self._take(target - self.owned)
             changed = True
@@ -953,7 +1017,7 @@ class Consumer:
         except (KafkaConnectionError, KafkaError):
             pass
         if self.owned:                      # Java's onLeavePrepare
-            self._give_up(set(self.owned), "revoked" if self.generation >= 0 else "lost")
+            await self._give_up(set(self.owned), "revoked" if self.generation >= 0 else "lost")
         try:
             if self.group_protocol == "consumer":
                 await self._cg_heartbeat(leave=True)
@@ -978,6 +1042,9 @@ class Consumer:
             out = list(self._buffer)
             self._buffer.clear()
             return out
+        if self.group_id is not None and self.group_protocol == "classic" and \
+                (self._subscription is not None or self._pattern is not None):
+            await self._check_metadata()
         if self._rejoin or self.group_protocol == "consumer" and self.group_id is not None:
             await self._join()
         if self.enable_auto_commit and time.monotonic() - self._last_commit > self.auto_commit_interval:

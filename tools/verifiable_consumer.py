@@ -35,7 +35,7 @@ from protocol.client import KafkaConnectionError
 from protocol.errors import KafkaError
 from tools.common import ToolError, cluster_from, load_properties, run_parsed
 from tools.common import json_event as event
-from tools.kclient import Consumer, assignor_names
+from tools.kclient import Consumer, consumer_settings
 from tools.transactions import Parser
 
 DESCRIPTION = "This tool consumes messages from a specific topic and emits consumer events (e.g. group " \
@@ -100,40 +100,24 @@ def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", errors="replace")
 
 
-def consumer_settings(a, props: dict[str, str]) -> dict:
+def settings_of(a, props: dict[str, str]) -> dict:
     """The consumer's settings: --consumer.config, then the command line over it (Kafka's order)."""
-    protocol = a.group_protocol.strip().lower()
-    if protocol not in ("classic", "consumer"):
-        raise ToolError(f"Invalid value {a.group_protocol} for configuration group.protocol: "
-                        f"String must be one of (case insensitive): CLASSIC, CONSUMER")
-    reset = a.reset_policy
-    if reset not in ("earliest", "latest", "none"):
-        raise ToolError(f"Invalid value {reset} for configuration auto.offset.reset: "
-                        f"String must be one of: latest, earliest, none")
-    settings = {"group_protocol": protocol}
-    if protocol == "classic":
-        try:
-            settings["assignors"] = assignor_names(a.assignment_strategy)
-        except ValueError as e:
-            raise ToolError(str(e)) from None
+    props = dict(props)
+    props.update({"group.protocol": a.group_protocol, "group.id": a.group_id,
+                  "enable.auto.commit": "true" if a.enable_autocommit else "false",
+                  "auto.offset.reset": a.reset_policy, "session.timeout.ms": str(a.session_timeout)})
+    props.setdefault("client.id", "verifiable-consumer")
+    if a.group_instance_id:
+        props["group.instance.id"] = a.group_instance_id
+    if a.group_protocol.strip().lower() == "consumer":
+        if a.group_remote_assignor:
+            props["group.remote.assignor"] = a.group_remote_assignor
     else:
-        settings["group_remote_assignor"] = a.group_remote_assignor or props.get("group.remote.assignor")
-    settings.update(
-        group_id=a.group_id,
-        group_instance_id=a.group_instance_id or props.get("group.instance.id"),
-        enable_auto_commit=a.enable_autocommit,
-        auto_offset_reset=reset,
-        session_timeout_ms=a.session_timeout,
-        auto_commit_interval_ms=int(props.get("auto.commit.interval.ms", 5000)),
-        heartbeat_interval_ms=int(props.get("heartbeat.interval.ms", 3000)),
-        rebalance_timeout_ms=int(props.get("max.poll.interval.ms", 300000)),
-        fetch_max_wait_ms=int(props.get("fetch.max.wait.ms", 500)),
-        fetch_min_bytes=int(props.get("fetch.min.bytes", 1)),
-        max_partition_fetch_bytes=int(props.get("max.partition.fetch.bytes", 1048576)),
-        isolation_level=1 if props.get("isolation.level") == "read_committed" else 0,
-        client_id=props.get("client.id", "verifiable-consumer"),
-    )
-    return settings
+        props["partition.assignment.strategy"] = a.assignment_strategy
+    try:
+        return consumer_settings(props)
+    except ValueError as e:
+        raise ToolError(str(e)) from None
 
 
 async def execute(a) -> int:
@@ -142,7 +126,7 @@ async def execute(a) -> int:
         build_parser().print_help()
         return 0
     props = load_properties(a.consumer_config) if a.consumer_config else {}
-    settings = consumer_settings(a, props)
+    settings = settings_of(a, props)
     client = await cluster_from({"bootstrap-server": servers}, props, client_id=settings["client_id"])
     consumer = Consumer(client, listener=Listener(), **settings)
     stop = asyncio.Event()
