@@ -228,3 +228,24 @@ def test_bad_command_lines(clusters, tmp_path):
     assert r.rc == 1 and "you must provide a valid group.id" in r.err, r
     r = tool("kafka-mirror-maker", "--help")
     assert r.rc == 0 and "--offset.commit.interval.ms" in r.out, r
+
+
+def test_new_matching_topic_is_picked_up(clusters, tmp_path):
+    """A topic created after the start that matches --include is copied once the consumers'
+    metadata (metadata.max.age.ms) shows it: the group rebalances to take it in."""
+    source, target = clusters
+    tag = uuid.uuid4().hex[:6]
+    first, later = f"mmn-{tag}-1", f"mmn-{tag}-2"
+    create(source, first, 1)
+    write(source, first, 3)
+    c, p = configs(tmp_path, source, target, "mm-" + tag, metadata_max_age_ms=1000)
+    proc = start(c, p, "--include", f"mmn-{tag}-.*")
+    try:
+        assert len(read_all(target, first, 3)) == 3
+        create(source, later, 2)
+        write(source, later, 8)
+        got = read_all(target, later, 8)
+    finally:
+        rc, err = stop(proc)
+    assert rc == 0, err
+    assert sorted(r.value for r in got) == sorted(f"v{i}-".encode() for i in range(8))
