@@ -458,3 +458,15 @@ def topic_matcher(pattern: str | None):
     except re.error as e:
         raise ToolError(f"Invalid topic regular expression {pattern!r}: {e}") from None
     return lambda name: rx.fullmatch(name) is not None
+
+
+def include_list(raw: str, error: str = "{} is an invalid regex."):
+    """Kafka's include list (``TopicFilter.IncludeList``): trimmed, commas as alternatives, spaces
+    and surrounding quotes dropped; returns a predicate on topic names (whole-name match).  A bad
+    expression raises ToolError(``error`` with the raw text)."""
+    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|").replace(" ", "")))
+    try:
+        compiled = re.compile(regex)
+    except re.error:
+        raise ToolError(error.format(raw)) from None
+    return lambda topic: compiled.fullmatch(topic) is not None

@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import re
 import signal
 import sys
 import time
 
 from protocol.client import KafkaConnectionError
 from protocol.errors import KafkaError
-from tools.common import (OptionParser, ToolError, cluster_from, java_error, load_properties,
-                          parse_or_exit, require, run)
+from tools.common import (OptionParser, ToolError, cluster_from, include_list, java_error,
+                          load_properties, parse_or_exit, require, run)
 from tools.kclient import Consumer, Producer, consumer_settings
 
 DESCRIPTION = "Copies the records of the topics matching --include from one Kafka cluster to another, as a " \
@@ -77,17 +76,6 @@ def build_parser() -> OptionParser:
     return p
 
 
-def include_pattern(raw: str):
-    """Kafka's include list: trimmed, commas as alternatives, spaces and surrounding quotes dropped;
-    a topic must match the whole expression."""
-    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|").replace(" ", "")))
-    try:
-        compiled = re.compile(regex)
-    except re.error:
-        raise ToolError(f"{raw} is an invalid regex.") from None
-    return lambda topic: compiled.fullmatch(topic) is not None
-
-
 def load_class(name: str, args: str | None, what: str):
     module, _, attr = name.rpartition(".")
     try:
@@ -122,7 +110,7 @@ class MirrorMaker:
         self.producer_props = producer_props
         self.interval = o["offset.commit.interval.ms"] / 1000.0
         self.abort_on_failure = str(o["abort.on.send.failure"]).strip().lower() == "true"
-        self.pattern = include_pattern(o["include"] if o.has("include") else o["whitelist"])
+        self.pattern = include_list(o["include"] if o.has("include") else o["whitelist"])
         self.handler = None
         if o.get("message.handler"):
             self.handler = load_class(o["message.handler"], o.get("message.handler.args"), "message.handler")

@@ -8,7 +8,8 @@ is left gets no records, Kafka's ``firstEntryIncomplete`` rule).  v4+ isolation 
 transactions.  v5+ log start offset.  v7+ incremental fetch sessions (KIP-227,
 ``broker/fetch_session.py``): the request's session id and epoch pick the partitions read, and
 an incremental answer carries only the partitions with news.  v9+ current leader
-epoch checks.  v11+ rack id / preferred read replica (always -1).  v12+ flexible.  v13+ topic ids
+epoch checks.  v11+ rack id / preferred read replica (always -1); from v11 a consumer may read a
+follower (KIP-392), up to that replica's high watermark.  v12+ flexible.  v13+ topic ids
 instead of names.  v15+ replica state in place of replica id.
 
 Replica fetches (replica id set, cluster mode) are subject to the leader replication throttle
@@ -69,7 +70,9 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
                 pd.error_code = (E.UNKNOWN_TOPIC_OR_PARTITION if fp.partition not in info.partitions
                                  else E.NOT_LEADER_OR_FOLLOWER)
                 continue
-            if not part.is_leader:
+            if not part.is_leader and (follower or v < 11 or part.offline or part.log is None):
+                # from v11 a consumer may read a follower, up to that follower's high watermark
+                # (KIP-392; Kafka serves any hosted replica then, though it names no preferred one)
                 pd.error_code = not_leader_error(part)
                 continue
             if v >= 9:

@@ -7,6 +7,8 @@ earliest local (-4).  v9+ latest tiered (-5, answered like latest: nothing is ti
 
 Consumers (replica id -1) see up to the high watermark: "latest" is the high watermark, which on a
 caught-up partition is the log end offset.  A timestamp past every record answers offset -1.
+Other replica ids (a broker, or -2, the debugging replica) see up to the log end offset, as in
+Kafka, and -2 is answered by any replica of the partition, not only its leader.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from protocol.messages import ListOffsetsResponse
 
 R = ListOffsetsResponse
 EARLIEST, LATEST, MAX_TS, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 
 
 @handler(2, 0, 9)
@@ -35,7 +38,9 @@ async def list_offsets(ctx, req):
             if info is None or p.partition_index not in info.partitions:
                 r.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if part is None or not part.is_leader:
+            # the debugging replica id (-2) may ask any replica, as in Kafka; others only the leader
+            if part is None or part.log is None or part.offline or \
+                    not part.is_leader and req.replica_id != DEBUGGING_REPLICA_ID:
                 r.error_code = not_leader_error(part)
                 continue
             if v >= 4:
@@ -44,7 +49,7 @@ async def list_offsets(ctx, req):
                     continue
             lg = part.log
             ts = p.timestamp
-            if req.replica_id >= 0:
+            if req.replica_id != CONSUMER_REPLICA_ID:     # Kafka applies no isolation to replicas
                 upper = lg.log_end_offset
             elif req.isolation_level == 1:
                 upper = lg.last_stable_offset()

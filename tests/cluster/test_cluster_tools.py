@@ -376,3 +376,100 @@ def test_under_replicated_and_min_isr_reports_after_a_broker_dies(c4):
         c4.wait_for_isr(t, p, reps)
     c4.wait_for(lambda: report("--under-replicated-partitions").out == "", 20,
                 "no under-replicated partitions")
+
+
+# ----------------------------------------------------------------------------- replica verification
+
+class Running:
+    """A tool left running; its stdout lines read as they come."""
+
+    def __init__(self, name, *args):
+        import threading
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen([str(BIN / f"{name}.sh"), *map(str, args)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+        self.lines: list[str] = []
+        self._t = threading.Thread(target=lambda: self.lines.extend(
+            line.rstrip("\n") for line in iter(self.proc.stdout.readline, "")), daemon=True)
+        self._t.start()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+
+def test_replica_verification(c4):
+    """kafka-replica-verification.sh reads every replica as the debugging consumer (followers
+    answer it), finds them equal (lag 0 once caught up), and reports a batch whose stored CRC
+    differs on one follower."""
+    from kafka import KafkaProducer
+    reps = non_controllers(c4)[:3]
+    c4.create_topic("rv", assignment={0: reps, 1: reps[::-1]})
+    for p in (0, 1):
+        c4.wait_for_isr("rv", p, reps)
+    prod = KafkaProducer(bootstrap_servers=c4.bootstrap, acks="all", linger_ms=5)
+    for i in range(200):
+        prod.send("rv", key=str(i).encode(), value=b"x" * 100)
+    prod.flush()
+    prod.close()
+    args = ("--broker-list", c4.bootstrap, "--topics-include", "rv", "--time", -2, "--report-interval-ms", 300,
+            "--max-wait-ms", 200)
+    run = Running("kafka-replica-verification", *args)
+    try:
+        c4.wait_for(lambda: any("max lag is 0 for partition rv-" in x and "among 2 partitions" in x
+                                for x in run.lines), 30, "lag 0 reported")
+    finally:
+        rc, err = run.stop()
+    assert rc == 0, err
+    assert run.lines[0].endswith(": verification process is started"), run.lines
+    assert not any("checksum" in x or "doesn't match" in x for x in run.lines), run.lines
+    # the first batch of partition 0 on its last follower gets another CRC in its header
+    follower = reps[2]
+    seg = c4.brokers[follower].log_dir / "rv-0" / ("0" * 20 + ".log")
+    with open(seg, "r+b") as f:
+        f.seek(17)
+        crc = f.read(4)
+        f.seek(17)
+        f.write(bytes(b ^ 0xFF for b in crc))
+    run = Running("kafka-replica-verification", *args)
+    try:
+        c4.wait_for(lambda: any("has unmatched checksum at offset" in x for x in run.lines), 30,
+                    "the checksum report")
+    finally:
+        rc, err = run.stop()
+    assert rc == 0, err
+    line = next(x for x in run.lines if "has unmatched checksum" in x)
+    assert "partition rv-0 has unmatched checksum at offset " in line and f"replica {follower}'s checksum " in line
+
+
+def test_follower_reads(c4):
+    """As Kafka: a consumer's Fetch v11+ may be answered by a follower (up to its high watermark),
+    an older one only by the leader; ListOffsets answers the debugging replica id (-2) on any
+    replica, with the log end offset, and consumers (-1) only on the leader."""
+    from kafka import KafkaProducer
+
+    from protocol.errors import ErrorCode as E
+    from tests.support.rawkafka import RawConnection
+    reps = non_controllers(c4)[:2]
+    c4.create_topic("fr", assignment={0: reps})
+    c4.wait_for_isr("fr", 0, reps)
+    prod = KafkaProducer(bootstrap_servers=c4.bootstrap, acks="all")
+    for i in range(10):
+        prod.send("fr", value=f"v{i}".encode())
+    prod.flush()
+    prod.close()
+    follower = c4.brokers[reps[1]]
+    with RawConnection(follower.host, follower.port) as conn:
+        got = c4.wait_for(lambda: (lambda p: p if p.high_watermark == 10 else None)(conn.fetch("fr", 0, 0)),
+                          20, "the follower's high watermark")
+        assert got.error_code == 0 and got.records, got
+        assert conn.fetch("fr", 0, 0, version=10).error_code == E.NOT_LEADER_OR_FOLLOWER
+        r = conn.list_offsets("fr", 0, -1, replica_id=-2)
+        assert (r.error_code, r.offset) == (0, 10), r
+        assert conn.list_offsets("fr", 0, -1).error_code == E.NOT_LEADER_OR_FOLLOWER

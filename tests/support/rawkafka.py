@@ -124,9 +124,10 @@ class RawConnection:
         resp = self.request(FETCH, version, body)
         return resp.responses[0].partitions
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int, version: int = 5):
+    def list_offsets(self, topic: str, partition: int, timestamp: int, version: int = 5,
+                     replica_id: int = -1):
         body = ListOffsetsRequest(
-            replica_id=-1, isolation_level=0,
+            replica_id=replica_id, isolation_level=0,
             topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
                 ListOffsetsRequest.ListOffsetsPartition(
                     partition_index=partition, current_leader_epoch=-1, timestamp=timestamp,
