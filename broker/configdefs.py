@@ -377,6 +377,12 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("delegation.token.expiry.check.interval.ms", "long", 3600000,
        "How often expired tokens are removed.", L, validator=at_least(1)),
     _k("sasl.jaas.config", "password", None, "JAAS login entry (PLAIN users as user_<name>=\"<password>\").", mode=PB),
+    _k("create.topic.policy.class.name", "class", None,
+       "A Python class (package.module.Class) whose validate(request) may refuse topic creations "
+       "with broker.policy.PolicyViolation (docs/admin.md).", L),
+    _k("alter.config.policy.class.name", "class", None,
+       "A Python class (package.module.Class) whose validate(request) may refuse topic and broker "
+       "config changes with broker.policy.PolicyViolation (docs/admin.md).", L),
     _k("principal.builder.class", "class",
        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
        "Builds the principal of each connection: Kafka's default, or a Python class "

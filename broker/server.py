@@ -46,6 +46,7 @@ class Broker:
         self.metrics = None
         self.security = None
         self.tokens = None                  # broker.security.tokens.TokenManager
+        self.policies = None                # broker.policy.Policies
         self.groups = None
         self.txns = None
         self.controller = None
@@ -86,6 +87,8 @@ class Broker:
         self.security = SecurityManager(self)      # TLS contexts, SASL, authorizer
         from broker.security.tokens import TokenManager
         self.tokens = TokenManager(self)           # delegation tokens (off without a secret key)
+        from broker.policy import Policies
+        self.policies = Policies(cfg)              # create-topic / alter-config policies (or none)
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
             await self._start_zookeeper_mode()
@@ -364,6 +367,8 @@ class Broker:
         for t in self.tasks:
             t.cancel()
         self.log_dir_mover.stop()
+        if self.policies is not None:
+            self.policies.close()
         if repl is not None:
             await repl.stop()
         if self.txns is not None:

@@ -262,22 +262,39 @@ def _check_topic_values(name: str, configs: dict) -> None:
                                 f"{_resource_str(TOPIC, name)}: {e}") from None
 
 
-async def _alter_topic(ctx, name: str, new_configs: dict, validate_only: bool) -> None:
+async def _checked(ctx, rtype: str, name: str, entries: dict, attempt, validate_only: bool) -> None:
+    """``attempt(validate_only)`` (raises ResourceError on failure); with an
+    alter.config.policy.class.name (broker/policy.py) a validate-only attempt comes first and the
+    policy is asked after it, with the request's entries, as Kafka asks it."""
+    policies = ctx.broker.policies
+    if policies is not None and policies.alter_config is not None:
+        await attempt(True)
+        verdict = policies.check_alter(rtype, name, entries)
+        if verdict is not None:
+            raise ResourceError(*verdict)
+    await attempt(validate_only)
+
+
+async def _alter_topic(ctx, name: str, new_configs: dict, validate_only: bool, entries: dict) -> None:
     ctrl = ctx.broker.controller
     if ctrl.topic(name) is None:
         raise ResourceError(E.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     _check_topic_values(name, new_configs)
-    r = await ctrl.alter_topic_configs(name, new_configs, validate_only=validate_only)
-    if r.error_code:
-        raise ResourceError(r.error_code, r.error_message)
+
+    async def attempt(only: bool):
+        r = await ctrl.alter_topic_configs(name, new_configs, validate_only=only)
+        if r.error_code:
+            raise ResourceError(r.error_code, r.error_message)
+    await _checked(ctx, "TOPIC", name, entries, attempt, validate_only)
 
 
-async def _alter_broker(ctx, bid, new_configs: dict, validate_only: bool) -> None:
-    r = await ctx.broker.controller.alter_broker_configs(bid, new_configs,
-                                                         validate_only=validate_only)
-    if r.error_code:
-        # Kafka answers every broker-config validation failure with INVALID_REQUEST.
-        raise ResourceError(E.INVALID_REQUEST, r.error_message)
+async def _alter_broker(ctx, bid, new_configs: dict, validate_only: bool, name: str, entries: dict) -> None:
+    async def attempt(only: bool):
+        r = await ctx.broker.controller.alter_broker_configs(bid, new_configs, validate_only=only)
+        if r.error_code:
+            # Kafka answers every broker-config validation failure with INVALID_REQUEST.
+            raise ResourceError(E.INVALID_REQUEST, r.error_message)
+    await _checked(ctx, "BROKER", name, entries, attempt, validate_only)
 
 
 def _preflight(resources, ops_of) -> dict[int, ResourceError]:
@@ -328,10 +345,10 @@ async def alter_configs(ctx, req):
             configs = {c.name: c.value for c in res.configs}
             try:
                 if res.resource_type == TOPIC:
-                    await _alter_topic(ctx, res.resource_name, configs, validate_only)
+                    await _alter_topic(ctx, res.resource_name, configs, validate_only, configs)
                 elif res.resource_type == BROKER:
                     bid = _broker_entity(ctx.broker, res.resource_name)
-                    await _alter_broker(ctx, bid, configs, validate_only)
+                    await _alter_broker(ctx, bid, configs, validate_only, res.resource_name, configs)
                 else:
                     raise ResourceError(E.INVALID_REQUEST,
                                         f"Unknown resource type {res.resource_type}")
@@ -365,14 +382,16 @@ async def incremental_alter_configs(ctx, req):
                         new = apply_incremental(current, ops, "topic")
                     except ConfigError as e:
                         raise ResourceError(e.error_code, str(e)) from None
-                    await _alter_topic(ctx, res.resource_name, new, validate_only)
+                    await _alter_topic(ctx, res.resource_name, new, validate_only,
+                                       {n: v for n, _op, v in ops})
                 elif res.resource_type == BROKER:
                     bid = _broker_entity(broker, res.resource_name)
                     try:
                         new = apply_incremental(ctrl.broker_configs(bid), ops, "broker")
                     except ConfigError as e:
                         raise ResourceError(E.INVALID_REQUEST, str(e)) from None
-                    await _alter_broker(ctx, bid, new, validate_only)
+                    await _alter_broker(ctx, bid, new, validate_only, res.resource_name,
+                                        {n: v for n, _op, v in ops})
                 elif res.resource_type == BROKER_LOGGER:
                     _broker_entity(broker, res.resource_name, allow_default=False)
                     _check_logger_ops(ops)

@@ -112,6 +112,19 @@ async def metadata(ctx, req):
                 topics_out.append(R.MetadataResponseTopic(
                     error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=UUID0,
                     topic_authorized_operations=INT_MIN))
+        refused = {}
+        if to_create and broker.policies is not None and broker.policies.create_topic is not None:
+            from broker.handlers.topics import create_policy_verdicts
+            verdicts = await create_policy_verdicts(broker, [CreatableTopic(n) for n in to_create])
+            refused = {n: v[0] for n, v in zip(to_create, verdicts) if v is not None}
+            to_create = [n for n in to_create if n not in refused]
+        if refused:
+            # Kafka answers an automatic creation the policy refused with the policy's error
+            for i, entry in enumerate(topics_out):
+                if isinstance(entry, str) and entry in refused:
+                    topics_out[i] = R.MetadataResponseTopic(
+                        error_code=refused[entry], name=entry, topic_id=UUID0,
+                        topic_authorized_operations=INT_MIN)
         if to_create:
             results = await ctrl.create_topics([CreatableTopic(n) for n in to_create])
             mq = broker.mutation_quota

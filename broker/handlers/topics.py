@@ -139,6 +139,12 @@ async def create_topics(ctx, req):
         for res, _ in specs:
             res.error_code, res.error_message = E.POLICY_VIOLATION, TOO_LARGE
         specs = []
+    if specs and broker.policies is not None and broker.policies.create_topic is not None:
+        verdicts = await create_policy_verdicts(broker, [s for _, s in specs])
+        for (res, _spec), verdict in zip(specs, verdicts):
+            if verdict is not None:
+                res.error_code, res.error_message = verdict
+        specs = [pair for pair, verdict in zip(specs, verdicts) if verdict is None]
     if specs:
         if quota is not None and quota.strict:
             outcome = await _create_within_quota(ctrl, [s for _, s in specs], quota)
@@ -163,6 +169,21 @@ async def create_topics(ctx, req):
                 log.info("created topic %s (%d partitions, replication factor %d) for %s",
                          spec.name, r.num_partitions, r.replication_factor, ctx.client_id)
     return CR(throttle_time_ms=apply_mutation_throttle(ctx, quota), topics=results)
+
+
+async def create_policy_verdicts(broker, specs) -> list:
+    """create.topic.policy.class.name (broker/policy.py): each CreatableTopic that passes the
+    broker's own checks goes to the policy, as in Kafka; (error code, message) for a refusal, else
+    None (also for a topic the broker's checks refuse: its own creation reports that)."""
+    checked = await broker.controller.create_topics(list(specs), validate_only=True)
+    out = []
+    for spec, r in zip(specs, checked):
+        verdict = None if r.error_code else broker.policies.check_create(spec, r.num_partitions,
+                                                                         r.replication_factor)
+        if verdict is not None:
+            log.info("creation of topic %s refused by the create-topic policy: %s", spec.name, verdict[1])
+        out.append(verdict)
+    return out
 
 
 def _create_records(specs, cfg) -> int:

@@ -59,18 +59,20 @@ class AuthenticationContext:
                 f"client={self.client_address})")
 
 
-def _import(path: str):
+def import_class(path: str, key: str = "principal.builder.class"):
+    """The Python class a ``key`` setting names (``package.module.Class`` or ``package.module:Class``);
+    ConfigError in Kafka's words when there is none."""
     module, sep, name = path.partition(":")
     if not sep:
         module, _, name = path.rpartition(".")
     if not module or not name:
-        raise ConfigError(f"Invalid value {path} for configuration principal.builder.class: not a "
-                          "module.ClassName path", "principal.builder.class")
+        raise ConfigError(f"Invalid value {path} for configuration {key}: not a "
+                          "module.ClassName path", key)
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
-        raise ConfigError(f"Invalid value {path} for configuration principal.builder.class: Class {path} "
-                          f"cannot be found ({e})", "principal.builder.class") from None
+        raise ConfigError(f"Invalid value {path} for configuration {key}: Class {path} "
+                          f"cannot be found ({e})", key) from None
 
 
 def listener_configs(cfg, listener: str) -> dict[str, str]:
@@ -91,7 +93,7 @@ def load_builder(cfg, listener: str):
     path = listener_value(cfg, listener, "principal.builder.class", None)
     if not path or path == DEFAULT_BUILDER:
         return None
-    cls = _import(str(path).strip())
+    cls = import_class(str(path).strip())
     try:
         builder = cls()
         if hasattr(builder, "configure"):
