@@ -376,6 +376,8 @@ BROKER_KEYS: list[ConfigKey] = [
        validator=at_least(1)),
     _k("delegation.token.expiry.check.interval.ms", "long", 3600000,
        "How often expired tokens are removed.", L, validator=at_least(1)),
+    _k("sasl.server.max.receive.size", "int", 524288,
+       "The largest frame a client may send until its SASL authentication completes."),
     _k("sasl.jaas.config", "password", None, "JAAS login entry (PLAIN users as user_<name>=\"<password>\").", mode=PB),
     _k("create.topic.policy.class.name", "class", None,
        "A Python class (package.module.Class) whose validate(request) may refuse topic creations "

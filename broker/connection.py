@@ -163,10 +163,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.security.state = "failed"      # nothing but ApiVersions is answered
                 transport.close()
                 return
+            if self.security is not None and not self.security.authenticated:
+                # until SASL authentication completes a frame may be at most
+                # sasl.server.max.receive.size, as in Kafka (lift_pre_auth_limit ends it)
+                limit = self.broker.config.get("sasl.server.max.receive.size")
+                if limit < self.reader.max_size:
+                    self.reader.max_size = limit
         self.broker.connections.add(self)
 
     def get_buffer(self, sizehint):
         return self.reader.get_buffer(sizehint)
+
+    def lift_pre_auth_limit(self) -> None:
+        """SASL authentication completed: frames up to socket.request.max.bytes again (called
+        before the last authentication answer is written)."""
+        self.reader.max_size = self.broker.config.get("socket.request.max.bytes")
 
     def buffer_updated(self, nbytes):
         self.last_active = time.monotonic()

@@ -46,5 +46,7 @@ async def sasl_authenticate(ctx, req):
     except SaslFailure as e:
         return R(error_code=E.SASL_AUTHENTICATION_FAILED, error_message=str(e), auth_bytes=b"",
                  session_lifetime_ms=0)
+    if sec.authenticated:
+        ctx.connection.lift_pre_auth_limit()
     return R(error_code=0, error_message=None, auth_bytes=out,
              session_lifetime_ms=sec.session_lifetime_ms if sec.authenticated else 0)

@@ -299,6 +299,8 @@ class SecurityManager:
         except SaslFailure:
             conn.close_after_auth_failure()
             return
+        if conn.security.authenticated:
+            conn.lift_pre_auth_limit()
         conn.transport.write(len(out).to_bytes(4, "big") + out)
 
     # ------------------------------------------------------------------ stores

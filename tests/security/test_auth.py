@@ -347,3 +347,40 @@ def test_ssl_enabled_protocols_and_cipher_suites(secure_broker, pki):
     assert version == "TLSv1.2" and "AES128-GCM" in cipher, (version, cipher)
     conf = {"bootstrap.servers": b2.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
     assert _produce_consume(conf, "tls12-topic", 2) == [b"v0", b"v1"]
+
+
+def test_frames_before_authentication_are_limited(secure_broker):
+    """``sasl.server.max.receive.size`` (Kafka's 524288 by default): until SASL authentication
+    completes a larger frame closes the connection without being read; once authenticated, frames
+    up to ``socket.request.max.bytes`` are accepted again (a 700 KB record from confluent-kafka),
+    on the v1 exchange and on the legacy v0 raw tokens alike."""
+    b = secure_broker(listeners=("SASL_PLAINTEXT",))
+    addr = ("127.0.0.1", b.ports["SASL_PLAINTEXT"])
+    with socket.create_connection(addr, timeout=5) as s:
+        s.sendall(struct.pack(">i", 524289) + b"\0" * 1024)      # declared size just over the limit
+        s.settimeout(5)
+        try:
+            assert s.recv(1) == b""
+        except ConnectionResetError:
+            pass
+    with socket.create_connection(addr, timeout=5) as s:       # small frames are read as ever
+        s.sendall(_frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
+        assert struct.unpack(">ih", _read(s)[:6]) == (1, 0)
+    assert "frame of 524289 bytes exceeds the limit of 524288 bytes" in b.proc.log_path.read_text(errors="replace")
+    with socket.create_connection(addr, timeout=5) as s:       # legacy v0: raw tokens, then a big frame
+        s.sendall(_frame(17, 0, 1, struct.pack(">h", 5) + b"PLAIN"))
+        assert struct.unpack(">ih", _read(s)[:6]) == (1, 0)
+        tok = b"\0alice\0alice-secret"
+        s.sendall(struct.pack(">i", len(tok)) + tok)
+        assert _read(s) == b""
+        big = _frame(3, 1, 3, struct.pack(">i", 0) + b"\0" * 600_000)   # trailing bytes, a big frame
+        s.sendall(big)
+        s.settimeout(5)
+        assert struct.unpack(">i", _read(s)[:4]) == (3,)
+    conf = {"bootstrap.servers": b.addr("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            **_sasl("PLAIN", *ALICE), "message.max.bytes": 2_000_000}
+    p = ck.Producer(conf)
+    errors = []
+    p.produce("sasl-big", b"x" * 700_000, on_delivery=lambda e, m: errors.append(e))
+    p.flush(20)
+    assert errors == [None]
