@@ -360,6 +360,18 @@ BROKER_KEYS: list[ConfigKey] = [
        "Let a dynamic key store update change the certificate's subject.", L, PB),
     _k("ssl.allow.san.changes", "boolean", False,
        "Let a dynamic key store update change the certificate's subject alternative names.", L, PB),
+    # Java's JSSE knobs, accepted with Kafka's defaults so Kafka's property files load as they are:
+    # Python's ssl module (OpenSSL) builds the contexts, the version range comes from
+    # ssl.enabled.protocols as in Kafka's engines, and a custom engine factory stops start-up
+    # (broker/security/tls.py, check_jsse_settings).
+    _k("ssl.protocol", "string", "TLSv1.3",
+       "The SSLContext protocol name (Java); the versions offered are ssl.enabled.protocols.", mode=PB),
+    _k("ssl.provider", "string", None, "A Java security provider (not used here).", mode=PB),
+    _k("ssl.keymanager.algorithm", "string", "SunX509", "Java's key manager algorithm (not used here).", mode=PB),
+    _k("ssl.trustmanager.algorithm", "string", "PKIX", "Java's trust manager algorithm (not used here).", mode=PB),
+    _k("ssl.secure.random.implementation", "string", None, "Java's SecureRandom (not used here).", L, PB),
+    _k("ssl.engine.factory.class", "class", None,
+       "A Java SslEngineFactory; Odradek cannot load one and refuses to start with it set.", L, PB),
     _k("ssl.principal.mapping.rules", "string", "DEFAULT",
        "RULE:pattern/replacement/[LU] rules (then DEFAULT) mapping certificate subjects to principal names.", L),
     # Delegation tokens (KIP-48); docs/security.md.  Without a secret key every token API answers

@@ -273,9 +273,23 @@ def version_range(protocols) -> tuple | None:
     return (min(chosen), max(chosen)) if chosen else None
 
 
+def check_jsse_settings(get, listener: str) -> None:
+    """Java's JSSE settings are accepted for Kafka's property files, but a custom
+    ``ssl.engine.factory.class`` would replace the whole TLS setup with Java code: refused."""
+    factory = get("ssl.engine.factory.class")
+    if factory:
+        raise ConfigError(f"Invalid value {factory} for configuration ssl.engine.factory.class: Odradek "
+                          f"builds listener {listener}'s TLS with Python's ssl module and cannot load a Java "
+                          "SslEngineFactory", "ssl.engine.factory.class")
+    provider = get("ssl.provider")
+    if provider:
+        log.warning("listener %s: ssl.provider=%s is a Java security provider and is not used", listener, provider)
+
+
 def server_context(cfg, listener: str) -> ssl.SSLContext:
     """The SSLContext for one listener; ConfigError when the key material is missing or bad."""
     get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
+    check_jsse_settings(get, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     chosen = version_range(get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"))
     if chosen:

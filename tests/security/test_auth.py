@@ -384,3 +384,24 @@ def test_frames_before_authentication_are_limited(secure_broker):
     p.produce("sasl-big", b"x" * 700_000, on_delivery=lambda e, m: errors.append(e))
     p.flush(20)
     assert errors == [None]
+
+
+def test_java_tls_settings_are_accepted_and_an_engine_factory_refused(secure_broker, pki):
+    """Kafka property files carry JSSE settings (ssl.protocol, the key and trust manager
+    algorithms, ssl.provider): the broker starts with them, serves TLS, and DescribeConfigs shows
+    them with Kafka's defaults; a Java ssl.engine.factory.class stops start-up, named."""
+    b = secure_broker(listeners=("SSL",), props={"ssl.protocol": "TLSv1.2", "ssl.keymanager.algorithm": "SunX509",
+                                                 "ssl.trustmanager.algorithm": "PKIX"})
+    conf = {"bootstrap.servers": b.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
+    assert _produce_consume(conf, "jsse", 1) == [b"v0"]
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    a = AdminClient({"bootstrap.servers": b.plaintext})
+    cfg = a.describe_configs([ConfigResource("BROKER", "0")])
+    entries = next(iter(cfg.values())).result(10)
+    assert entries["ssl.protocol"].value == "TLSv1.2"
+    assert entries["ssl.trustmanager.algorithm"].value == "PKIX"
+    assert entries["ssl.secure.random.implementation"].value is None
+    with pytest.raises(Exception):
+        secure_broker(listeners=("SSL",), props={"ssl.engine.factory.class": "com.example.MyEngineFactory"})
+    logs = "".join(p.read_text(errors="replace") for p in b.proc.workdir.parent.rglob("*.log"))
+    assert "Invalid value com.example.MyEngineFactory for configuration ssl.engine.factory.class" in logs
