@@ -318,6 +318,13 @@ def _listener_base_key(name: str):
     return None
 
 
+def is_password_config(name: str) -> bool:
+    """Whether ``name`` (possibly listener-prefixed) is a password-type broker config: stored
+    encoded in ZooKeeper (broker/password_encoder.py)."""
+    key = BROKER_KEYS_BY_NAME.get(name) or _listener_base_key(name)
+    return key is not None and key.type == "password"
+
+
 def _mode(name: str):
     key = BROKER_KEYS_BY_NAME.get(name) or _listener_base_key(name)
     return key.mode if key is not None else None
@@ -743,8 +750,22 @@ def describe_broker_configs(cfg: BrokerConfig, *, default_resource: bool = False
         items = [(n, v) for n, v in sorted(cfg._cluster_default.items())]
     else:
         items = [(k.name, None) for k in sorted(BROKER_KEYS, key=lambda k: k.name) if not k.internal]
+        # listener-prefixed settings that are set (statically or dynamically), as Kafka lists them
+        prefixed = sorted({n for layer in (cfg._static, cfg._cluster_default, cfg._per_broker) for n in layer
+                           if n.startswith("listener.name.") and _listener_base_key(n) is not None})
+        items += [(n, None) for n in prefixed]
     for name, raw in items:
         if wanted is not None and name not in wanted:
+            continue
+        if name.startswith("listener.name."):
+            base = _listener_base_key(name)
+            sensitive = base.sensitive
+            value = None if sensitive else next((layer[name] for layer in (cfg._per_broker, cfg._cluster_default,
+                                                                          cfg._static) if name in layer), None)
+            syns = _config_synonyms(cfg, name, [name], sensitive)
+            out.append(ConfigEntry(name, value, syns[0].source if syns else DEFAULT_CONFIG, base.mode == READ_ONLY,
+                                   sensitive, base.type_id, base.doc if include_documentation else None,
+                                   syns if include_synonyms else []))
             continue
         key = BROKER_KEYS_BY_NAME.get(name)
         type_ = key.type if key else "string"

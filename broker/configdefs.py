@@ -224,6 +224,16 @@ BROKER_KEYS: list[ConfigKey] = [
        "Bytes/s cap on copying replicas between this broker's log dirs (broker/log_dir_mover.py).",
        mode=PB, validator=at_least(0)),
     # Client quotas (broker/client_quota.py): the sampled rate window of Kafka's ClientQuotaManager.
+    _k("replication.quota.window.num", "int", 11, "Samples kept for replication throttle rates.", L,
+       validator=at_least(1)),
+    _k("replication.quota.window.size.seconds", "int", 1, "Time span of each replication throttle sample.", L,
+       validator=at_least(1)),
+    _k("alter.log.dirs.replication.quota.window.num", "int", 11,
+       "Kafka's samples of the log-dir move throttle; accepted, the mover here paces each copy "
+       "directly (broker/log_dir_mover.py).", L, validator=at_least(1)),
+    _k("alter.log.dirs.replication.quota.window.size.seconds", "int", 1,
+       "Kafka's sample span of the log-dir move throttle; accepted, not used (as above).", L,
+       validator=at_least(1)),
     _k("quota.window.num", "int", 11, "Samples kept for client quota rates.", L, validator=at_least(1)),
     _k("quota.window.size.seconds", "int", 1, "Time span of each client quota sample.", L, validator=at_least(1)),
     # controller_mutation_rate quotas (broker/client_quota.py): the token bucket holds up to
@@ -430,7 +440,17 @@ BROKER_KEYS: list[ConfigKey] = [
        "Clock difference tolerated when checking exp, iat and nbf.", L),
     _k("super.users", "string", None, "Principals allowed everything, separated by ';'."),
     _k("allow.everyone.if.no.acl.found", "boolean", False, "Allow access to resources that have no ACLs at all."),
+    # Dynamic password configs in ZooKeeper are stored encrypted, in Kafka's format
+    # (broker/password_encoder.py); the embedded store keeps them as KRaft does, unencoded.
     _k("password.encoder.secret", "password", None, "Secret that encrypts dynamically stored passwords."),
+    _k("password.encoder.old.secret", "password", None,
+       "The previous secret: passwords stored with it are re-encoded with the new one at start-up."),
+    _k("password.encoder.keyfactory.algorithm", "string", None,
+       "PBKDF2 variant deriving the key (default PBKDF2WithHmacSHA512).", L),
+    _k("password.encoder.cipher.algorithm", "string", "AES/CBC/PKCS5Padding",
+       "Cipher of stored passwords (AES/CBC/PKCS5Padding or AES/GCM/NoPadding).", L),
+    _k("password.encoder.key.length", "int", 128, "Key length in bits.", L, validator=at_least(8)),
+    _k("password.encoder.iterations", "int", 4096, "PBKDF2 iterations.", L, validator=at_least(1024)),
     _k("metric.reporters", "list", [], "Metric reporter classes.", L, CW),
     # Odradek's own keys (not Kafka's): the Prometheus endpoint (broker/metrics.py, docs/metrics.md).
     _k("odradek.metrics.prometheus.port", "int", -1,

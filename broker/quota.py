@@ -148,7 +148,23 @@ class ReplicationQuota:
         return self.rate.rate(self.clock())
 
 
+def _windows(config, prefix: str) -> tuple[int, float]:
+    """(samples, seconds per sample) from ``<prefix>.window.num`` / ``.window.size.seconds``."""
+    def get(key, default):
+        try:
+            v = config.get(key)
+        except KeyError:
+            v = None
+        return default if v is None else v
+    return int(get(prefix + ".window.num", DEFAULT_SAMPLES)), float(get(prefix + ".window.size.seconds",
+                                                                        DEFAULT_WINDOW_S))
+
+
 def replication_quotas(broker_id: int, config, topic_configs, clock: Callable[[], float] = time.monotonic):
-    """(leader quota, follower quota) of a broker."""
-    return (ReplicationQuota(LEADER_RATE, LEADER_REPLICAS, broker_id, config, topic_configs, clock),
-            ReplicationQuota(FOLLOWER_RATE, FOLLOWER_REPLICAS, broker_id, config, topic_configs, clock))
+    """(leader quota, follower quota) of a broker, sampled as replication.quota.window.num and
+    replication.quota.window.size.seconds say."""
+    samples, window = _windows(config, "replication.quota")
+    return (ReplicationQuota(LEADER_RATE, LEADER_REPLICAS, broker_id, config, topic_configs, clock,
+                             samples, window),
+            ReplicationQuota(FOLLOWER_RATE, FOLLOWER_REPLICAS, broker_id, config, topic_configs, clock,
+                             samples, window))

@@ -269,9 +269,10 @@ async def describe(client, o, etype, name):
         for c in sorted(await describe_entity(client, rtype, e), key=lambda c: c.name):
             if not o.has("all") and source_of(c) != want:
                 continue
-            syn = ", ".join(f"{SOURCES.get(s.source, s.source)}:{s.name}={s.value}"
+            # a null value (a sensitive one) prints as Java prints it: null
+            syn = ", ".join(f"{SOURCES.get(s.source, s.source)}:{s.name}={'null' if s.value is None else s.value}"
                             for s in (getattr(c, "synonyms", None) or []))
-            value = c.value
+            value = "null" if c.value is None else c.value
             lines.append(f"  {c.name}={value} sensitive={str(c.is_sensitive).lower()} "
                          f"synonyms={{{syn}}}")
     print("\n".join(lines))

@@ -726,6 +726,7 @@ class ZkController(Controller):
         apply_dynamic_broker_configs(self._cfg, self._broker_id, self._broker_configs)
 
     async def _load_broker_configs(self) -> None:
+        await self._reencode_passwords()
         for entity in (DEFAULT_BROKER_ENTITY, str(self._broker_id)):
             await self._read_broker_config(entity)
         try:
@@ -735,6 +736,99 @@ class ZkController(Controller):
 
     async def _read_broker_config(self, entity: str) -> None:
         await self._read_entity_config("brokers", entity, self._broker_configs)
+        stored = self._broker_configs.get(entity)
+        if stored:
+            self._decode_passwords(entity, stored)
+
+    # Dynamic password configs are kept encoded in ZooKeeper, in Kafka's format and with its
+    # password.encoder.* settings (broker/password_encoder.py), as a ZooKeeper-mode Kafka keeps them.
+    def _encode_passwords(self, entity: str, configs: dict[str, str]) -> dict[str, str]:
+        from broker.config import is_password_config
+        from broker.password_encoder import PasswordEncoder, PasswordEncoderError
+        out = dict(configs)
+        names = [k for k, v in configs.items() if v is not None and is_password_config(k)]
+        if not names:
+            return out
+        resource = f"ConfigResource(type=BROKER, name='{'' if entity == DEFAULT_BROKER_ENTITY else entity}')"
+        if entity == DEFAULT_BROKER_ENTITY:
+            raise ConfigError(f"Invalid config value for resource {resource}: Password config can be defined "
+                              "only at broker level", names[0])
+        encoder = PasswordEncoder.from_config(self._cfg)
+        if encoder is None:
+            raise ConfigError(f"Invalid config value for resource {resource}: Password encoder secret not "
+                              "configured", "password.encoder.secret")
+        try:
+            for k in names:
+                out[k] = encoder.encode(configs[k])
+        except PasswordEncoderError as e:
+            raise ConfigError(f"Invalid config value for resource {resource}: {e}", names[0]) from None
+        return out
+
+    def _decode_passwords(self, entity: str, stored: dict[str, str]) -> None:
+        """Decode in place; a value that cannot be decoded is dropped with an error, as in Kafka.
+        A value an older Odradek wrote unencoded is used, with a warning (re-encoded at start-up
+        when a secret is set: _reencode_passwords)."""
+        from broker.config import is_password_config
+        from broker.password_encoder import PasswordEncoder, PasswordEncoderError, looks_encoded
+        encoder = None
+        for k in [k for k, v in stored.items() if v is not None and is_password_config(k)]:
+            v = stored[k]
+            if not looks_encoded(v):
+                log.warning("dynamic password config %s of broker entity %s is stored unencoded (written by an "
+                            "older Odradek); set password.encoder.secret to have it encoded", k, entity)
+                continue
+            try:
+                encoder = encoder or PasswordEncoder.from_config(self._cfg)
+                if encoder is None:
+                    raise PasswordEncoderError("Password encoder secret not configured")
+                stored[k] = encoder.decode(v)
+            except (PasswordEncoderError, ConfigError) as e:
+                log.error("Dynamic password config %s could not be decoded, ignoring: %s", k, e)
+                del stored[k]
+
+    async def _reencode_passwords(self) -> None:
+        """Start-up: this broker's stored passwords that password.encoder.old.secret (or nothing,
+        for an older Odradek's unencoded values) opens are written again with the current secret,
+        as Kafka does when the secret changed."""
+        from broker.config import is_password_config
+        from broker.password_encoder import PasswordEncoder, PasswordEncoderError, looks_encoded
+        entity = str(self._broker_id)
+        path = Z.config_path("brokers", entity)
+        try:
+            data, _ = await self.bridge.get(path)
+        except NoNodeError:
+            return
+        raw = Z.decode_config(data, path)
+        names = [k for k, v in raw.items() if v is not None and is_password_config(k)]
+        try:
+            current = PasswordEncoder.from_config(self._cfg)
+            old = PasswordEncoder.from_config(self._cfg, "password.encoder.old.secret")
+        except ConfigError as e:
+            log.error("password encoder: %s", e)
+            return
+        if not names or current is None:
+            return
+        changed = {}
+        for k in names:
+            v = raw[k]
+            if not looks_encoded(v):
+                changed[k] = current.encode(v)
+                continue
+            if old is None:
+                continue
+            try:
+                current.decode(v)
+                continue                    # already under the current secret
+            except PasswordEncoderError:
+                pass
+            try:
+                changed[k] = current.encode(old.decode(v))
+            except PasswordEncoderError:
+                pass                        # neither secret opens it: left as it is (dropped when read)
+        if changed:
+            await self._write_config("brokers", entity, {**raw, **changed})
+            log.info("re-encoded dynamic password configs %s with the current password.encoder.secret",
+                     sorted(changed))
 
     async def _read_entity_config(self, entity_type: str, entity: str, store: dict) -> None:
         """``store[entity]`` from ``/config/<entity_type>/<entity>`` (dropped when absent or empty)."""
@@ -756,9 +850,13 @@ class ZkController(Controller):
                                                     broker_id, configs)
         except ConfigError as e:
             return ApiResult(e.error_code, str(e))
+        try:
+            stored = self._encode_passwords(entity, configs)
+        except ConfigError as e:
+            return ApiResult(e.error_code, str(e))
         if validate_only:
             return ApiResult()
-        await self._write_config("brokers", entity, dict(configs))
+        await self._write_config("brokers", entity, stored)
         self._broker_configs = new_bc
         if entity in (DEFAULT_BROKER_ENTITY, str(self._broker_id)):
             self._apply_dynamic_to_config()

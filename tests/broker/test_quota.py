@@ -156,3 +156,17 @@ def test_replication_quotas_read_a_broker_config_dynamically():
     assert leader.is_exceeded() and not follower.is_exceeded()
     cfg.set_dynamic(per_broker={})
     assert not leader.is_exceeded()
+
+
+def test_replication_quota_windows_come_from_the_config():
+    """replication.quota.window.num / .window.size.seconds shape both sides' sampled rates: two
+    windows of 5 s here, so 1,000 bytes recorded 8 s ago still count, and 11 s ago no longer."""
+    cfg = BrokerConfig({"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "5"})
+    leader, follower = replication_quotas(0, cfg, lambda t: None)
+    for q in (leader, follower):
+        assert (q.rate.samples, q.rate.window) == (2, 5.0)
+    assert [(q.rate.samples, q.rate.window) for q in replication_quotas(0, BrokerConfig({}), lambda t: None)] == \
+        [(11, 1.0), (11, 1.0)]
+    leader.rate.record(1000, 100.0)
+    assert leader.rate.rate(108.0) > 0
+    assert leader.rate.rate(111.0) == 0

@@ -401,6 +401,9 @@ def test_java_tls_settings_are_accepted_and_an_engine_factory_refused(secure_bro
     assert entries["ssl.protocol"].value == "TLSv1.2"
     assert entries["ssl.trustmanager.algorithm"].value == "PKIX"
     assert entries["ssl.secure.random.implementation"].value is None
+    # listener-prefixed settings are listed too, as Kafka lists them (a password hidden)
+    jaas = entries["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None and jaas.source == ck.admin.ConfigSource.STATIC_BROKER_CONFIG.value
     with pytest.raises(Exception):
         secure_broker(listeners=("SSL",), props={"ssl.engine.factory.class": "com.example.MyEngineFactory"})
     logs = "".join(p.read_text(errors="replace") for p in b.proc.workdir.parent.rglob("*.log"))
