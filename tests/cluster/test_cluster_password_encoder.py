@@ -1,6 +1,6 @@
 """Dynamic password configs in ZooKeeper mode (broker/password_encoder.py): AlterConfigs stores
 them encoded with ``password.encoder.secret`` in Kafka's format (checked by decoding the znode
-here, and the same code decodes what Java's JCE writes: see the module), a restart reads them
+here; tests/integration/test_java_password_encoder.py checks the format against Java's JCE), a restart reads them
 back, a changed secret with ``password.encoder.old.secret`` re-encodes them at start-up, a value
 an older Odradek left unencoded is encoded at the first start with a secret, and without a
 secret, or at the cluster-default level, they are refused with Kafka's messages."""
