@@ -89,6 +89,12 @@ class Broker:
         self.tokens = TokenManager(self)           # delegation tokens (off without a secret key)
         from broker.policy import Policies
         self.policies = Policies(cfg)              # create-topic / alter-config policies (or none)
+        callback = cfg.get("client.quota.callback.class")
+        if callback:
+            from broker.config import ConfigError
+            raise ConfigError(f"Invalid value {callback} for configuration client.quota.callback.class: Odradek's "
+                              "quotas are Kafka's default ones (docs/quotas.md) and it cannot load a Java "
+                              "ClientQuotaCallback", "client.quota.callback.class")
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
             await self._start_zookeeper_mode()

@@ -344,3 +344,22 @@ def test_incremental_errors(ops, msg):
     with pytest.raises(ConfigError) as e:
         apply_incremental({}, ops)
     assert msg in str(e.value) and e.value.error_code == INVALID_REQUEST
+
+
+def test_kafka_property_files_load_without_warnings(caplog):
+    """Settings a Kafka 3.9 ZooKeeper-mode broker's properties commonly carry that have no effect
+    here (Java plugins left unset, thread counts, JSSE names) are known keys: no warning, Kafka's
+    defaults when described, their validators applied."""
+    props = {"kafka.metrics.reporters": "", "kafka.metrics.polling.interval.secs": "10",
+             "group.coordinator.threads": "2", "group.coordinator.append.linger.ms": "5",
+             "num.replica.alter.log.dirs.threads": "2", "ssl.protocol": "TLSv1.3",
+             "ssl.keymanager.algorithm": "SunX509", "ssl.trustmanager.algorithm": "PKIX",
+             "password.encoder.cipher.algorithm": "AES/CBC/PKCS5Padding", "password.encoder.iterations": "4096",
+             "replication.quota.window.num": "11", "sasl.server.max.receive.size": "524288"}
+    with caplog.at_level(logging.WARNING):
+        cfg = BrokerConfig(props)
+    assert not [r for r in caplog.records if any(k in r.getMessage() for k in props)], caplog.text
+    assert cfg.get("group.coordinator.threads") == 2
+    assert BrokerConfig({}).get("sasl.server.max.receive.size") == 524288
+    with pytest.raises(ConfigError, match="password.encoder.iterations"):
+        BrokerConfig({"password.encoder.iterations": "100"})

@@ -183,3 +183,12 @@ def test_unloadable_policy_stops_start_up(tmp_path):
         b.start()
     b.stop()
     assert "Class org.example.CreateTopicPolicy cannot be found" in b.log_text()
+
+
+def test_a_java_quota_callback_stops_start_up(tmp_path):
+    b = BrokerProcess(tmp_path / "b", name="bad-quota-callback",
+                      props={"client.quota.callback.class": "com.example.MyQuotaCallback"})
+    with pytest.raises(Exception):
+        b.start()
+    b.stop()
+    assert "Invalid value com.example.MyQuotaCallback for configuration client.quota.callback.class" in b.log_text()
