@@ -176,19 +176,15 @@ def test_alter_configs(kafka, record):
     assert len(seen(record, "alter")) == before
 
 
-def test_unloadable_policy_stops_start_up(tmp_path):
-    b = BrokerProcess(tmp_path / "b", name="bad-policy",
-                      props={"create.topic.policy.class.name": "org.example.CreateTopicPolicy"})
+@pytest.mark.parametrize("key,value,message", [
+    ("create.topic.policy.class.name", "org.example.CreateTopicPolicy",
+     "Class org.example.CreateTopicPolicy cannot be found"),
+    ("client.quota.callback.class", "com.example.MyQuotaCallback",
+     "Invalid value com.example.MyQuotaCallback for configuration client.quota.callback.class"),
+])
+def test_a_class_that_cannot_be_loaded_stops_start_up(tmp_path, key, value, message):
+    b = BrokerProcess(tmp_path / "b", name="bad-plugin", props={key: value})
     with pytest.raises(Exception):
         b.start()
     b.stop()
-    assert "Class org.example.CreateTopicPolicy cannot be found" in b.log_text()
-
-
-def test_a_java_quota_callback_stops_start_up(tmp_path):
-    b = BrokerProcess(tmp_path / "b", name="bad-quota-callback",
-                      props={"client.quota.callback.class": "com.example.MyQuotaCallback"})
-    with pytest.raises(Exception):
-        b.start()
-    b.stop()
-    assert "Invalid value com.example.MyQuotaCallback for configuration client.quota.callback.class" in b.log_text()
+    assert message in b.log_text()
