@@ -149,26 +149,28 @@ def _check_brokers_not_running(zk, entity: str, error_message: str) -> None:
 def _broker_changes(to_add: dict[str, str], per_broker: bool) -> dict[str, str]:
     """preProcessBrokerConfigs: password.encoder.* settings are not stored, dynamic broker configs are
     validated, password configs would need encrypting."""
-    from broker.config import ConfigError, validate_dynamic_broker_configs
-    from broker.configdefs import BROKER_KEYS_BY_NAME
+    from broker.config import BrokerConfig, ConfigError, is_password_config, validate_dynamic_broker_configs
+    from broker.password_encoder import PasswordEncoder, PasswordEncoderError
     encoder = {k: v for k, v in to_add.items() if k.startswith("password.encoder.")}
     changes = {k: v for k, v in to_add.items() if k not in encoder}
     try:
         validate_dynamic_broker_configs(changes, per_broker)
     except ConfigError as e:
         raise Unexpected(f"org.apache.kafka.common.config.ConfigException: {e}") from None
-    passwords = sorted(k for k in changes
-                       if (BROKER_KEYS_BY_NAME.get(k) is not None and BROKER_KEYS_BY_NAME[k].type == "password")
-                       or k.endswith(".password") or k.endswith("sasl.jaas.config"))
+    passwords = sorted(k for k in changes if is_password_config(k))
     if passwords:
         if "password.encoder.secret" not in encoder:
             raise ToolError(f"requirement failed: password.encoder.secret must be specified to update "
                             f"Set({', '.join(passwords)}). Other password encoder configs like cipher algorithm "
                             "and iterations may also be specified to override the default encoding parameters. "
                             "Password encoder configs will not be persisted in ZooKeeper.")
-        raise ToolError(f"Odradek cannot store password configs ({', '.join(passwords)}) through --zookeeper "
-                        "(it does not implement Kafka's password encoder); set them with --bootstrap-server "
-                        "once the broker runs, or in server.properties")
+        # encoded as the brokers will decode them: Kafka's format and the given password.encoder.*
+        try:
+            enc = PasswordEncoder.from_config(BrokerConfig(encoder, validate=False))
+            for k in passwords:
+                changes[k] = enc.encode(changes[k])
+        except (ConfigError, PasswordEncoderError) as e:
+            raise Unexpected(f"org.apache.kafka.common.config.ConfigException: {e}") from None
     return changes
 
 

@@ -82,3 +82,26 @@ def test_refused_without_a_secret_or_at_the_default_level(cluster_factory):
     put(c, {KEY: PasswordEncoder("somebody-else").encode("kp")})
     c.start_broker(1)
     assert f"Dynamic password config {KEY} could not be decoded, ignoring" in c.brokers[1].log_text()
+
+
+def test_zookeeper_tool_encodes_with_the_given_secret(cluster_factory):
+    """kafka-configs.sh --zookeeper: a password config needs password.encoder.secret in the same
+    --add-config (Kafka's requirement message otherwise); it is stored encoded, the encoder
+    settings are not stored, and the broker started with that secret reads it."""
+    c = cluster_factory(1, props={"password.encoder.secret": "zk-secret"}, start=False)
+
+    def zk_configs(*args):
+        return subprocess.run([str(BIN / "kafka-configs.sh"), "--zookeeper", c.connect, "--entity-type", "brokers",
+                               "--entity-name", "1", *args], capture_output=True, text=True, timeout=60)
+    r = zk_configs("--alter", "--add-config", f"{KEY}=zk-kp")
+    assert r.returncode == 1 and "password.encoder.secret must be specified to update" in r.stderr, r.stderr
+    r = zk_configs("--alter", "--add-config", f"{KEY}=zk-kp,password.encoder.secret=zk-secret,"
+                                              "password.encoder.iterations=8192")
+    assert r.returncode == 0, r.stdout + r.stderr
+    value = stored(c)[KEY]
+    assert set(stored(c)) == {KEY} and "iterations:8192" in value
+    assert PasswordEncoder("zk-secret").decode(value) == "zk-kp"
+    c.start()
+    r = configs(c, "--entity-name", 1, "--describe")
+    assert f"{KEY}=null sensitive=true" in r.stdout, r.stdout
+    assert "could not be decoded" not in c.brokers[1].log_text()
