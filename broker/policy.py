@@ -60,12 +60,12 @@ def _load(cfg, key: str):
     path = cfg.get(key)
     if not path:
         return None
-    from broker.security.builder import import_class, listener_configs
+    from broker.security.builder import broker_settings, import_class
     cls = import_class(str(path).strip(), key)
     try:
         policy = cls()
         if hasattr(policy, "configure"):
-            policy.configure(listener_configs(cfg, "") if hasattr(cfg, "static_configs") else {})
+            policy.configure(broker_settings(cfg))
     except Exception as e:
         raise ConfigError(f"{key} {path} could not be set up: {e}", key) from None
     if not callable(getattr(policy, "validate", None)):

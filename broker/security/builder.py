@@ -75,11 +75,18 @@ def import_class(path: str, key: str = "principal.builder.class"):
                           f"cannot be found ({e})", key) from None
 
 
-def listener_configs(cfg, listener: str) -> dict[str, str]:
-    """The broker's raw settings with the listener's prefixed keys applied (and kept)."""
+def broker_settings(cfg) -> dict[str, str]:
+    """The broker's raw settings, every layer applied (static, cluster default, per broker): what a
+    plugin's ``configure`` gets, as Kafka hands its plugins the broker's originals."""
     out: dict[str, str] = {}
     for layer in (cfg.static_configs, cfg.dynamic_default_configs, cfg.dynamic_broker_configs):
         out.update({k: v for k, v in layer.items() if v is not None})
+    return out
+
+
+def listener_configs(cfg, listener: str) -> dict[str, str]:
+    """The broker's raw settings with the listener's prefixed keys applied (and kept)."""
+    out = broker_settings(cfg)
     prefix = f"listener.name.{listener.lower()}."
     for k, v in list(out.items()):
         if k.startswith(prefix) and len(k) > len(prefix):
