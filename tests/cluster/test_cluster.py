@@ -157,25 +157,29 @@ def test_not_leader_and_fenced_epochs_for_clients(cluster):
     follower = next(b for b in (1, 2, 3) if b != leader)
     epoch = cluster.partition_state("nl", 0)["leader_epoch"]
 
-    async def fetch(b, cur_epoch):
+    async def fetch(b, cur_epoch, version=12):
         c = await KafkaClientConnection.connect(b.host, b.port)
         try:
             req = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
                     topics=[F.FetchTopic(topic="nl", partitions=[F.FetchPartition(
                         partition=0, current_leader_epoch=cur_epoch, fetch_offset=0, partition_max_bytes=1 << 20)])])
-            r = await c.send(req, max_version=12)
+            r = await c.send(req, version=version)
             return r.responses[0].partitions[0].error_code
         finally:
             await c.close()
     # the leader is in ZooKeeper once create_topic returns; each broker answers
     # UNKNOWN_TOPIC_OR_PARTITION (3) until its LeaderAndIsr has arrived, as a Kafka broker would
     # (the follower's may arrive before the leader's)
-    def settled(b):
+    def settled(b, version=12):
         deadline = time.monotonic() + 15
-        while (code := asyncio.run(fetch(cluster.brokers[b], epoch))) == 3 and time.monotonic() < deadline:
+        while (code := asyncio.run(fetch(cluster.brokers[b], epoch, version))) == 3 and time.monotonic() < deadline:
             time.sleep(0.1)
         return code
-    assert settled(follower) == 6                                              # NOT_LEADER_OR_FOLLOWER
+    # before v11 only the leader serves consumers; from v11 a follower does too, as in Kafka
+    # (KIP-392: the request carries client metadata, so the fetch need not be from the leader)
+    assert settled(follower, version=10) == 6                                  # NOT_LEADER_OR_FOLLOWER
+    assert settled(follower) == 0
+    assert asyncio.run(fetch(cluster.brokers[follower], epoch + 5)) == 75      # UNKNOWN_LEADER_EPOCH there too
     assert settled(leader) == 0
     assert asyncio.run(fetch(cluster.brokers[leader], epoch + 5)) == 75        # UNKNOWN_LEADER_EPOCH
     if epoch > 0:
