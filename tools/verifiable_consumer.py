@@ -37,46 +37,38 @@ from tools.common import ToolError, cluster_from, load_properties, run_parsed
 from tools.common import json_event as event
 from tools.kclient import Consumer, consumer_settings
 from tools.transactions import Parser
+from tools.verifiable_producer import connection_options
 
-DESCRIPTION = "This tool consumes messages from a specific topic and emits consumer events (e.g. group " \
-              "rebalances, received messages, and offsets committed) as JSON objects to STDOUT."
-
+DESCRIPTION = ("Reads a topic as a member of a consumer group and prints one JSON line per thing that happens "
+               "to it: assignments, revocations, records read, commits.")
 RANGE = "org.apache.kafka.clients.consumer.RangeAssignor"
-ROUND_ROBIN = "org.apache.kafka.clients.consumer.RoundRobinAssignor"
 
 
 def build_parser() -> Parser:
     p = Parser(prog="verifiable-consumer", description=DESCRIPTION)
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--bootstrap-server", metavar="HOST1:PORT1[,HOST2:PORT2[...]]",
-                   help="REQUIRED unless --broker-list(deprecated) is specified. The server(s) to connect to. "
-                        "Comma-separated list of Kafka brokers in the form HOST1:PORT1,HOST2:PORT2,...")
-    g.add_argument("--broker-list", metavar="HOST1:PORT1[,HOST2:PORT2[...]]",
-                   help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified.  "
-                        "Comma-separated list of Kafka brokers in the form HOST1:PORT1,HOST2:PORT2,...")
-    p.add_argument("--topic", required=True, metavar="TOPIC", help="Consumes messages from this topic.")
+    connection_options(p)
+    p.add_argument("--topic", required=True, metavar="TOPIC", help="The topic to read.")
     p.add_argument("--group-protocol", default="classic", metavar="GROUP_PROTOCOL",
-                   help="Group protocol (must be one of CLASSIC, CONSUMER)")
+                   help="classic (JoinGroup and SyncGroup) or consumer (KIP-848).")
     p.add_argument("--group-remote-assignor", metavar="GROUP_REMOTE_ASSIGNOR",
-                   help="Group remote assignor; only used if the group protocol is CONSUMER")
-    p.add_argument("--group-id", required=True, metavar="GROUP_ID",
-                   help="The groupId shared among members of the consumer group")
+                   help="The coordinator's assignor (uniform or range); consumer protocol only.")
+    p.add_argument("--group-id", required=True, metavar="GROUP_ID", help="The group to join.")
     p.add_argument("--group-instance-id", metavar="GROUP_INSTANCE_ID",
-                   help="A unique identifier of the consumer instance")
+                   help="Makes the member static, under this id.")
     p.add_argument("--max-messages", type=int, default=-1, metavar="MAX-MESSAGES",
-                   help="Consume this many messages. If -1 (the default), the consumer will consume until the "
-                        "process is killed externally")
+                   help="Stop after this many records; -1 reads until the process is stopped.")
     p.add_argument("--session-timeout", type=int, default=30000, metavar="TIMEOUT_MS",
-                   help="Set the consumer's session timeout")
-    p.add_argument("--verbose", action="store_true", help="Enable to log individual consumed records")
-    p.add_argument("--enable-autocommit", action="store_true", help="Enable offset auto-commit on consumer")
+                   help="The member's session timeout in ms.")
+    p.add_argument("--verbose", action="store_true", help="Also print every record read.")
+    p.add_argument("--enable-autocommit", action="store_true",
+                   help="Let the consumer commit on its own instead of after each batch.")
     p.add_argument("--reset-policy", default="earliest",
-                   help="Set reset policy (must be either 'earliest', 'latest', or 'none'")
+                   help="Where to start without a committed offset: earliest, latest or none.")
     p.add_argument("--assignment-strategy", default=RANGE,
-                   help=f"Set assignment strategy (e.g. {ROUND_ROBIN}); only used if the group protocol is CLASSIC")
+                   help="The classic protocol's assignors: Java class names or range, roundrobin, sticky, "
+                        "cooperative-sticky.")
     p.add_argument("--consumer.config", dest="consumer_config", metavar="CONFIG_FILE",
-                   help="Consumer config properties file (config options shared with command line parameters "
-                        "will be overridden).")
+                   help="A properties file of consumer settings; the options above take precedence.")
     return p
 
 

@@ -30,36 +30,39 @@ from tools.common import json_event as event
 from tools.kclient import Producer
 from tools.transactions import Parser
 
-DESCRIPTION = "This tool produces increasing integers to the specified topic and prints JSON metadata to stdout on " \
-              "each \"send\" request, making externally visible which messages have been acked and which have not."
+DESCRIPTION = ("Sends the numbers 0, 1, 2, ... to a topic and prints one JSON line per send, telling which "
+               "records the cluster acknowledged and which it did not.")
+SERVERS = "HOST1:PORT1[,HOST2:PORT2[...]]"
+
+
+def connection_options(p: Parser) -> None:
+    """--bootstrap-server, or the older --broker-list (Kafka's verifiable tools take either)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--bootstrap-server", metavar=SERVERS,
+                   help="The brokers to contact first, host:port pairs separated by commas (this or --broker-list "
+                        "is needed).")
+    g.add_argument("--broker-list", metavar=SERVERS,
+                   help="Deprecated name of --bootstrap-server, used only when that is absent.")
 
 
 def build_parser() -> Parser:
     p = Parser(prog="verifiable-producer", description=DESCRIPTION)
-    p.add_argument("--topic", required=True, metavar="TOPIC", help="Produce messages to this topic.")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--bootstrap-server", metavar="HOST1:PORT1[,HOST2:PORT2[...]]",
-                   help="REQUIRED: The server(s) to connect to. Comma-separated list of Kafka brokers in the form "
-                        "HOST1:PORT1,HOST2:PORT2,...")
-    g.add_argument("--broker-list", metavar="HOST1:PORT1[,HOST2:PORT2[...]]",
-                   help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified.  "
-                        "Comma-separated list of Kafka brokers in the form HOST1:PORT1,HOST2:PORT2,...")
+    p.add_argument("--topic", required=True, metavar="TOPIC", help="The topic to write to.")
+    connection_options(p)
     p.add_argument("--max-messages", type=int, default=-1, metavar="MAX-MESSAGES",
-                   help="Produce this many messages. If -1, produce messages until the process is killed externally.")
+                   help="How many records to send; -1 sends until the process is stopped.")
     p.add_argument("--throughput", type=int, default=-1, metavar="THROUGHPUT",
-                   help="If set >= 0, throttle maximum message throughput to *approximately* THROUGHPUT messages/sec.")
+                   help="At most about this many records a second when 0 or more; -1 is as fast as possible.")
     p.add_argument("--acks", type=int, default=-1, metavar="ACKS",
-                   help="Acks required on each produced message. See Kafka docs on acks for details.")
+                   help="The acks setting of the producer (0, 1 or -1 for all).")
     p.add_argument("--producer.config", dest="producer_config", metavar="CONFIG_FILE",
-                   help="Producer config properties file.")
+                   help="A properties file of producer settings.")
     p.add_argument("--message-create-time", type=int, default=-1, metavar="CREATETIME",
-                   help="Send messages with creation time starting at the arguments value, in milliseconds since "
-                        "epoch")
+                   help="The first record's timestamp (ms since the epoch); later ones move on with the clock.")
     p.add_argument("--value-prefix", type=int, metavar="VALUE-PREFIX",
-                   help="If specified, each produced value will have this prefix with a dot separator")
+                   help="Values become <prefix>.<n> instead of <n>.")
     p.add_argument("--repeating-keys", type=int, metavar="REPEATING-KEYS",
-                   help="If specified, each produced record will have a key starting at 0 increment by 1 up to the "
-                        "number specified (exclusive), then the key is set to 0 again")
+                   help="Keys 0, 1, ... up to this number (excluded), then from 0 again; no keys without it.")
     return p
 
 
