@@ -737,7 +737,9 @@ class ZkController(Controller):
     async def _read_broker_config(self, entity: str) -> None:
         await self._read_entity_config("brokers", entity, self._broker_configs)
         stored = self._broker_configs.get(entity)
-        if stored:
+        # only this broker's own entity (and the default) are applied here; another broker's
+        # passwords are its business, and may be under another secret
+        if stored and entity in (DEFAULT_BROKER_ENTITY, str(self._broker_id)):
             self._decode_passwords(entity, stored)
 
     # Dynamic password configs are kept encoded in ZooKeeper, in Kafka's format and with its

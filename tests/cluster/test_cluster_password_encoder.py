@@ -7,6 +7,7 @@ secret, or at the cluster-default level, they are refused with Kafka's messages.
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,20 @@ def test_zookeeper_tool_encodes_with_the_given_secret(cluster_factory):
     r = configs(c, "--entity-name", 1, "--describe")
     assert f"{KEY}=null sensitive=true" in r.stdout, r.stdout
     assert "could not be decoded" not in c.brokers[1].log_text()
+
+
+def test_another_brokers_passwords_are_left_alone(cluster_factory):
+    """Brokers with different secrets: broker 1 sees broker 2's change notification but neither
+    decodes nor complains about broker 2's values; broker 2 reads its own."""
+    c = cluster_factory(2, start=False)
+    c.brokers[1].props["password.encoder.secret"] = "secret-one"
+    c.brokers[2].props["password.encoder.secret"] = "secret-two"
+    c.start()
+    r = subprocess.run([str(BIN / "kafka-configs.sh"), "--bootstrap-server", c.bootstrap_of([2]), "--entity-type",
+                        "brokers", "--entity-name", "2", "--alter", "--add-config", f"{KEY}=kp-2"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert PasswordEncoder("secret-two").decode(c.get_json("/config/brokers/2")["config"][KEY]) == "kp-2"
+    time.sleep(1.0)                         # broker 1 has had the change notification by now
+    assert "could not be decoded" not in c.brokers[1].log_text()
+    assert "could not be decoded" not in c.brokers[2].log_text()
