@@ -515,19 +515,25 @@ def test_coordinator_killed_while_markers_are_pending(txn_cluster):
     topic = unique("pm")
     spread_topic(c, topic)
     tid = tid_led_by(c, 1, "tid-pm")
+    # The paused leader must not be the controller: the leader of __transaction_state shrinks the
+    # ISR through the controller (AlterPartition), so with the controller paused the PrepareCommit
+    # write is only acknowledged after the controller's failover, which also moves the paused
+    # broker's leaderships and lets the markers complete before the test can look.
+    paused = 2 if c.controller_id() == 3 else 3
+    part = paused - 1                               # spread_topic: partition i is led by i + 1
     p = producer(c, tid)
     p.begin_transaction()
     for i in range(3):
         p.produce(topic, value=f"c0-p{i}".encode(), partition=i)
     p.flush(WAIT)
-    c.pause(3)                                      # leader of partition 2
+    c.pause(paused)
     try:
-        p.commit_transaction(WAIT)                  # PrepareCommit written once 3 leaves the ISR
+        p.commit_transaction(WAIT)                  # PrepareCommit written once it leaves the ISR
         assert describe_txn(c, tid).transaction_state == "PrepareCommit"
         c.kill(1)
-        c.wait_for_leader(topic, 2, not_in={3})     # 3's ZooKeeper session expires
+        c.wait_for_leader(topic, part, not_in={paused})   # its ZooKeeper session expires
     finally:
-        c.resume(3)
+        c.resume(paused)
     c.wait_for(lambda: describe_txn(c, tid).transaction_state == "CompleteCommit", WAIT,
                "the new coordinator completing the commit")
     c.start_broker(1)
