@@ -61,12 +61,16 @@ import time
 from typing import Callable
 
 from broker.quota import SampledRate
+from broker.quota_callback import KafkaPrincipal, entity_of, tags_key
 from controller.api import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QUOTA_CLIENT_ID,
                             QUOTA_USER, REQUEST_PERCENTAGE)
 
 log = logging.getLogger("odradek.quota")
 
 _ABSENT = object()
+#: the ClientQuotaType a quota key is, for a client.quota.callback.class (broker/quota_callback.py)
+CALLBACK_TYPES = {PRODUCER_BYTE_RATE: "PRODUCE", CONSUMER_BYTE_RATE: "FETCH", REQUEST_PERCENTAGE: "REQUEST",
+                  CONTROLLER_MUTATION_RATE: "CONTROLLER_MUTATION"}
 MAX_SENSORS = 100_000           # forget idle sensors beyond this many (Kafka expires them after an hour)
 
 
@@ -134,7 +138,12 @@ def user_of(principal: str) -> str:
 
 
 class ClientQuotaManager:
-    """One quota type (``producer_byte_rate`` or ``consumer_byte_rate``)."""
+    """One quota type (``producer_byte_rate`` or ``consumer_byte_rate``).
+
+    With a ``callback`` (client.quota.callback.class, ``broker/quota_callback.py``) the plug-in
+    decides the tags (who shares a rate) and the limits; the rates, throttles and muting are the
+    same.  The "user" a request is resolved with is then its whole principal ("User:alice"), which
+    the callback gets as a KafkaPrincipal (``ident``)."""
 
     def __init__(self, key: str, samples: int = 11, window_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic):
@@ -146,6 +155,10 @@ class ClientQuotaManager:
         self._resolved: dict[tuple[str, str], tuple[tuple[str, str], float | None]] = {}
         self.sensors: dict[tuple[str, str], ClientRate] = {}
         self.throttle_times: dict[tuple[str, str], ClientAvg] = {}
+        self.callback = None
+        self.quota_type = CALLBACK_TYPES.get(key, key)
+        self._limits: dict[tuple, float | None] = {}        # callback: tags key -> its limit
+        self._tag_maps: dict[tuple, dict[str, str]] = {}    # callback: tags key -> the tags it returned
 
     # -- configuration ---------------------------------------------------------------------------
     def update(self, quotas: dict[tuple, dict[str, float]]) -> bool:
@@ -159,9 +172,37 @@ class ClientQuotaManager:
             overrides[(d.get(QUOTA_USER, _ABSENT), d.get(QUOTA_CLIENT_ID, _ABSENT))] = float(v)
         if overrides != self.overrides:
             log.info("%s quotas: %s", self.key, {_text(k): v for k, v in overrides.items()} or "none")
+        if self.callback is not None:
+            self._tell_callback(self.overrides, overrides)
         self.overrides = overrides
         self._resolved = {}
-        return bool(overrides)
+        self._limits = {}
+        return bool(overrides) or self.callback is not None
+
+    def _tell_callback(self, old: dict, new: dict) -> None:
+        """update_quota / remove_quota for each quota of this type that changed."""
+        cb = self.callback
+        update, remove = getattr(cb, "update_quota", None), getattr(cb, "remove_quota", None)
+        try:
+            for k, v in new.items():
+                if update is not None and old.get(k) != v:
+                    update(self.quota_type, entity_of(k), v)
+            for k in old:
+                if remove is not None and k not in new:
+                    remove(self.quota_type, entity_of(k))
+        except Exception:   # noqa: BLE001 - the limits are asked again anyway
+            log.warning("quota callback %s failed to take a %s quota change", type(cb).__name__,
+                        self.quota_type, exc_info=True)
+
+    def reset_limits(self) -> None:
+        """Ask the callback for every limit again (after update_cluster_metadata said so)."""
+        self._limits = {}
+
+    def ident(self, ctx) -> tuple[str, str]:
+        """What a request's quota is resolved with: (user, client id), or with a callback
+        (principal, client id)."""
+        principal = str(ctx.principal)
+        return (principal if self.callback is not None else user_of(principal)), ctx.client_id or ""
 
     def metric_tags(self, user: str, client: str) -> tuple[str, str]:
         """Who shares the rate of (user, client): Kafka's DefaultQuotaCallback.quotaMetricTags."""
@@ -178,6 +219,8 @@ class ClientQuotaManager:
 
     def quota_limit(self, tags: tuple[str, str]) -> float | None:
         """The quota of a sensor (DefaultQuotaCallback.quotaLimit); None: unbounded."""
+        if self.callback is not None:
+            return self._callback_limit(tags)
         user, client = tags
         o = self.overrides
         if user and client:
@@ -194,7 +237,34 @@ class ClientQuotaManager:
                     return o[k]
         return None
 
+    def _callback_limit(self, key: tuple) -> float | None:
+        limit = self._limits.get(key, _ABSENT)
+        if limit is _ABSENT:
+            tags = self._tag_maps.get(key)
+            if tags is None:
+                tags = {"user": key[0], "client-id": key[1]} if len(key) == 2 and isinstance(key[0], str) else dict(key)
+            raw = self.callback.quota_limit(self.quota_type, dict(tags))
+            limit = self._limits[key] = None if raw is None else float(raw)
+        return limit
+
+    def _resolve_callback(self, principal: str, client: str) -> tuple[tuple, float | None]:
+        """Kafka asks quotaResetRequired and quotaMetricTags for every request."""
+        cb = self.callback
+        reset = getattr(cb, "quota_reset_required", None)
+        if reset is not None and reset(self.quota_type):
+            self._limits = {}
+        tags = cb.quota_metric_tags(self.quota_type, KafkaPrincipal.parse(principal), client)
+        key = tags_key(tags)
+        if key not in self._tag_maps:
+            if len(self._tag_maps) >= MAX_SENSORS:
+                self._tag_maps = {k: v for k, v in self._tag_maps.items() if k in self.sensors}
+                self._limits = {}
+            self._tag_maps[key] = dict(tags)
+        return key, self._callback_limit(key)
+
     def resolve(self, user: str, client: str) -> tuple[tuple[str, str], float | None]:
+        if self.callback is not None:
+            return self._resolve_callback(user, client)
         key = (user, client)
         r = self._resolved.get(key)
         if r is None:
@@ -272,7 +342,7 @@ class ClientQuotaManager:
             for pd in t.partition_data:
                 if pd.records is not None:
                     size += len(pd.records)
-        user, client = user_of(ctx.principal), ctx.client_id or ""
+        user, client = self.ident(ctx)
         ms = self.record(user, client, size)
         if ms > 0:
             throttle(ctx.connection, ms, self, self.resolve(user, client)[0])
@@ -280,7 +350,7 @@ class ClientQuotaManager:
 
     def cap_fetch(self, ctx, req) -> None:
         """Cap the fetch's max_bytes at what the quota allows in one window span."""
-        cap = self.max_value_in_window(user_of(ctx.principal), ctx.client_id or "")
+        cap = self.max_value_in_window(*self.ident(ctx))
         if cap is not None and req.max_bytes > cap:
             req.max_bytes = max(int(cap), 1)
             if req.min_bytes > req.max_bytes:
@@ -289,7 +359,7 @@ class ClientQuotaManager:
     def on_fetch(self, ctx, size: int) -> int:
         """Record an answer of ``size`` bytes; when that throttles, take them back (the caller
         answers without partitions)."""
-        user, client = user_of(ctx.principal), ctx.client_id or ""
+        user, client = self.ident(ctx)
         ms = self.record(user, client, size)
         if ms > 0:
             self.unrecord(user, client, size)
@@ -407,7 +477,7 @@ class RequestQuotaManager(ClientQuotaManager):
             response = await timed
             self.exempt_time.record((timed.busy + max(timed.first - started, 0.0)) * 100, self.clock())
             return response
-        user, client = user_of(ctx.principal), ctx.client_id or ""
+        user, client = self.ident(ctx)
         if self.quota(user, client) is None:
             return await coro
         timed = _Timed(coro)
@@ -442,7 +512,7 @@ def _drop_fetch_answer(ctx, response) -> None:
                 if r is not None:
                     size += r.length if hasattr(r, "length") else len(r)
         if size:
-            fq.unrecord(user_of(ctx.principal), ctx.client_id or "", size)
+            fq.unrecord(*fq.ident(ctx), size)
     response.responses = []
 
 
@@ -543,7 +613,7 @@ class MutationQuotaManager(ClientQuotaManager):
 
     def quota_for(self, ctx, strict: bool) -> MutationQuota | None:
         """The request's quota; None when its client has none (nothing is counted then)."""
-        tags, bound = self.resolve(user_of(ctx.principal), ctx.client_id or "")
+        tags, bound = self.resolve(*self.ident(ctx))
         if bound is None:
             return None
         b = self.buckets.get(tags)
@@ -588,7 +658,7 @@ def apply_mutation_throttle(ctx, quota: MutationQuota | None) -> int:
 class ClientQuotas:
     """The broker's quota managers, fed from the controller."""
 
-    def __init__(self, broker):
+    def __init__(self, broker, callback=None):
         self.broker = broker
         cfg = broker.config
         samples, window = cfg.get("quota.window.num"), cfg.get("quota.window.size.seconds")
@@ -597,6 +667,32 @@ class ClientQuotas:
         self.request = RequestQuotaManager(samples, window)
         self.mutation = MutationQuotaManager(cfg.get("controller.quota.window.num"),
                                              cfg.get("controller.quota.window.size.seconds"))
+        self.callback = callback
+        for m in self.managers():
+            m.callback = callback
+
+    def managers(self) -> tuple:
+        return self.produce, self.fetch, self.request, self.mutation
+
+    def cluster_changed(self) -> None:
+        """A callback's update_cluster_metadata, after topics, partitions or brokers changed;
+        True from it: every limit is asked again."""
+        fn = getattr(self.callback, "update_cluster_metadata", None)
+        if fn is None:
+            return
+        from broker.quota_callback import ClusterMetadata
+        ctrl = self.broker.controller
+        meta = ClusterMetadata(ctrl.cluster_id, ctrl.controller_id, self.broker.broker_id,
+                               list(ctrl.brokers()), dict(ctrl.topics()))
+        try:
+            changed = fn(meta)
+        except Exception:   # noqa: BLE001 - keep the limits it gave so far
+            log.warning("quota callback %s failed on a metadata change", type(self.callback).__name__,
+                        exc_info=True)
+            return
+        if changed:
+            for m in self.managers():
+                m.reset_limits()
 
     def refresh(self) -> None:
         """Re-read the quotas; the broker's hooks are set only for types with a quota."""

@@ -466,7 +466,8 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("kafka.metrics.polling.interval.secs", "int", 10, "Polling interval of the Yammer reporters (not used).", L,
        validator=at_least(1)),
     _k("client.quota.callback.class", "class", None,
-       "A Java ClientQuotaCallback; Odradek cannot load one and refuses to start with it set.", L),
+       "A Python class (package.module.Class) deciding every client quota in place of the default "
+       "user / client-id quotas (broker/quota_callback.py); empty: the defaults.", L),
     # Odradek's own keys (not Kafka's): the Prometheus endpoint (broker/metrics.py, docs/metrics.md).
     _k("odradek.metrics.prometheus.port", "int", -1,
        "Port of the Prometheus endpoint (GET /metrics); -1 = no endpoint, 0 = any free port.", L,

@@ -40,6 +40,7 @@ from bisect import bisect_left
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.samples import Sample
 
 from protocol.errors import ErrorCode as E
 
@@ -405,6 +406,15 @@ def _quota_values(broker) -> list:
     return out
 
 
+def _quota_sample(family, tags: tuple, value: float) -> None:
+    """A quota series: user / client_id labels, or a quota callback's own tags as labels."""
+    from broker.quota_callback import is_user_client, metric_labels
+    if is_user_client(tags):
+        family.add_metric(list(tags), value)
+    else:
+        family.samples.append(Sample(family.name, metric_labels(tags), value))
+
+
 _TOPIC_FAMILIES = (     # in the order of _Snapshot.topics' tuples
     ("messagesin", "Records appended by Produce requests (MessagesInPerSec)."),
     ("bytesin", "Record bytes received in Produce requests from clients (BytesInPerSec)."),
@@ -552,17 +562,17 @@ def families(snap: _Snapshot):
                                 "Mean throttle time in ms of this client's throttled requests over the quota "
                                 "windows, NaN when none was throttled (throttle-time).",
                                 labels=["user", "client_id"])
-        for (user, client), value, throttle_ms in rows:
-            rate.add_metric([user, client], value)
-            thr.add_metric([user, client], throttle_ms)
+        for tags, value, throttle_ms in rows:
+            _quota_sample(rate, tags, value)
+            _quota_sample(thr, tags, throttle_ms)
         yield rate
         yield thr
         if tokens is not None:
             tok = GaugeMetricFamily("kafka_server_controllermutation_tokens",
                                     "Credits left in this client's mutation token bucket (tokens).",
                                     labels=["user", "client_id"])
-            for ((user, client), _, _), t in zip(rows, tokens):
-                tok.add_metric([user, client], t)
+            for (tags, _, _), t in zip(rows, tokens):
+                _quota_sample(tok, tags, t)
             yield tok
     # kafka.server:type=Request exempt-request-time
     if snap.exempt_request_time is not None:

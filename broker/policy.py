@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from broker.config import ConfigError
 from protocol.errors import ErrorCode as E
 
 log = logging.getLogger("odradek.policy")
@@ -60,17 +59,8 @@ def _load(cfg, key: str):
     path = cfg.get(key)
     if not path:
         return None
-    from broker.security.builder import broker_settings, import_class
-    cls = import_class(str(path).strip(), key)
-    try:
-        policy = cls()
-        if hasattr(policy, "configure"):
-            policy.configure(broker_settings(cfg))
-    except Exception as e:
-        raise ConfigError(f"{key} {path} could not be set up: {e}", key) from None
-    if not callable(getattr(policy, "validate", None)):
-        raise ConfigError(f"Invalid value {path} for configuration {key}: the class has no "
-                          f"validate(request) method", key)
+    from broker.security.builder import broker_settings, instantiate
+    policy = instantiate(path, key, broker_settings(cfg), ("validate",))
     log.info("%s: %s", key, path)
     return policy
 

@@ -53,6 +53,7 @@ class Broker:
         self.log_manager = None
         self.replicas = None
         self.client_quotas = None       # broker/client_quota.py
+        self.quota_callback = None      # client.quota.callback.class (broker/quota_callback.py)
         self.produce_quota = None       # set only while some producer_byte_rate is configured
         self.fetch_quota = None         # set only while some consumer_byte_rate is configured
         self.request_quota = None       # set only while some request_percentage is configured
@@ -89,12 +90,8 @@ class Broker:
         self.tokens = TokenManager(self)           # delegation tokens (off without a secret key)
         from broker.policy import Policies
         self.policies = Policies(cfg)              # create-topic / alter-config policies (or none)
-        callback = cfg.get("client.quota.callback.class")
-        if callback:
-            from broker.config import ConfigError
-            raise ConfigError(f"Invalid value {callback} for configuration client.quota.callback.class: Odradek's "
-                              "quotas are Kafka's default ones (docs/quotas.md) and it cannot load a Java "
-                              "ClientQuotaCallback", "client.quota.callback.class")
+        from broker import quota_callback
+        self.quota_callback = quota_callback.load(cfg)   # client.quota.callback.class (or none)
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
             await self._start_zookeeper_mode()
@@ -222,11 +219,14 @@ class Broker:
 
     def _start_client_quotas(self) -> None:
         from broker.client_quota import ClientQuotas
-        self.client_quotas = ClientQuotas(self)
+        self.client_quotas = ClientQuotas(self, self.quota_callback)
         self.client_quotas.refresh()
+        self.client_quotas.cluster_changed()
 
     def _on_metadata_event(self, event) -> None:
-        from controller.api import ConfigsChanged
+        from controller.api import BrokersChanged, ConfigsChanged, TopicsChanged
+        if isinstance(event, (TopicsChanged, BrokersChanged)) and self.client_quotas is not None:
+            self.client_quotas.cluster_changed()
         if isinstance(event, ConfigsChanged) and event.entity_type == "client-quotas":
             self.client_quotas.refresh()
             if self.connection_quotas is not None:
@@ -375,6 +375,9 @@ class Broker:
         self.log_dir_mover.stop()
         if self.policies is not None:
             self.policies.close()
+        if self.quota_callback is not None:
+            from broker import quota_callback
+            quota_callback.close(self.quota_callback)
         if repl is not None:
             await repl.stop()
         if self.txns is not None:

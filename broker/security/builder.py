@@ -75,6 +75,27 @@ def import_class(path: str, key: str = "principal.builder.class"):
                           f"cannot be found ({e})", key) from None
 
 
+def instantiate(path: str, key: str, configs: dict[str, str], needed: tuple[str, ...] = (),
+                what: str = ""):
+    """A plug-in: the class ``path`` names (``key`` is the setting, for the errors), built with no
+    arguments and given ``configure(configs)`` when it has one.  ConfigError when it cannot be
+    imported or set up, or lacks one of the ``needed`` methods (start-up stops on it, as an
+    unloadable Java class stops Kafka's)."""
+    cls = import_class(str(path).strip(), key)
+    try:
+        plugin = cls()
+        if hasattr(plugin, "configure"):
+            plugin.configure(configs)
+    except Exception as e:
+        raise ConfigError(f"{key} {path} could not be set up{what}: {e}", key) from None
+    missing = [m for m in needed if not callable(getattr(plugin, m, None))]
+    if missing:
+        args = {"validate": "(request)"}
+        names = " or ".join(f"{m}{args.get(m, '')}" for m in missing)
+        raise ConfigError(f"Invalid value {path} for configuration {key}: the class has no {names} method", key)
+    return plugin
+
+
 def broker_settings(cfg) -> dict[str, str]:
     """The broker's raw settings, every layer applied (static, cluster default, per broker): what a
     plugin's ``configure`` gets, as Kafka hands its plugins the broker's originals."""
@@ -100,14 +121,8 @@ def load_builder(cfg, listener: str):
     path = listener_value(cfg, listener, "principal.builder.class", None)
     if not path or path == DEFAULT_BUILDER:
         return None
-    cls = import_class(str(path).strip())
-    try:
-        builder = cls()
-        if hasattr(builder, "configure"):
-            builder.configure(listener_configs(cfg, listener))
-    except Exception as e:
-        raise ConfigError(f"principal.builder.class {path} could not be set up for listener {listener}: {e}",
-                          "principal.builder.class") from None
+    builder = instantiate(path, "principal.builder.class", listener_configs(cfg, listener),
+                          what=f" for listener {listener}")
     log.info("listener %s: principals are built by %s", listener, path)
     return builder
 

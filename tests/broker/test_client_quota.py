@@ -406,3 +406,109 @@ def test_full_buckets_are_forgotten_when_too_many(monkeypatch):
     m.quota_for(_Ctx(client="b"), strict=True).admit(0)          # full: may go
     m.quota_for(_Ctx(client="c"), strict=True)
     assert set(m.buckets) == {("", "a"), ("", "c")}
+
+
+# ----------------------------------------------------------------------------- client.quota.callback.class
+class _Callback:
+    """A quota callback: one rate per team (client id up to '-'), limits from a dict."""
+
+    def __init__(self, limits=None):
+        self.limits = dict(limits or {})
+        self.asked = []                 # quota_limit calls
+        self.events = []
+        self.reset = False
+
+    def quota_metric_tags(self, quota_type, principal, client_id):
+        self.events.append(("tags", quota_type, principal.principal_type, principal.name, client_id))
+        team = client_id.split("-", 1)[0]
+        return {} if team == "all" else {"team": team}
+
+    def quota_limit(self, quota_type, tags):
+        self.asked.append((quota_type, dict(tags)))
+        return self.limits.get((quota_type, tags.get("team")))
+
+    def update_quota(self, quota_type, entity, value):
+        self.events.append(("update", quota_type, [(e.entity_type, e.name) for e in entity.config_entities], value))
+
+    def remove_quota(self, quota_type, entity):
+        self.events.append(("remove", quota_type, [(e.entity_type, e.name) for e in entity.config_entities]))
+
+    def quota_reset_required(self, quota_type):
+        r, self.reset = self.reset, False
+        return r
+
+
+def _with_callback(m, cb):
+    m.callback = cb
+    return m
+
+
+def test_callback_tags_share_a_rate_and_limits_are_cached_until_a_reset():
+    from broker.quota_callback import tags_key
+    clock = Clock()
+    cb = _Callback({("PRODUCE", "red"): 100.0})
+    m = _with_callback(ClientQuotaManager(P, 2, 1.0, clock), cb)
+    assert m.update({}) is True                    # with a callback the manager is always active
+    a, b = _Ctx("red-1", "User:alice"), _Ctx("red-2", "Group:ops")
+    key_a, lim_a = m.resolve(*m.ident(a))
+    key_b, lim_b = m.resolve(*m.ident(b))
+    assert key_a == key_b == tags_key({"team": "red"}) == (("team", "red"),) and lim_a == lim_b == 100.0
+    assert ("tags", "PRODUCE", "Group", "ops", "red-2") in cb.events      # the whole principal
+    assert cb.asked == [("PRODUCE", {"team": "red"})]                      # asked once, then kept
+    assert m.record(*m.ident(a), 80) == 0                                  # 80 B over at least 1 s
+    assert m.record(*m.ident(b), 80) > 0                                   # the second client shares it
+    assert m.resolve(*m.ident(_Ctx("blue-1")))[1] is None                  # no limit: unbounded
+    cb.limits[("PRODUCE", "red")] = 1000.0
+    assert m.resolve(*m.ident(a))[1] == 100.0                              # not asked again ...
+    cb.reset = True
+    assert m.resolve(*m.ident(a))[1] == 1000.0                             # ... until a reset is required
+    assert m.resolve(*m.ident(_Ctx("all-1")))[0] == ("", "")               # {}: one rate for everyone
+    assert tags_key({"user": "u"}) == ("u", "") and tags_key({"client-id": "c", "user": "u"}) == ("u", "c")
+    with pytest.raises(TypeError):
+        tags_key(["team"])
+
+
+def test_callback_hears_quota_changes_as_entities():
+    cb = _Callback()
+    m = _with_callback(ClientQuotaManager(P), cb)
+    m.update({quota_entity(client_id="c"): {P: 10.0}, quota_entity(user=None, client_id="x"): {P: 5.0},
+              quota_entity(user="u"): {"consumer_byte_rate": 7.0}})
+    assert sorted(e for e in cb.events if e[0] == "update") == [
+        ("update", "PRODUCE", [("CLIENT_ID", "c")], 10.0),
+        ("update", "PRODUCE", [("DEFAULT_USER", ""), ("CLIENT_ID", "x")], 5.0)]
+    cb.events.clear()
+    m.update({quota_entity(client_id="c"): {P: 10.0}})          # unchanged: not told again
+    assert cb.events == [("remove", "PRODUCE", [("DEFAULT_USER", ""), ("CLIENT_ID", "x")])]
+
+
+def test_callback_drives_the_mutation_and_request_quotas():
+    cb = _Callback({("CONTROLLER_MUTATION", "ops"): 1.0, ("REQUEST", "ops"): 1.0})
+    m = _with_callback(MutationQuotaManager(2, 1.0, Clock()), cb)
+    m.update({})
+    q = m.quota_for(_Ctx("ops-1"), strict=True)
+    assert q is not None and q.bound == 1.0 and q.admit(5) and not q.admit(1)    # burst 2
+    assert m.quota_for(_Ctx("ops-2"), strict=True).admit(1) is False              # the team's bucket
+    assert m.quota_for(_Ctx("dev-1"), strict=True) is None
+    assert m.tokens((("team", "ops"),)) < 0
+    r = _with_callback(RequestQuotaManager(2, 1.0), cb)
+    r.update({})
+
+    async def handler():
+        _spin(0.05)
+        from protocol.messages import MetadataResponse
+        return MetadataResponse(throttle_time_ms=0, brokers=[], topics=[])
+    ctx = _ReqCtx(client="ops-3")
+    resp = asyncio.run(r.handle(ctx, 3, None, handler(), time.monotonic()))
+    assert resp.throttle_time_ms > 0 and ctx.connection.throttle_ms > 0
+
+
+def test_callback_tags_label_the_metric_series():
+    from prometheus_client.core import GaugeMetricFamily
+
+    from broker.metrics import _quota_sample
+    fam = GaugeMetricFamily("kafka_server_produce_byte_rate", "x", labels=["user", "client_id"])
+    _quota_sample(fam, ("u", "c"), 1.0)
+    _quota_sample(fam, (("quota.type", "all"), ("team-name", "red")), 2.0)
+    _quota_sample(fam, (), 3.0)
+    assert [(s.labels, s.value) for s in fam.samples] == [
+        ({"user": "u", "client_id": "c"}, 1.0), ({"quota_type": "all", "team_name": "red"}, 2.0), ({}, 3.0)]
