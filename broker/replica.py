@@ -182,7 +182,6 @@ class ReplicaManager:
             except ConfigError as e:
                 log.error("topic %s has an invalid config (%s); using broker defaults", name, e)
                 lcfg = log_config_for(cfg, {})
-            tid = _b64(info.topic_id)
             for p, state in info.partitions.items():
                 if self.broker_id not in state.replicas:
                     continue
