@@ -24,8 +24,11 @@ private keys are protected with PBEWithMD5AndTripleDES (OID 1.3.6.1.4.1.42.2.19.
 salt (8 bytes) and iteration count): key and IV come from Sun's PBES1 variant (each half of the
 salt -- the first half reversed when the halves are equal -- hashed with the password, as bytes,
 ``count`` times with MD5; 24 bytes of key, 8 of IV), then DESede/CBC with PKCS #5 padding
-(``cryptography``'s TripleDES).  Its secret-key entries (tag 3) are serialized Java objects with
-no length: a store that holds one is refused.
+(``cryptography``'s TripleDES).  Its secret-key entries (tag 3) are serialized Java objects
+(a ``SealedObjectForKeyProtector``) with no length before them: ``_JavaObjectSkipper`` walks
+Java's object serialization grammar far enough to find where one ends, and the entry is passed
+over (its alias is listed in ``Store.secret_keys``).  TLS has no use for a secret key: Java's key
+manager, too, looks only at private key entries.
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ class PrivateKeyEntry(NamedTuple):
 class Store(NamedTuple):
     keys: list[PrivateKeyEntry]
     certificates: list[tuple[str, bytes]]   # trusted certificate entries: (alias, DER)
+    secret_keys: tuple[str, ...] = ()       # aliases of JCEKS secret-key entries (passed over)
 
 
 def is_jks(data: bytes) -> bool:
@@ -111,6 +115,7 @@ def load(data: bytes, store_password: str | None) -> Store:
         raise JksError(f"unsupported JKS version {version}")
     keys: list[tuple[str, bytes, list[bytes]]] = []
     certs: list[tuple[str, bytes]] = []
+    secrets: list[str] = []
     for _ in range(r.u32()):
         tag = r.u32()
         alias = r.utf()
@@ -132,11 +137,148 @@ def load(data: bytes, store_password: str | None) -> Store:
                     raise JksError(f"certificate type {ctype!r} in entry {alias!r} is not supported")
             certs.append((alias, r.take(r.u32())))
         elif tag == 3 and magic == JCEKS_MAGIC:
-            raise JksError(f"entry {alias!r} is a JCEKS secret key, which is not supported (only private keys "
-                           "and trusted certificates)")
+            try:
+                r.pos = _JavaObjectSkipper(data, r.pos, r.end).skip_stream()
+            except (JksError, IndexError, struct.error, ValueError, RecursionError) as e:
+                raise JksError(f"JCEKS secret key entry {alias!r} cannot be read: {e}") from None
+            secrets.append(alias)
         else:
             raise JksError(f"unknown JKS entry tag {tag}")
-    return Store([PrivateKeyEntry(a, p, c) for a, p, c in keys], certs)
+    return Store([PrivateKeyEntry(a, p, c) for a, p, c in keys], certs, tuple(secrets))
+
+
+class _JavaObjectSkipper(_Reader):
+    """Where one object written by Java's ObjectOutputStream ends (stream magic, version, one
+    top-level content).  Only the grammar is followed: class descriptors (kept, as later objects
+    refer to them by handle), objects with serializable fields, arrays, strings, enums, block
+    data and the null and back-reference markers.  Nothing is built."""
+
+    _PRIMITIVE = {"B": 1, "C": 2, "D": 8, "F": 4, "I": 4, "J": 8, "S": 2, "Z": 1}
+    _BASE_HANDLE = 0x7E0000
+
+    def __init__(self, data: bytes, pos: int, end: int):
+        super().__init__(data, end)
+        self.pos = pos
+        self.handles: list = []
+
+    _take = _Reader.take
+
+    def _u(self, fmt: str):
+        return struct.unpack(fmt, self._take(struct.calcsize(fmt)))[0]
+
+    def _utf(self) -> str:
+        return self._take(self._u(">H")).decode("utf-8", "replace")
+
+    def skip_stream(self) -> int:
+        if self._u(">H") != 0xACED or self._u(">H") != 5:
+            raise ValueError("not a Java serialization stream")
+        self._content()
+        return self.pos
+
+    def _new_handle(self, value=None) -> int:
+        self.handles.append(value)
+        return len(self.handles) - 1
+
+    def _content(self):
+        tc = self._u(">B")
+        if tc == 0x70:                                  # TC_NULL
+            return None
+        if tc == 0x71:                                  # TC_REFERENCE
+            return self.handles[self._u(">I") - self._BASE_HANDLE]
+        if tc == 0x74:                                  # TC_STRING
+            text = self._utf()
+            self._new_handle(text)
+            return text
+        if tc == 0x7C:                                  # TC_LONGSTRING
+            text = self._take(self._u(">Q")).decode("utf-8", "replace")
+            self._new_handle(text)
+            return text
+        if tc == 0x72:                                  # TC_CLASSDESC
+            return self._class_desc()
+        if tc == 0x7D:                                  # TC_PROXYCLASSDESC
+            h = self._new_handle()
+            for _ in range(self._u(">I")):
+                self._utf()
+            self._annotations()
+            desc = ("proxy", 0, [], self._content())
+            self.handles[h] = desc
+            return desc
+        if tc == 0x76:                                  # TC_CLASS
+            desc = self._content()
+            self._new_handle(desc)
+            return desc
+        if tc == 0x73:                                  # TC_OBJECT
+            return self._object()
+        if tc == 0x75:                                  # TC_ARRAY
+            desc = self._content()
+            self._new_handle()
+            n = self._u(">i")
+            kind = desc[0][1:2] if desc else ""
+            if kind in self._PRIMITIVE:
+                self._take(n * self._PRIMITIVE[kind])
+            else:
+                for _ in range(n):
+                    self._content()
+            return desc
+        if tc == 0x7E:                                  # TC_ENUM
+            self._content()
+            h = self._new_handle()
+            self.handles[h] = self._content()
+            return self.handles[h]
+        if tc == 0x77:                                  # TC_BLOCKDATA
+            self._take(self._u(">B"))
+            return None
+        if tc == 0x7A:                                  # TC_BLOCKDATALONG
+            self._take(self._u(">I"))
+            return None
+        raise ValueError(f"unexpected serialization code 0x{tc:02x}")
+
+    def _class_desc(self):
+        name = self._utf()
+        self._take(8)                                   # serialVersionUID
+        h = self._new_handle()
+        flags = self._u(">B")
+        fields = []
+        for _ in range(self._u(">H")):
+            code = chr(self._u(">B"))
+            self._utf()                                 # field name
+            if code in "[L":
+                self._content()                         # its class name, a string
+            fields.append(code)
+        self._annotations()
+        desc = (name, flags, fields, self._content())   # the superclass's descriptor (or None)
+        self.handles[h] = desc
+        return desc
+
+    def _annotations(self) -> None:
+        """Contents up to TC_ENDBLOCKDATA."""
+        while self.data[self.pos:self.pos + 1] != b"\x78":
+            if self.pos >= self.end:
+                raise ValueError("truncated serialized object")
+            self._content()
+        self.pos += 1
+
+    def _object(self):
+        desc = self._content()
+        self._new_handle()
+        chain = []
+        while desc is not None:
+            chain.append(desc)
+            desc = desc[3]
+        for name, flags, fields, _super in reversed(chain):     # superclass data first
+            if flags & 0x04:                            # SC_EXTERNALIZABLE
+                if not flags & 0x08:                    # without SC_BLOCK_DATA its length is unknown
+                    raise ValueError(f"externalizable {name} in the old format")
+                self._annotations()
+                continue
+            for code in fields:
+                if code in self._PRIMITIVE:
+                    self._take(self._PRIMITIVE[code])
+                else:
+                    self._content()
+            if flags & 0x01:                            # SC_WRITE_METHOD: its own data follows
+                self._annotations()
+        return chain[0] if chain else None
 
 
 def unprotect(protected: bytes, key_password: str) -> bytes:

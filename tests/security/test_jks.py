@@ -138,7 +138,8 @@ def test_broker_serves_mutual_tls_from_jks_stores(secure_broker, pki, tmp_path):
 def test_jceks_key_and_trust_stores(pki, tmp_path):
     """A JCEKS key store (its key under PBEWithMD5AndTripleDES) gives back the key and chain that
     went in; wrong passwords and a changed byte are refused; a trust store lists its CA; a secret
-    key entry (a serialized Java object) is refused with its alias named."""
+    key entry (a serialized Java object) is passed over, and one cut short is refused with its
+    alias named."""
     from cryptography.hazmat.primitives import serialization
     issued = issue(pki, "jceks-" + uuid.uuid4().hex[:6], "localhost")
     data = jks_keystore_of(issued, tmp_path / "ks.jceks", "JCEKS", key_pw="key-secret").read_bytes()
@@ -159,11 +160,23 @@ def test_jceks_key_and_trust_stores(pki, tmp_path):
         jks.load(bytes(bad), STORE_PW)
     trust = jks.load(jks_truststore(pki.ca, tmp_path / "ts.jceks", store_type="JCEKS").read_bytes(), STORE_PW)
     assert trust.keys == [] and [d for _, d in trust.certificates] == _der_certs(pki.ca)
+    # secret keys (serialized Java objects) are passed over, before and after the private key
+    keytool("-genseckey", "-alias", "aes1", "-keyalg", "AES", "-keysize", "128", "-keystore",
+            str(tmp_path / "ks.jceks"), "-storetype", "JCEKS", "-storepass", STORE_PW, "-keypass", STORE_PW)
+    keytool("-genseckey", "-alias", "hmac1", "-keyalg", "HmacSHA256", "-keysize", "256", "-keystore",
+            str(tmp_path / "ks.jceks"), "-storetype", "JCEKS", "-storepass", STORE_PW, "-keypass", "other")
+    mixed = jks.load((tmp_path / "ks.jceks").read_bytes(), STORE_PW)
+    assert sorted(mixed.secret_keys) == ["aes1", "hmac1"]
+    assert [(e.alias, e.chain) for e in mixed.keys] == [(entry.alias, entry.chain)]
+    assert jks.unprotect(mixed.keys[0].key_der, "key-secret") == jks.unprotect(entry.key_der, "key-secret")
     secret = tmp_path / "secret.jceks"
-    keytool("-genseckey", "-alias", "aes1", "-keyalg", "AES", "-keysize", "128", "-keystore", str(secret),
+    keytool("-genseckey", "-alias", "aes2", "-keyalg", "AES", "-keysize", "128", "-keystore", str(secret),
             "-storetype", "JCEKS", "-storepass", STORE_PW, "-keypass", STORE_PW)
-    with pytest.raises(jks.JksError, match="'aes1' is a JCEKS secret key"):
-        jks.load(secret.read_bytes(), STORE_PW)
+    only = jks.load(secret.read_bytes(), STORE_PW)
+    assert only.keys == [] and only.certificates == [] and only.secret_keys == ("aes2",)
+    cut = bytearray(secret.read_bytes()[:-40])     # the serialized object cut short
+    with pytest.raises(jks.JksError, match="'aes2' cannot be read"):
+        jks.load(bytes(cut), None)
 
 
 def test_jceks_type_and_config_errors(pki, tmp_path):
