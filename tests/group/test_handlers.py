@@ -1,5 +1,4 @@
 """The group API handlers at every version: requests decoded, responses encodable, per-version rules."""
-import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +12,7 @@ from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, Descr
                                OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
                                OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
                                DeleteGroupsResponse)
-from tests.group.support import make_coordinator, run, settle, subscription
+from tests.group.support import make_coordinator, run, subscription
 
 
 class FakeController:

@@ -1,5 +1,4 @@
 """Classic group protocol: joins, rebalances, sync, heartbeats, leaves, timeouts, static members."""
-import asyncio
 
 from broker.group.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from protocol.errors import ErrorCode as E
@@ -285,7 +284,7 @@ async def test_pending_sync_timeout_removes_silent_members():
     ta, tb = a.start_join(), b.start_join()
     # b's join is answered but b never sends SyncGroup; a (leader) does
     await settle()
-    ra, rb = a.join_done(await ta), b.join_done(await tb)
+    ra, _ = a.join_done(await ta), b.join_done(await tb)
     assert ra.generation_id == 2
     a.start_sync({a.member_id: b"x", b.member_id: b"y"})
     await settle()
@@ -411,7 +410,6 @@ async def test_static_members_are_kept_when_they_miss_a_rebalance():
         s.start_sync({s1.member_id: b"1", s2.member_id: b"2"})
     await settle()
     leader = s1 if coord.groups["g"].leader_id == s1.member_id else s2
-    other = s2 if leader is s1 else s1
     tl = leader.start_join()
     await settle()
     timers.advance(5001)

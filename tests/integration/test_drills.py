@@ -120,7 +120,6 @@ def seq_of(value: bytes) -> tuple[str, int]:
 
 def check_log(c, producers):
     """Every acked record is at its acked offset, once, in order; no value twice; no gaps."""
-    seen: dict[bytes, tuple[int, int]] = {}
     positions: dict[tuple[str, int], tuple[int, int]] = {}
     total = 0
     for p in range(PARTITIONS):

@@ -106,7 +106,6 @@ def log_batches(broker, topic, partition=0):
 
 
 def txn_index_entries(broker, topic, partition=0):
-    from storage.txn_index import TransactionIndex
     d = broker.log_dir / f"{topic}-{partition}"
     out = []
     for name in sorted(os.listdir(d)):

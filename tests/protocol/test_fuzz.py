@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from protocol import api
 from protocol.messages import REQUESTS, RequestHeader
 from protocol.primitives import DecodeError
-from tests.protocol.strategies import message_strategy
 
 N_FRAMES = 100_000
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from pathlib import Path
 from typing import Mapping
 
 from .net import LOOPBACK, four_letter_word, free_port

@@ -467,7 +467,7 @@ def test_reset_scopes_and_default_dry_run(k):
     assert r.rc == 1 and "UnknownTopicOrPartitionException" in r.err, r
     r = cg(k, "--reset-offsets", "--group", g, "--topic", f"{t}:x", "--to-earliest",
            "--dry-run")
-    assert r.rc == 1 and r.err.startswith(f"Invalid partition 'x' specified in topic arg"), r
+    assert r.rc == 1 and r.err.startswith("Invalid partition 'x' specified in topic arg"), r
 
 
 def test_reset_refuses_active_group(k):
