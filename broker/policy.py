@@ -60,7 +60,7 @@ def _load(cfg, key: str):
     if not path:
         return None
     from broker.security.builder import broker_settings, instantiate
-    policy = instantiate(path, key, broker_settings(cfg), ("validate",))
+    policy = instantiate(path, key, broker_settings(cfg), ("validate(request)",))
     log.info("%s: %s", key, path)
     return policy
 

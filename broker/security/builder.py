@@ -79,8 +79,8 @@ def instantiate(path: str, key: str, configs: dict[str, str], needed: tuple[str,
                 what: str = ""):
     """A plug-in: the class ``path`` names (``key`` is the setting, for the errors), built with no
     arguments and given ``configure(configs)`` when it has one.  ConfigError when it cannot be
-    imported or set up, or lacks one of the ``needed`` methods (start-up stops on it, as an
-    unloadable Java class stops Kafka's)."""
+    imported or set up, or lacks one of the ``needed`` methods, named as the error shows them
+    ("validate(request)"; start-up stops on it, as an unloadable Java class stops Kafka's)."""
     cls = import_class(str(path).strip(), key)
     try:
         plugin = cls()
@@ -88,11 +88,10 @@ def instantiate(path: str, key: str, configs: dict[str, str], needed: tuple[str,
             plugin.configure(configs)
     except Exception as e:
         raise ConfigError(f"{key} {path} could not be set up{what}: {e}", key) from None
-    missing = [m for m in needed if not callable(getattr(plugin, m, None))]
+    missing = [m for m in needed if not callable(getattr(plugin, m.partition("(")[0], None))]
     if missing:
-        args = {"validate": "(request)"}
-        names = " or ".join(f"{m}{args.get(m, '')}" for m in missing)
-        raise ConfigError(f"Invalid value {path} for configuration {key}: the class has no {names} method", key)
+        raise ConfigError(f"Invalid value {path} for configuration {key}: the class has no "
+                          f"{' or '.join(missing)} method", key)
     return plugin
 
 

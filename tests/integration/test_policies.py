@@ -179,6 +179,8 @@ def test_alter_configs(kafka, record):
 @pytest.mark.parametrize("key,value,message", [
     ("create.topic.policy.class.name", "org.example.CreateTopicPolicy",
      "Class org.example.CreateTopicPolicy cannot be found"),
+    ("alter.config.policy.class.name", f"{POLICIES}.PolicyViolationException",    # a class, but no policy
+     "the class has no validate(request) method"),
     ("client.quota.callback.class", "com.example.MyQuotaCallback",
      "Invalid value com.example.MyQuotaCallback for configuration client.quota.callback.class"),
 ])
