@@ -512,3 +512,38 @@ def test_callback_tags_label_the_metric_series():
     _quota_sample(fam, (), 3.0)
     assert [(s.labels, s.value) for s in fam.samples] == [
         ({"user": "u", "client_id": "c"}, 1.0), ({"quota_type": "all", "team_name": "red"}, 2.0), ({}, 3.0)]
+
+
+def test_callback_cluster_change_asks_the_limits_again_only_when_it_says_so():
+    from types import SimpleNamespace
+
+    from broker.client_quota import ClientQuotas
+    from controller.api import BrokerInfo
+
+    class Cluster(_Callback):
+        def __init__(self):
+            super().__init__({("PRODUCE", "red"): 100.0})
+            self.seen, self.answer = [], False
+
+        def update_cluster_metadata(self, cluster):
+            self.seen.append((cluster.cluster_id, cluster.controller_id, cluster.broker_id,
+                              [b.id for b in cluster.brokers], sorted(cluster.topics)))
+            return self.answer
+
+    ctrl = SimpleNamespace(cluster_id="c-1", controller_id=7, brokers=lambda: [BrokerInfo(7, [])],
+                           topics=lambda: {"t": None}, client_quotas=lambda: {})
+    broker = SimpleNamespace(config={"quota.window.num": 2, "quota.window.size.seconds": 1,
+                                     "controller.quota.window.num": 2, "controller.quota.window.size.seconds": 1},
+                             controller=ctrl, broker_id=7)
+    cb = Cluster()
+    q = ClientQuotas(broker, cb)
+    q.refresh()
+    assert broker.produce_quota is q.produce and broker.mutation_quota is q.mutation   # all active
+    assert q.produce.resolve(*q.produce.ident(_Ctx("red-1")))[1] == 100.0
+    cb.limits[("PRODUCE", "red")] = 5.0
+    q.cluster_changed()                                  # False: the kept limit stays
+    assert cb.seen == [("c-1", 7, 7, [7], ["t"])]
+    assert q.produce.resolve(*q.produce.ident(_Ctx("red-1")))[1] == 100.0
+    cb.answer = True
+    q.cluster_changed()
+    assert q.produce.resolve(*q.produce.ident(_Ctx("red-1")))[1] == 5.0
