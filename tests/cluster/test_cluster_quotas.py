@@ -177,3 +177,28 @@ def test_ip_connection_rate_quota_in_a_cluster(cluster_factory):
               .encode(), sequence=True)
     Cluster.wait_for(lambda: describe_lines(c, 2, "--ip-defaults") == [
         "Quota configs for the default ip are connection_creation_rate=7.0"], 20, "default IP quota at broker 2")
+
+
+def test_quota_callback_hears_quotas_and_leaders_on_every_broker(cluster_factory, tmp_path):
+    """client.quota.callback.class in ZooKeeper mode: a quota set through broker 1 reaches both
+    brokers' callbacks (update_quota, through the change notification), and each callback's
+    update_cluster_metadata sees a topic led by broker 2 (tests/integration/quota_callbacks.py)."""
+    record = tmp_path / "calls.jsonl"
+    c = cluster_factory(2, props={"client.quota.callback.class": "tests.integration.quota_callbacks.TeamQuotas",
+                                  "odradek.test.quota.record": str(record)})
+
+    def calls(kind):
+        lines = record.read_text().splitlines() if record.exists() else []
+        return [r for r in map(json.loads, lines) if r["kind"] == kind]
+    assert {r["broker"] for r in calls("configure")} == {1, 2}
+    r = configs(c, 1, "--alter", "--client", "team", "--add-config", f"producer_byte_rate={QUOTA}")
+    assert r.returncode == 0, r.stderr
+    Cluster.wait_for(lambda: {r["broker"] for r in calls("update")
+                              if r["entity"] == [["CLIENT_ID", "team"]] and r["value"] == QUOTA} == {1, 2},
+                     20, "both callbacks told of the quota")
+    r = subprocess.run([str(BIN / "kafka-topics.sh"), "--bootstrap-server", c.brokers[1].bootstrap, "--create",
+                        "--topic", "cbq", "--replica-assignment", "2"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    c.wait_for_leader("cbq", 0)
+    Cluster.wait_for(lambda: {r["broker"] for r in calls("cluster") if r["leaders"].get("cbq-0") == 2} == {1, 2},
+                     20, "both callbacks seeing the new topic's leader")

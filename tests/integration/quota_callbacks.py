@@ -21,15 +21,17 @@ class TeamQuotas:
         self.static: dict[tuple[str, str], float] = {}
         self.dynamic: dict[tuple[str, str], float] = {}
         self._tagged: set = set()
+        self.broker_id = None
 
     def _write(self, kind: str, **fields) -> None:
         if self.record is None:
             return
-        with self._lock, open(self.record, "a") as f:
-            f.write(json.dumps({"kind": kind, **fields}) + "\n")
+        with self._lock, open(self.record, "a") as f:      # one line per write: brokers may share the file
+            f.write(json.dumps({"kind": kind, "broker": self.broker_id, **fields}) + "\n")
 
     def configure(self, configs):
         self.record = configs.get("odradek.test.quota.record")
+        self.broker_id = int(configs["broker.id"]) if "broker.id" in configs else None
         prefix = "odradek.test.quota.limit."
         for k, v in configs.items():
             if k.startswith(prefix):

@@ -48,6 +48,7 @@ def calls(record, kind):
     out = []
     for line in record.read_text().splitlines() if record.exists() else []:
         r = json.loads(line)
+        r.pop("broker")
         if r.pop("kind") == kind:
             out.append(r)
     return out
