@@ -61,7 +61,7 @@ import time
 from typing import Callable
 
 from broker.quota import SampledRate
-from broker.quota_callback import KafkaPrincipal, entity_of, tags_key
+from broker.quota_callback import KafkaPrincipal, entity_of, is_user_client, tags_key
 from controller.api import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QUOTA_CLIENT_ID,
                             QUOTA_USER, REQUEST_PERCENTAGE)
 
@@ -242,7 +242,7 @@ class ClientQuotaManager:
         if limit is _ABSENT:
             tags = self._tag_maps.get(key)
             if tags is None:
-                tags = {"user": key[0], "client-id": key[1]} if len(key) == 2 and isinstance(key[0], str) else dict(key)
+                tags = {"user": key[0], "client-id": key[1]} if is_user_client(key) else dict(key)
             raw = self.callback.quota_limit(self.quota_type, dict(tags))
             limit = self._limits[key] = None if raw is None else float(raw)
         return limit

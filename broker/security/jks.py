@@ -161,13 +161,8 @@ class _JavaObjectSkipper(_Reader):
         self.pos = pos
         self.handles: list = []
 
-    _take = _Reader.take
-
     def _u(self, fmt: str):
-        return struct.unpack(fmt, self._take(struct.calcsize(fmt)))[0]
-
-    def _utf(self) -> str:
-        return self._take(self._u(">H")).decode("utf-8", "replace")
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
     def skip_stream(self) -> int:
         if self._u(">H") != 0xACED or self._u(">H") != 5:
@@ -184,13 +179,16 @@ class _JavaObjectSkipper(_Reader):
         if tc == 0x70:                                  # TC_NULL
             return None
         if tc == 0x71:                                  # TC_REFERENCE
-            return self.handles[self._u(">I") - self._BASE_HANDLE]
+            index = self._u(">I") - self._BASE_HANDLE
+            if not 0 <= index < len(self.handles):
+                raise ValueError(f"reference to unknown handle {index}")
+            return self.handles[index]
         if tc == 0x74:                                  # TC_STRING
-            text = self._utf()
+            text = self.utf()
             self._new_handle(text)
             return text
         if tc == 0x7C:                                  # TC_LONGSTRING
-            text = self._take(self._u(">Q")).decode("utf-8", "replace")
+            text = self.take(self._u(">Q")).decode("utf-8", "replace")
             self._new_handle(text)
             return text
         if tc == 0x72:                                  # TC_CLASSDESC
@@ -198,7 +196,7 @@ class _JavaObjectSkipper(_Reader):
         if tc == 0x7D:                                  # TC_PROXYCLASSDESC
             h = self._new_handle()
             for _ in range(self._u(">I")):
-                self._utf()
+                self.utf()
             self._annotations()
             desc = ("proxy", 0, [], self._content())
             self.handles[h] = desc
@@ -215,7 +213,7 @@ class _JavaObjectSkipper(_Reader):
             n = self._u(">i")
             kind = desc[0][1:2] if desc else ""
             if kind in self._PRIMITIVE:
-                self._take(n * self._PRIMITIVE[kind])
+                self.take(n * self._PRIMITIVE[kind])
             else:
                 for _ in range(n):
                     self._content()
@@ -226,22 +224,22 @@ class _JavaObjectSkipper(_Reader):
             self.handles[h] = self._content()
             return self.handles[h]
         if tc == 0x77:                                  # TC_BLOCKDATA
-            self._take(self._u(">B"))
+            self.take(self._u(">B"))
             return None
         if tc == 0x7A:                                  # TC_BLOCKDATALONG
-            self._take(self._u(">I"))
+            self.take(self._u(">I"))
             return None
         raise ValueError(f"unexpected serialization code 0x{tc:02x}")
 
     def _class_desc(self):
-        name = self._utf()
-        self._take(8)                                   # serialVersionUID
+        name = self.utf()
+        self.take(8)                                   # serialVersionUID
         h = self._new_handle()
         flags = self._u(">B")
         fields = []
         for _ in range(self._u(">H")):
             code = chr(self._u(">B"))
-            self._utf()                                 # field name
+            self.utf()                                 # field name
             if code in "[L":
                 self._content()                         # its class name, a string
             fields.append(code)
@@ -273,7 +271,7 @@ class _JavaObjectSkipper(_Reader):
                 continue
             for code in fields:
                 if code in self._PRIMITIVE:
-                    self._take(self._PRIMITIVE[code])
+                    self.take(self._PRIMITIVE[code])
                 else:
                     self._content()
             if flags & 0x01:                            # SC_WRITE_METHOD: its own data follows
