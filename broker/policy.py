@@ -16,11 +16,11 @@ Where they are asked, as in a Kafka 3.9 broker in ZooKeeper mode (``ZkAdminManag
   entry then carries POLICY_VIOLATION).  ``CreateTopicRequest``: ``topic``; ``num_partitions``
   and ``replication_factor`` as resolved (the broker's defaults for -1), or None when the request
   gave explicit ``replica_assignments`` ({partition: [broker ids]}); ``configs`` as requested;
-* the alter-config policy, for topic and broker resources of AlterConfigs and
+* the alter-config policy, for topic, broker and client metrics resources of AlterConfigs and
   IncrementalAlterConfigs (also ``validate_only``) that passed the broker's own checks.
-  ``AlterConfigRequest``: ``resource_type`` ("TOPIC" or "BROKER"), ``resource_name`` ("" for the
-  cluster-wide broker default), ``configs``: the request's entries, name to value (None for an
-  incremental DELETE), not the resulting set.
+  ``AlterConfigRequest``: ``resource_type`` ("TOPIC", "BROKER" or "CLIENT_METRICS"),
+  ``resource_name`` ("" for the cluster-wide broker default), ``configs``: the request's entries,
+  name to value (None for an incremental DELETE), not the resulting set.
 """
 from __future__ import annotations
 

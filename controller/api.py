@@ -180,8 +180,10 @@ class TopicsChanged:
 
 @dataclass
 class ConfigsChanged:
-    entity_type: str        # "topics", "brokers", or "client-quotas" (user / client-id quotas)
-    entity_name: str        # topic name, broker id as a string, "<default>", or a quota entity path
+    entity_type: str        # "topics", "brokers", "groups", "client-metrics" (KIP-714 subscriptions)
+    #                         or "client-quotas" (user / client-id quotas)
+    entity_name: str        # topic name, broker id as a string, "<default>", group, subscription
+    #                         name, or a quota entity path
 
 
 @dataclass
@@ -201,6 +203,8 @@ class Controller(abc.ABC):
 
     # KIP-848 GROUP resources, group -> configs; a controller that keeps them sets its own dict
     _group_configs: Mapping[str, dict[str, str]] = types.MappingProxyType({})
+    # KIP-714 CLIENT_METRICS resources (subscriptions), name -> configs; likewise
+    _client_metrics: Mapping[str, dict[str, str]] = types.MappingProxyType({})
 
     @property
     @abc.abstractmethod
@@ -263,6 +267,18 @@ class Controller(abc.ABC):
                                   validate_only: bool = False) -> ApiResult:
         """Replace a group's configs with ``configs`` (checked by ``check_group_configs``)."""
         return ApiResult(INVALID_REQUEST, "group configs are not supported by this controller")
+
+    def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        """Every client metrics subscription (KIP-714's CLIENT_METRICS resource) with its configs,
+        {name: {key: value}}, as a private copy."""
+        return {name: dict(c) for name, c in self._client_metrics.items()}
+
+    async def alter_client_metrics(self, name: str, configs: dict[str, str],
+                                   validate_only: bool = False) -> ApiResult:
+        """Replace a subscription's configs with ``configs`` (checked by
+        ``check_client_metrics_configs``); an empty dict removes the subscription.  Emits
+        ``ConfigsChanged("client-metrics", name)`` once the change is stored."""
+        return ApiResult(INVALID_REQUEST, "client metrics subscriptions are not supported by this controller")
 
     @abc.abstractmethod
     async def alter_partition_isr(self, topic: str, partition: int, leader_epoch: int, new_isr: list[int],
@@ -706,6 +722,103 @@ def check_group_configs(cfg: BrokerConfig, group: str, configs: dict[str, str]) 
         return ApiResult(INVALID_CONFIG, "consumer.heartbeat.interval.ms must be less than "
                                               "consumer.session.timeout.ms")
     return None
+
+
+# KIP-714's CLIENT_METRICS resource (Kafka's ClientMetricsConfigs): a named subscription with up to
+# three keys.  Only the keys that are set are stored; a subscription without keys does not exist.
+CLIENT_METRICS_METRICS = "metrics"          # list of metric name prefixes ("*": every metric)
+CLIENT_METRICS_INTERVAL = "interval.ms"     # push interval, 100 .. 3600000
+CLIENT_METRICS_MATCH = "match"              # list of selector=regex
+CLIENT_METRICS_KEYS = (CLIENT_METRICS_METRICS, CLIENT_METRICS_INTERVAL, CLIENT_METRICS_MATCH)
+CLIENT_METRICS_DEFAULT_INTERVAL_MS = 300000
+CLIENT_METRICS_MIN_INTERVAL_MS, CLIENT_METRICS_MAX_INTERVAL_MS = 100, 3600000
+CLIENT_METRICS_SELECTORS = frozenset({"client_instance_id", "client_id", "client_software_name",
+                                      "client_software_version", "client_source_address",
+                                      "client_source_port"})
+_JAVA_INT = re.compile(r"[+-]?\d+")
+
+
+def _java_split(text: str, sep: str) -> list[str]:
+    """Java's ``String.split`` on a one-character separator: trailing empty pieces are dropped
+    (``"a=".split("=")`` is ``["a"]``), but a string without the separator is kept whole."""
+    parts = text.split(sep)
+    if len(parts) > 1:
+        while parts and parts[-1] == "":
+            parts.pop()
+    return parts
+
+
+def _java_trim(text: str) -> str:
+    """Java's ``String.trim``: drops leading and trailing characters up to U+0020."""
+    return text.strip("".join(chr(c) for c in range(0x21)))
+
+
+def parse_client_metrics_match(values: list[str] | None) -> dict[str, "re.Pattern"]:
+    """The ``match`` list of a subscription as {selector: compiled pattern} (Kafka's
+    ClientMetricsConfigs.parseMatchingPatterns): each entry is ``selector=regex``, split at its
+    '=' (exactly two parts), both sides trimmed; the selector must be one of
+    ``CLIENT_METRICS_SELECTORS`` and the regex must compile (Python's ``re``).  Raises
+    ValueError("Illegal client matching pattern: <entry>") otherwise; a later entry for the same
+    selector wins."""
+    out: dict[str, re.Pattern] = {}
+    for entry in values or ():
+        parts = _java_split(entry, "=")
+        if len(parts) != 2 or _java_trim(parts[0]) not in CLIENT_METRICS_SELECTORS:
+            raise ValueError(f"Illegal client matching pattern: {entry}")
+        try:
+            out[_java_trim(parts[0])] = re.compile(_java_trim(parts[1]))
+        except (re.error, RecursionError, OverflowError):
+            raise ValueError(f"Illegal client matching pattern: {entry}") from None
+    return out
+
+
+def check_client_metrics_configs(name: str | None, configs: dict[str, str]) -> "ApiResult | None":
+    """None, or the answer a Kafka 3.9 controller gives for a subscription's new configs (the
+    whole set after the change; ClientMetricsConfigs.validate):
+
+    * empty name: INVALID_REQUEST "Subscription name can't be empty"
+    * a key other than metrics / interval.ms / match: INVALID_REQUEST
+      "Unknown client metrics configuration: <key>"
+    * interval.ms outside 100..3600000: INVALID_REQUEST; not a Java int at all: Kafka's
+      controller fails with a NumberFormatException, which reaches the client as
+      UNKNOWN_SERVER_ERROR without a message
+    * a match entry that does not parse: INVALID_CONFIG "Illegal client matching pattern: <entry>"
+    """
+    if not name:
+        return ApiResult(INVALID_REQUEST, "Subscription name can't be empty")
+    for key in configs:
+        if key not in CLIENT_METRICS_KEYS:
+            return ApiResult(INVALID_REQUEST, f"Unknown client metrics configuration: {key}")
+    interval = configs.get(CLIENT_METRICS_INTERVAL)
+    if interval is not None:
+        if not _JAVA_INT.fullmatch(interval) or not -2 ** 31 <= int(interval) < 2 ** 31:
+            return ApiResult(UNKNOWN_SERVER_ERROR, None)
+        ms = int(interval)
+        if not CLIENT_METRICS_MIN_INTERVAL_MS <= ms <= CLIENT_METRICS_MAX_INTERVAL_MS:
+            return ApiResult(INVALID_REQUEST, f"Invalid value {ms} for {CLIENT_METRICS_INTERVAL}, interval must be "
+                                              f"between {CLIENT_METRICS_MIN_INTERVAL_MS} and "
+                                              f"{CLIENT_METRICS_MAX_INTERVAL_MS} (1 hour)")
+    match = configs.get(CLIENT_METRICS_MATCH)
+    if match is not None:
+        try:
+            parse_client_metrics_match(_java_split(match, ","))
+        except ValueError as e:
+            return ApiResult(INVALID_CONFIG, str(e))
+    return None
+
+
+def java_hash_order(names: Iterable[str]) -> list[str]:
+    """``names`` in the order a small Java HashMap (16 buckets) iterates them: by bucket of
+    ``String.hashCode``, ties in insertion order.  Kafka's broker answers a subscription's configs in
+    this order and its admin client's ``Config.entries()`` lists them in it."""
+    def bucket(s: str) -> int:
+        data = s.encode("utf-16-be")        # String.hashCode runs over UTF-16 code units
+        h = 0
+        for i in range(0, len(data), 2):
+            h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+    names = list(names)
+    return sorted(names, key=bucket)
 
 
 def altered_broker_configs(cfg: BrokerConfig, own_id: int, current: dict[str, dict[str, str]],

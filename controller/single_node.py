@@ -8,8 +8,9 @@ How this works
   partition epoch, as the ZooKeeper controller bumps the state znode's version.
 * Everything lives in one JSON file, ``<first log dir>/__cluster_metadata.json``:
   cluster id, broker id, topics (ids, assignments, leader/ISR state, config overrides),
-  dynamic broker configs (per id and ``<default>``), the next producer id and the finalized
-  features (KIP-584) with their epoch (0 when the store is created, one more per change).  Each
+  dynamic broker configs (per id and ``<default>``), the next producer id, the finalized
+  features (KIP-584) with their epoch (0 when the store is created, one more per change), group
+  configs (KIP-848) and client metrics subscriptions (KIP-714, ``client_metrics``).  Each
   write serialises the new state on the loop, writes ``.tmp``, fsyncs, renames over the
   file and fsyncs the directory, in an executor thread.
 * Writers hold ``self._lock`` from validation to swap, so writes are applied one at a
@@ -37,8 +38,8 @@ from controller.api import (
     TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION,
     AlterPartitionResult, ApiResult, BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic,
     Event, PartitionState, TopicInfo, TopicResult, TopicsChanged, altered_broker_configs,
-    apply_dynamic_broker_configs, assign_replicas, base64_to_uuid, check_create_topic, check_group_configs,
-    check_topic_configs,
+    apply_dynamic_broker_configs, assign_replicas, base64_to_uuid, check_client_metrics_configs, check_create_topic,
+    check_group_configs, check_topic_configs,
     apply_client_quota_changes, is_internal_topic, new_cluster_id, plan_partition_increase, quota_entity_from_path,
     quota_entity_path, random_kafka_uuid, resolve_topic_to_delete, unsupported_features,
     uuid_to_base64,
@@ -86,6 +87,7 @@ class SingleNodeController(Controller):
         self._by_id: dict[uuid.UUID, str] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._group_configs: dict[str, dict[str, str]] = {}     # KIP-848 GROUP resources
+        self._client_metrics: dict[str, dict[str, str]] = {}    # KIP-714 subscriptions
         self._next_producer_id = 0
         self._acls: tuple = ()                          # AclBinding tuples
         self._scram: dict[str, dict[str, str]] = {}     # user -> {mechanism: credential text}
@@ -152,6 +154,7 @@ class SingleNodeController(Controller):
         self._next_producer_id = doc.get("next_producer_id", 0)
         self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
         self._group_configs = {k: dict(v) for k, v in doc.get("group_configs", {}).items()}
+        self._client_metrics = {k: dict(v) for k, v in doc.get("client_metrics", {}).items() if v}
         from broker.security.acl import AclBinding
         self._acls = tuple(AclBinding.from_json(r) for r in doc.get("acls", []))
         self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items()}
@@ -210,6 +213,7 @@ class SingleNodeController(Controller):
             "delegation_tokens": self._tokens,
             "client_quotas": {quota_entity_path(e): v for e, v in self._quotas.items()},
             "group_configs": self._group_configs,
+            "client_metrics": self._client_metrics,
             "finalized_features": {"epoch": self._features_epoch, "features": self._features},
         }
 
@@ -391,22 +395,34 @@ class SingleNodeController(Controller):
 
     async def alter_group_configs(self, group: str, configs: dict[str, str],
                                   validate_only: bool = False) -> ApiResult:
+        return await self._replace_named_configs("_group_configs", "groups", group, configs, validate_only,
+                                                 lambda: check_group_configs(self._cfg, group, configs))
+
+    async def alter_client_metrics(self, name: str, configs: dict[str, str],
+                                   validate_only: bool = False) -> ApiResult:
+        return await self._replace_named_configs("_client_metrics", "client-metrics", name, configs, validate_only,
+                                                 lambda: check_client_metrics_configs(name, configs))
+
+    async def _replace_named_configs(self, attr: str, entity_type: str, name: str, configs: dict[str, str],
+                                     validate_only: bool, check) -> ApiResult:
+        """Replace the configs of one named entity of the ``attr`` store (group configs, client
+        metrics subscriptions; none left removes it) after ``check()``, then emit ConfigsChanged."""
         async with self._lock:
             if not self._running:
                 return ApiResult(NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-            bad = check_group_configs(self._cfg, group, configs)
+            bad = check()
             if bad is not None or validate_only:
                 return bad or ApiResult()
-            old = self._group_configs
-            self._group_configs = {**old, group: dict(configs)} if configs else \
-                {g: c for g, c in old.items() if g != group}
+            old = getattr(self, attr)
+            setattr(self, attr, {**old, name: dict(configs)} if configs else
+                    {n: c for n, c in old.items() if n != name})
             try:
                 await self._persist(self._snapshot_doc())
             except BaseException:
-                self._group_configs = old
+                setattr(self, attr, old)
                 raise
-            log.info("Updated config of group %s: %s", group, configs)
-            self._emit(ConfigsChanged("groups", group))
+            log.info("Updated %s config of %s: %s", entity_type, name, configs)
+            self._emit(ConfigsChanged(entity_type, name))
             return ApiResult()
 
     def broker_configs(self, broker_id: int | None) -> dict[str, str]:

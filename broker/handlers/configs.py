@@ -1,7 +1,8 @@
 """DescribeConfigs (key 32) v0-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44) v0-1.
 
-Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and GROUP (32: KIP-848's group configs,
-IncrementalAlterConfigs SET/DELETE only, as Kafka).  A broker resource is named by this broker's id, or ``""`` for the cluster-wide default entity; any other id is INVALID_REQUEST.
+Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8), CLIENT_METRICS (16: KIP-714's client metrics
+subscriptions, below) and GROUP (32: KIP-848's group configs, IncrementalAlterConfigs SET/DELETE
+only, as Kafka).  A broker resource is named by this broker's id, or ``""`` for the cluster-wide default entity; any other id is INVALID_REQUEST.
 A broker logger resource must name this broker.
 
 DescribeConfigs
@@ -24,6 +25,18 @@ ZooKeeper-mode Kafka 3.x broker does:
     * broker: any validation failure INVALID_REQUEST (Kafka's KAFKA-13609 behaviour)
     ``validate_only`` runs every check and changes nothing.  Accepted topic changes reach the
     partition logs through the controller's ConfigsChanged event (broker/server.py).
+
+CLIENT_METRICS, as a Kafka 3.9 KRaft broker and controller answer it (ConfigHelper,
+ControllerConfigurationValidator, ClientMetricsConfigs):
+    * DescribeConfigs lists the keys set on the subscription (metrics, interval.ms, match), whatever
+      ``configuration_keys`` asks, with source CLIENT_METRICS_CONFIG (7), no synonyms, not read-only;
+      an unknown subscription has none.  An empty name: INVALID_REQUEST.
+    * Both alter APIs give the controller the subscription's whole new set of keys, checked by
+      ``controller.api.check_client_metrics_configs`` (its docstring has the error codes);
+      APPEND/SUBTRACT: INVALID_CONFIG (Kafka's controller has no list schema for the resource).
+      Removing every key removes the subscription.  An alter.config.policy sees resource type
+      "CLIENT_METRICS".
+    * Authorization (broker/security/enforce.py): the CLUSTER resource, as for BROKER.
 """
 from __future__ import annotations
 
@@ -33,15 +46,16 @@ from broker.config import (ConfigError, describe_broker_configs, describe_topic_
                            apply_incremental, validate_topic_config)
 from broker.configdefs import TOPIC_KEYS
 from broker.dispatch import handler
-from controller.api import validate_topic_name
+from controller.api import java_hash_order, validate_topic_name
 from protocol.errors import ErrorCode as E
 from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
                                IncrementalAlterConfigsResponse)
 
 log = logging.getLogger("odradek.admin")
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
-_TYPE_NAMES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 32: "GROUP"}
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+_TYPE_NAMES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+CLIENT_METRICS_CONFIG = 7       # DescribeConfigs' config source of a subscription's keys
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 DR = DescribeConfigsResponse
@@ -176,6 +190,8 @@ def _describe_one(ctx, res, synonyms: bool, docs: bool) -> list:
         return out
     if res.resource_type == GROUP:
         return _describe_group(broker, res.resource_name, keys, synonyms, docs)
+    if res.resource_type == CLIENT_METRICS:
+        return _describe_client_metrics(broker, res.resource_name)
     raise ResourceError(E.INVALID_REQUEST, f"Unsupported resource type: "
                         f"{_TYPE_NAMES.get(res.resource_type, res.resource_type)}")
 
@@ -215,6 +231,25 @@ async def _alter_group(ctx, group: str, new_configs: dict, validate_only: bool) 
     r = await ctx.broker.controller.alter_group_configs(group, new_configs, validate_only=validate_only)
     if r.error_code:
         raise ResourceError(r.error_code, r.error_message)
+
+
+def _describe_client_metrics(broker, name: str) -> list:
+    """KIP-714's CLIENT_METRICS resource: the keys set on the subscription, in the order Kafka's
+    broker lists them (its Properties' hash order); Kafka ignores ``configuration_keys`` here."""
+    if not name:
+        raise ResourceError(E.INVALID_REQUEST, "Client metrics subscription name must not be empty")
+    own = broker.controller.client_metrics_configs().get(name, {})
+    return [DR.DescribeConfigsResourceResult(
+        name=key, value=own[key], read_only=False, is_default=False, config_source=CLIENT_METRICS_CONFIG,
+        is_sensitive=False, synonyms=[], config_type=0, documentation=None) for key in java_hash_order(own)]
+
+
+async def _alter_client_metrics(ctx, name: str, new_configs: dict, validate_only: bool, entries: dict) -> None:
+    async def attempt(only: bool):
+        r = await ctx.broker.controller.alter_client_metrics(name, new_configs, validate_only=only)
+        if r.error_code:
+            raise ResourceError(r.error_code, r.error_message)
+    await _checked(ctx, "CLIENT_METRICS", name, entries, attempt, validate_only)
 
 
 def _entry(e) -> DR.DescribeConfigsResourceResult:
@@ -349,6 +384,8 @@ async def alter_configs(ctx, req):
                 elif res.resource_type == BROKER:
                     bid = _broker_entity(ctx.broker, res.resource_name)
                     await _alter_broker(ctx, bid, configs, validate_only, res.resource_name, configs)
+                elif res.resource_type == CLIENT_METRICS:
+                    await _alter_client_metrics(ctx, res.resource_name, configs, validate_only, configs)
                 else:
                     raise ResourceError(E.INVALID_REQUEST,
                                         f"Unknown resource type {res.resource_type}")
@@ -409,6 +446,19 @@ async def incremental_alter_configs(ctx, req):
                         else:
                             new.pop(name, None)
                     await _alter_group(ctx, res.resource_name, new, validate_only)
+                elif res.resource_type == CLIENT_METRICS:
+                    for name, op, _v in ops:
+                        if op in (OP_APPEND, OP_SUBTRACT):
+                            raise ResourceError(E.INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {name} "
+                                                                  "because its type is not LIST.")
+                    new = dict(ctrl.client_metrics_configs().get(res.resource_name, {}))
+                    for name, op, value in ops:
+                        if op == OP_SET:
+                            new[name] = value
+                        else:
+                            new.pop(name, None)
+                    await _alter_client_metrics(ctx, res.resource_name, new, validate_only,
+                                                {n: v for n, _op, v in ops})
                 else:
                     raise ResourceError(E.INVALID_REQUEST,
                                         f"Unknown resource type {res.resource_type}")

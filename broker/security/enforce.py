@@ -29,7 +29,8 @@ Rules (the operation checked, on which resource):
 * CreateTopics: CREATE on the cluster or the topic.  DeleteTopics, DeleteRecords: DELETE on the
   topic.  CreatePartitions: ALTER on the topic.
 * DescribeConfigs: DESCRIBE_CONFIGS, AlterConfigs/IncrementalAlterConfigs: ALTER_CONFIGS, on the
-  topic or (brokers, broker loggers) the cluster.
+  topic, the group or (brokers, broker loggers, client metrics subscriptions) the cluster.
+  ListClientMetricsResources: DESCRIBE_CONFIGS on the cluster.
 * InitProducerId: WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster or
   WRITE on some topic (KIP-679).
 * DescribeCluster, DescribeLogDirs, ListPartitionReassignments: DESCRIBE on the cluster;
@@ -448,14 +449,14 @@ _delete_records = _per_topic_rule(
 
 
 def _config_rule(key, op, resources_attr, results_attr, make):
-    TOPIC_RES, BROKER_RES, BROKER_LOGGER_RES, GROUP_RES = 2, 4, 8, 32
+    TOPIC_RES, BROKER_RES, BROKER_LOGGER_RES, CLIENT_METRICS_RES, GROUP_RES = 2, 4, 8, 16, 32
 
     def allowed(ctx, r):
         if r.resource_type == TOPIC_RES:
             return _ok(ctx, op, A.TOPIC, r.resource_name)
         if r.resource_type == GROUP_RES:        # KIP-848 group configs: the GROUP ACL resource
             return _ok(ctx, op, A.GROUP, r.resource_name)
-        if r.resource_type in (BROKER_RES, BROKER_LOGGER_RES):
+        if r.resource_type in (BROKER_RES, BROKER_LOGGER_RES, CLIENT_METRICS_RES):
             return _cluster(ctx, op)
         return True
 
@@ -687,4 +688,5 @@ RULES = {
     66: _list_transactions,
     68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
+    74: _cluster_rule(A.DESCRIBE_CONFIGS, 74),
 }

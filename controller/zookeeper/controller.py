@@ -35,12 +35,12 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.config import BrokerConfig, ConfigError
 from controller.api import (
-    DEFAULT_BROKER_ENTITY, NONE, NOT_CONTROLLER, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
+    DEFAULT_BROKER_ENTITY, INVALID_REQUEST, NONE, NOT_CONTROLLER, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
     TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult,
     BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic, Event, PartitionState, TopicInfo,
     TopicResult, TopicsChanged, altered_broker_configs, apply_dynamic_broker_configs, assign_replicas,
-    check_create_topic, check_group_configs, check_topic_configs, is_internal_topic, new_cluster_id, plan_partition_increase,
-    random_kafka_uuid, resolve_topic_to_delete,
+    check_client_metrics_configs, check_create_topic, check_group_configs, check_topic_configs, is_internal_topic,
+    new_cluster_id, plan_partition_increase, random_kafka_uuid, resolve_topic_to_delete,
 )
 from controller.zookeeper import znodes as Z
 from controller.zookeeper.quota_store import ZkQuotaStore
@@ -50,6 +50,8 @@ from controller.zookeeper.token_store import ZkTokenStore
 from controller.zookeeper.zkbridge import ZkBridge, new_notifications
 
 log = logging.getLogger("odradek.zkcontroller")
+
+CLIENT_METRICS_TYPE = "client-metrics"          # Kafka's ConfigType.CLIENT_METRICS
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOLS.items()}
@@ -147,6 +149,10 @@ class ZkController(Controller):
         # KIP-848 group configs, in /config/groups/<group> (not a path of Kafka's ZooKeeper mode,
         # whose brokers have no group configs; created only when a group gets one)
         self._group_configs: dict[str, dict[str, str]] = {}
+        # KIP-714 client metrics subscriptions, in /config/client-metrics/<sanitized name> (Kafka's
+        # ConfigType "client-metrics"; its ZooKeeper-mode brokers keep none, so likewise created
+        # only when a subscription is first set)
+        self._client_metrics: dict[str, dict[str, str]] = {}
         self._last_config_change = -1
         self._config_changes_seen = False
         self._subscribers: list[Callable[[Event], None]] = []
@@ -207,6 +213,7 @@ class ZkController(Controller):
             self._broker_id = await self._generate_broker_id()
         await self._load_broker_configs()
         await self._load_group_configs()
+        await self._load_client_metrics()
         await self.security.start()
         await self.token_store.start()
         await self.feature_store.load()
@@ -887,6 +894,42 @@ class ZkController(Controller):
         log.info("Updated config of group %s: %s", group, configs)
         return ApiResult()
 
+    async def _load_client_metrics(self) -> None:
+        try:
+            names = await self.bridge.get_children(f"{Z.CONFIG}/{CLIENT_METRICS_TYPE}")
+        except NoNodeError:
+            return
+        for n in names:
+            try:
+                await self._read_client_metrics(n)
+            except ValueError as e:         # a node name that is no sanitized name (bad escapes)
+                log.warning("skipping %s/%s/%s: %s", Z.CONFIG, CLIENT_METRICS_TYPE, n, e)
+
+    async def _read_client_metrics(self, node: str) -> str:
+        """Refresh one subscription from its node (named by ``Z.sanitize``); returns its name."""
+        name = Z.desanitize(node)
+        cfg: dict[str, dict[str, str]] = {}
+        await self._read_entity_config(CLIENT_METRICS_TYPE, node, cfg)
+        if cfg:
+            self._client_metrics = {**self._client_metrics, name: cfg[node]}
+        elif name in self._client_metrics:
+            self._client_metrics = {n: c for n, c in self._client_metrics.items() if n != name}
+        return name
+
+    async def alter_client_metrics(self, name: str, configs: dict[str, str],
+                                   validate_only: bool = False) -> ApiResult:
+        bad = check_client_metrics_configs(name, configs)
+        if bad is None and Z.sanitize(name) in (".", ".."):
+            bad = ApiResult(INVALID_REQUEST, f"Client metrics subscription name {name} is not a legal "
+                                             "ZooKeeper node name")
+        if bad is not None or validate_only:
+            return bad or ApiResult()
+        await self._write_config(CLIENT_METRICS_TYPE, Z.sanitize(name), dict(configs))
+        await self._read_client_metrics(Z.sanitize(name))
+        self._emit(ConfigsChanged(CLIENT_METRICS_TYPE, name))
+        log.info("Updated client metrics subscription %s: %s", name, configs)
+        return ApiResult()
+
     # ------------------------------------------------------------------ config change notifications
     async def _watch_config_changes(self) -> None:
         await self._process_config_changes()
@@ -934,6 +977,8 @@ class ZkController(Controller):
                 elif etype == "groups":
                     await self._read_group_config(name)
                     self._emit(ConfigsChanged("groups", name))
+                elif etype == CLIENT_METRICS_TYPE:
+                    self._emit(ConfigsChanged(CLIENT_METRICS_TYPE, await self._read_client_metrics(name)))
                 elif etype == "users":
                     await self.security.user_changed(name)
                     await self.quota_store.entity_changed(f"users/{name}")
