@@ -1,4 +1,5 @@
-"""kafka-configs.sh: describe and alter topic and broker configurations, user and client-id quotas
+"""kafka-configs.sh: describe and alter topic, broker and group configurations, client metrics
+subscriptions (``--entity-type client-metrics``, KIP-714), user and client-id quotas
 (DescribeClientQuotas / AlterClientQuotas) and users' SCRAM credentials; with the deprecated
 ``--zookeeper`` option, SCRAM credentials and configs of stopped brokers directly in ZooKeeper
 (``tools/configs_zk.py``)."""
@@ -11,17 +12,18 @@ from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsReq
 from tools.common import (OptionParser, ToolError, cluster_from, load_properties, parse_or_exit,
                           raise_error, run, standard_options)
 
-DESCRIPTION = ("Shows and changes dynamic configuration: topic and broker configs, user and "
-               "client-id quotas, and users' SCRAM credentials.")
+DESCRIPTION = ("Shows and changes dynamic configuration: topic, broker and group configs, client "
+               "metrics subscriptions, user and client-id quotas, and users' SCRAM credentials.")
 TOPIC, BROKER = 2, 4
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 SET, DELETE = 0, 1
-SUPPORTED = ("topics", "brokers", "users", "clients", "ips", "groups")
+SUPPORTED = ("topics", "brokers", "users", "clients", "ips", "groups", "client-metrics")
 GROUP = 32          # KIP-848 group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)
-RTYPES = {"topics": 2, "brokers": 4, "groups": GROUP}
-DYNAMIC_SOURCE = {2: 1, 4: 2, GROUP: 8}
+CLIENT_METRICS = 16  # KIP-714 client metrics subscriptions (metrics, interval.ms, match)
+RTYPES = {"topics": 2, "brokers": 4, "groups": GROUP, "client-metrics": CLIENT_METRICS}
+DYNAMIC_SOURCE = {2: 1, 4: 2, GROUP: 8, CLIENT_METRICS: 7}
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 IP_QUOTA_KEYS = ("connection_creation_rate",)
@@ -39,9 +41,10 @@ def build_parser() -> OptionParser:
     p.add("all", "With --describe, show every configuration (static and default ones too), "
                  "not only dynamic overrides.")
     p.add("entity-type", "The kind of entity: topics, brokers, users, clients (users and clients "
-                         "together for a user's client id) or ips.", "String", multi=True)
-    p.add("entity-name", "The entity: a topic name, a broker id, a user principal, a client id or an "
-                         "IP address.", "String", multi=True)
+                         "together for a user's client id), ips, groups or client-metrics.", "String",
+          multi=True)
+    p.add("entity-name", "The entity: a topic name, a broker id, a user principal, a client id, an "
+                         "IP address, a group or a client metrics subscription.", "String", multi=True)
     p.add("entity-default", "The default entity of the entity type (brokers, users, clients, ips).")
     p.add("add-config", "Settings to add or change, k1=v1,k2=[v1,v2],k3=v3 (square brackets "
                         "group values that contain commas).", "String")
@@ -195,7 +198,7 @@ def resolve_entity(p, o):
     if len(names) > 1 or (names and default):
         raise ToolError("Exactly one entity name must be specified for every entity type")
     name = names[0] if names else ("" if default else None)
-    if default and etype in ("topics", "groups"):
+    if default and etype in ("topics", "groups", "client-metrics"):
         raise ToolError(f"--entity-default is not allowed for {etype}")
     if etype == "brokers" and name:
         try:
@@ -248,6 +251,9 @@ async def describe(client, o, etype, name):
         if etype == "topics":
             await client.refresh_metadata(None)
             entities = sorted(client.topics)
+        elif etype == "client-metrics":
+            from tools.client_metrics import list_names
+            entities = await list_names(client)
         else:
             entities = [str(n) for n in sorted(client.nodes)] + [""]
     else:
