@@ -460,7 +460,12 @@ BROKER_KEYS: list[ConfigKey] = [
        "Cipher of stored passwords (AES/CBC/PKCS5Padding or AES/GCM/NoPadding).", L),
     _k("password.encoder.key.length", "int", 128, "Key length in bits.", L, validator=at_least(8)),
     _k("password.encoder.iterations", "int", 4096, "PBKDF2 iterations.", L, validator=at_least(1024)),
-    _k("metric.reporters", "list", [], "Metric reporter classes.", L, CW),
+    _k("metric.reporters", "list", [],
+       "Python classes (package.module.Class) given the broker's settings; one with client_receiver() "
+       "receives the metrics clients push (KIP-714, broker/client_metrics.py).", L, CW),
+    _k("telemetry.max.bytes", "int", 1048576,
+       "Largest metrics payload a client may push (as sent, compressed or not); also told to clients.", L,
+       validator=at_least(1)),
     _k("kafka.metrics.reporters", "list", [],
        "Yammer metrics reporter classes (Java); accepted, metrics go to the Prometheus endpoint here.", L),
     _k("kafka.metrics.polling.interval.secs", "int", 10, "Polling interval of the Yammer reporters (not used).", L,

@@ -112,6 +112,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._waiter = None     # future of a pending writability wait (resolved if the connection is lost)
         self._region = None     # [fd, position, bytes left] of the region being sent with sendfile
         self.security = None    # SecuritySession: principal and SASL state (broker/security)
+        self.client_software = None     # (name, version) from ApiVersions v3+ (KIP-511)
         self.throttle_ms = 0    # set by a handler when the client is over a quota (broker/client_quota.py)
         self.throttled_by = None    # (quota manager, metric tags) of that throttle
         self.charge = None      # request quota: gets the time spent encoding the next response

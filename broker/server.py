@@ -54,6 +54,7 @@ class Broker:
         self.replicas = None
         self.client_quotas = None       # broker/client_quota.py
         self.quota_callback = None      # client.quota.callback.class (broker/quota_callback.py)
+        self.client_metrics = None      # KIP-714 subscriptions and receivers (broker/client_metrics.py)
         self.produce_quota = None       # set only while some producer_byte_rate is configured
         self.fetch_quota = None         # set only while some consumer_byte_rate is configured
         self.request_quota = None       # set only while some request_percentage is configured
@@ -92,6 +93,8 @@ class Broker:
         self.policies = Policies(cfg)              # create-topic / alter-config policies (or none)
         from broker import quota_callback
         self.quota_callback = quota_callback.load(cfg)   # client.quota.callback.class (or none)
+        from broker.client_metrics import ClientMetricsManager, load_receivers
+        self.client_metrics = ClientMetricsManager(self, *load_receivers(cfg))     # metric.reporters
         loop = asyncio.get_running_loop()
         if cfg.zookeeper_connect:
             await self._start_zookeeper_mode()
@@ -222,6 +225,8 @@ class Broker:
         self.client_quotas = ClientQuotas(self, self.quota_callback)
         self.client_quotas.refresh()
         self.client_quotas.cluster_changed()
+        # KIP-714 subscriptions known so far (changes arrive as ConfigsChanged("client-metrics"))
+        self.client_metrics.subscriptions_changed(self.controller.client_metrics_configs())
 
     def _on_metadata_event(self, event) -> None:
         from controller.api import BrokersChanged, ConfigsChanged, TopicsChanged
@@ -232,7 +237,11 @@ class Broker:
             if self.connection_quotas is not None:
                 self.connection_quotas.update_ip_quotas(self.controller.client_quotas())
             return
+        if isinstance(event, ConfigsChanged) and event.entity_type == "client-metrics":
+            self.client_metrics.subscriptions_changed(self.controller.client_metrics_configs())
+            return
         if isinstance(event, ConfigsChanged) and event.entity_type == "brokers":
+            self.client_metrics.reporters_changed()     # metric.reporters is cluster-wide dynamic
             if self.security is not None:
                 self.security.reload_ssl()      # a key store update of a TLS listener
             if self.connection_quotas is not None:
@@ -378,6 +387,8 @@ class Broker:
         if self.quota_callback is not None:
             from broker import quota_callback
             quota_callback.close(self.quota_callback)
+        if self.client_metrics is not None:
+            self.client_metrics.close()
         if repl is not None:
             await repl.stop()
         if self.txns is not None:

@@ -8,7 +8,7 @@
 #         its package-lock.json)
 #   apt:  krb5-kdc, krb5-admin-server, krb5-user, libkrb5-dev and libsasl2-modules-gssapi-mit
 #         for the GSSAPI tests (a KDC of their own, the gssapi package's build, kcat's plugin)
-#   pip:  this project in editable mode with its [test], [kerberos] and [spark] extras
+#   pip:  this project in editable mode with its [test], [kerberos], [telemetry] and [spark] extras
 #
 # Environment: PYTHON (default python3), SKIP_APT=1 to skip the apt part,
 #              SKIP_PIP=1 to skip the pip part; SKIP_SPARK=1 to leave PySpark out.
@@ -67,8 +67,8 @@ fi
 if [[ "${SKIP_PIP:-0}" != 1 ]]; then
     # The Spark connector's tests need PySpark (a ~450 MB wheel, about a minute to install);
     # SKIP_SPARK=1 leaves it out and those tests then skip with the reason.
-    extras="test,kerberos,spark"
-    [[ "${SKIP_SPARK:-0}" == 1 ]] && extras="test,kerberos"
+    extras="test,kerberos,telemetry,spark"
+    [[ "${SKIP_SPARK:-0}" == 1 ]] && extras="test,kerberos,telemetry"
     log "$python -m pip install -e '.[$extras]'"
     pip_args=(--disable-pip-version-check -q)
     # Debian's system Python refuses pip installs (PEP 668) outside a venv.

@@ -7,11 +7,15 @@ ZooKeeper mode fills them: supported features (none, ``controller.api.SUPPORTED_
 the finalized features' epoch (the /feature node's zkVersion, or the embedded store's; left out
 while none is known) and the finalized features at a level other than 0, each with its level
 as both min and max.  Debian's kcat 1.7.1 (librdkafka 1.7) reads them.
+GetTelemetrySubscriptions and PushTelemetry (71, 72) are advertised only while a telemetry
+receiver is configured (broker/client_metrics.py), as Kafka does; a v3+ request's software name
+and version are kept on the connection for client-metrics subscriptions' ``match``.
 An unsupported ApiVersions version is answered by the connection at v0 with UNSUPPORTED_VERSION.
 """
 import re
 
 from broker.dispatch import handler, supported_versions
+from broker.handlers.telemetry import TELEMETRY_APIS
 from controller.api import SUPPORTED_FEATURES
 from protocol.messages import ApiVersionsResponse
 
@@ -24,8 +28,12 @@ async def api_versions(ctx, req):
     if ctx.api_version >= 3 and not (_SOFTWARE.match(req.client_software_name or "")
                                      and _SOFTWARE.match(req.client_software_version or "")):
         return ApiVersionsResponse(error_code=INVALID_REQUEST, api_keys=[])
+    if ctx.api_version >= 3:
+        ctx.connection.client_software = (req.client_software_name, req.client_software_version)
+    cm = getattr(ctx.broker, "client_metrics", None)
+    hidden = () if cm is not None and cm.receiver_configured else TELEMETRY_APIS
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, lo, hi in supported_versions()]
+            for k, lo, hi in supported_versions() if k not in hidden]
     resp = ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)
     if ctx.api_version >= 3:
         R = ApiVersionsResponse

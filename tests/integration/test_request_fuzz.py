@@ -35,8 +35,10 @@ NAMES = st.one_of(_text, st.sampled_from([TOPIC, GROUP, "__consumer_offsets", "t
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
+    # a telemetry receiver, so GetTelemetrySubscriptions / PushTelemetry are advertised too
     with running(BrokerProcess(tmp_path_factory.mktemp("fuzz"), name="broker", props={
-            "num.partitions": 2, "auto.create.topics.enable": "true"})) as b:
+            "num.partitions": 2, "auto.create.topics.enable": "true",
+            "metric.reporters": "tests.integration.telemetry_receivers.RecordingTelemetry"})) as b:
         with RawConnection(b.host, b.port) as c:
             assert c.metadata([TOPIC]).topics[0].error_code == 0
             for i in range(RECORDS):
