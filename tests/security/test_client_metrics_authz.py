@@ -1,0 +1,59 @@
+"""Authorization of client metrics subscriptions (KIP-714), as Kafka's broker does it: the
+CLIENT_METRICS config resource (16) of DescribeConfigs needs DESCRIBE_CONFIGS and of
+IncrementalAlterConfigs ALTER_CONFIGS on the cluster, ListClientMetricsResources (74)
+DESCRIBE_CONFIGS on the cluster; otherwise CLUSTER_AUTHORIZATION_FAILED."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from protocol.messages import (DescribeConfigsRequest as D, IncrementalAlterConfigsRequest as I,
+                               ListClientMetricsResourcesRequest as L)
+from tests.security.test_acls import acls, authz_broker  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.integration
+CM, C_AUTH = 16, 31
+
+
+def _ask(b, user):
+    """(list error, names, describe error, alter error) for ``user``."""
+    from protocol.client import KafkaClientConnection, SaslSettings
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+
+    async def go():
+        c = await KafkaClientConnection.connect(host, int(port), timeout=10,
+                                                sasl=SaslSettings("PLAIN", user, f"{user}-secret"))
+        try:
+            alter = await c.send(I(resources=[I.AlterConfigsResource(
+                resource_type=CM, resource_name=f"by-{user}",
+                configs=[I.AlterableConfig(name="metrics", config_operation=0, value="*")])], validate_only=False))
+            listed = await c.send(L())
+            desc = await c.send(D(resources=[D.DescribeConfigsResource(
+                resource_type=CM, resource_name="by-admin", configuration_keys=None)], include_synonyms=False))
+            return (listed.error_code, sorted(x.name for x in listed.client_metrics_resources),
+                    desc.results[0].error_code, alter.responses[0].error_code)
+        finally:
+            await c.close()
+    return asyncio.run(go())
+
+
+def test_client_metrics_need_cluster_describe_and_alter_configs(authz_broker):  # noqa: F811
+    b = authz_broker
+    assert _ask(b, "admin") == (0, ["by-admin"], 0, 0)
+    assert _ask(b, "alice") == (C_AUTH, [], C_AUTH, C_AUTH)
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "DescribeConfigs",
+                "--cluster").returncode == 0
+    deadline = time.monotonic() + 10
+    while (got := _ask(b, "alice"))[0] == C_AUTH:
+        assert time.monotonic() < deadline, "the DescribeConfigs grant never took effect"
+        time.sleep(0.2)
+    assert got == (0, ["by-admin"], 0, C_AUTH)
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "AlterConfigs",
+                "--cluster").returncode == 0
+    deadline = time.monotonic() + 10
+    while (got := _ask(b, "alice"))[3] == C_AUTH:
+        assert time.monotonic() < deadline, "the AlterConfigs grant never took effect"
+        time.sleep(0.2)
+    assert got == (0, ["by-admin", "by-alice"], 0, 0)
