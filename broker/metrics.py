@@ -38,7 +38,7 @@ import time
 from bisect import bisect_left
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.samples import Sample
 
@@ -292,7 +292,8 @@ class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
-                 "exempt_request_time", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs")
+                 "exempt_request_time", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs",
+                 "client_metrics", "client_series")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -369,6 +370,12 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.groups, snap.group_epoch_bumps = _group_counts(broker)
     lm = getattr(broker, "log_manager", None)
     snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
+    cm = getattr(broker, "client_metrics", None)
+    snap.client_metrics = (len(cm.instances), cm.unknown_subscription_requests, cm.throttled, cm.plugin_exports,
+                           cm.plugin_export_seconds, cm.plugin_errors) if cm is not None else None
+    # what telemetry receivers serve (broker/telemetry_prometheus.py)
+    snap.client_series = [s for r in (cm.receivers if cm is not None else ())
+                          if callable(getattr(r, "prometheus_snapshot", None)) for s in r.prometheus_snapshot()]
     return snap
 
 
@@ -594,9 +601,40 @@ def families(snap: _Snapshot):
     yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
                             "Log dirs taken offline after an I/O error (OfflineLogDirectoryCount).",
                             value=snap.offline_dirs)
+    yield from _client_metric_families(snap)
     yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
                             "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
                             "(BrokerState).", value=snap.state)
+
+
+def _client_metric_families(snap: _Snapshot):
+    """Kafka's client-metrics group (KIP-714, broker/client_metrics.py) and the series a telemetry
+    receiver serves."""
+    if snap.client_metrics is not None:
+        instances, unknown, throttled, exports, export_s, errors = snap.client_metrics
+        c = "kafka_server_client_metrics_"
+        yield GaugeMetricFamily(c + "instance_count", "Client instances the broker keeps telemetry state for "
+                                "(instance-count).", value=instances)
+        yield CounterMetricFamily(c + "unknown_subscription_request", "Pushes with a stale or unknown "
+                                  "subscription id (unknown-subscription-request).", value=unknown)
+        yield CounterMetricFamily(c + "throttle", "Telemetry requests answered THROTTLING_QUOTA_EXCEEDED "
+                                  "(throttle).", value=throttled)
+        yield CounterMetricFamily(c + "plugin_export", "Pushes handed to the receivers (plugin-export).",
+                                  value=exports)
+        yield CounterMetricFamily(c + "plugin_export_time_seconds", "Time the receivers took with them.",
+                                  value=export_s)
+        yield CounterMetricFamily(c + "plugin_error", "Pushes a receiver failed on (plugin-error).", value=errors)
+    by_name: dict[str, Metric] = {}
+    for name, kind, doc, labels, value in snap.client_series:
+        if kind == "counter" and name.endswith("_total"):
+            name = name[:-6]        # the family's name; its sample gets the _total back
+        fam = by_name.get(name)
+        if fam is None:
+            fam = by_name[name] = Metric(name, doc or f"Pushed by clients ({name}).", kind)
+        elif fam.type != kind:
+            continue            # one family, one type: the first seen wins
+        fam.add_sample(name + ("_total" if kind == "counter" else ""), labels, value)
+    yield from by_name.values()
 
 
 class _BrokerCollector:

@@ -2,7 +2,8 @@
 telemetry receiver in ``metric.reporters`` (tests/integration/telemetry_receivers.py) advertises
 GetTelemetrySubscriptions / PushTelemetry; confluent-kafka (librdkafka) producers subscribed by a
 client-metrics resource push their OTLP metrics to it, compressed, at the subscription's
-interval, and a last terminating push when they close; a broker without a receiver answers the
+interval, and a last terminating push when they close; the Prometheus receiver serves them at the
+broker's endpoint until then; a broker without a receiver answers the
 APIs but does not advertise them; a receiver's failure is INVALID_RECORD; a reporter that cannot
 serve stops start-up."""
 from __future__ import annotations
@@ -16,7 +17,8 @@ from protocol.messages import (GetTelemetrySubscriptionsRequest, IncrementalAlte
                                PushTelemetryRequest)
 from tests.support import BrokerProcess
 from tests.support.broker import running
-from tests.support.net import wait_for
+from tests.support.metrics import scrape
+from tests.support.net import free_port, wait_for
 from tests.support.rawkafka import RawConnection
 
 ck = pytest.importorskip("confluent_kafka")
@@ -99,6 +101,37 @@ def test_librdkafka_pushes_subscribed_metrics_to_the_receiver(kafka, record):
         assert len(ids) == 1
     finally:
         subscribe(kafka, "producers")
+
+
+def test_the_prometheus_receiver_serves_what_librdkafka_pushes(tmp_path):
+    port = free_port()
+    b = BrokerProcess(tmp_path / "b", name="prometheus-telemetry",
+                      props={"metric.reporters": "broker.telemetry_prometheus.PrometheusTelemetry",
+                             "odradek.metrics.prometheus.port": port,
+                             "odradek.metrics.prometheus.host": "127.0.0.1"})
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def pushed():
+        return {k: v for k, v in scrape(url).items() if k[0].startswith("org_apache_kafka_producer_")
+                and ("client_id", "prom-app") in k[1]}
+
+    with running(b):
+        subscribe(b, "producers", metrics="org.apache.kafka.producer.", interval_ms="500")
+        p = ck.Producer({"bootstrap.servers": b.bootstrap, "client.id": "prom-app"})
+        for i in range(50):
+            p.produce("prom-topic", value=b"v%d" % i)
+        p.flush(10)
+        got = wait_for(lambda: {k: v for k, v in pushed().items()
+                                if k[0] == "org_apache_kafka_producer_node_request_latency_avg"},
+                       timeout=20, what="librdkafka's request latency at /metrics")
+        (name, labels), _value = next(iter(got.items()))
+        labels = dict(labels)
+        assert labels["client_software_name"] == "confluent-kafka-python" and labels["node_id"] == "0"
+        uuid.UUID(labels["client_instance_id"])
+        assert scrape(url)[("kafka_server_client_metrics_instance_count", ())] >= 1
+        assert scrape(url)[("kafka_server_client_metrics_plugin_export_total", ())] >= 1
+        del p               # its terminating push takes its series away
+        wait_for(lambda: not pushed(), timeout=20, what="the series to go")
 
 
 def _get(raw, iid=uuid.UUID(int=0)):
