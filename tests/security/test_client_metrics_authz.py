@@ -11,10 +11,12 @@ import pytest
 
 from protocol.messages import (DescribeConfigsRequest as D, IncrementalAlterConfigsRequest as I,
                                ListClientMetricsResourcesRequest as L)
-from tests.security.test_acls import acls, authz_broker  # noqa: F401  (the fixture)
+from tests.security import test_acls
+from tests.security.test_acls import acls
 
 pytestmark = pytest.mark.integration
 CM, C_AUTH = 16, 31
+authz_broker = test_acls.authz_broker       # the fixture: a SASL_PLAINTEXT broker with ACLs on
 
 
 def _ask(b, user):
@@ -39,21 +41,20 @@ def _ask(b, user):
     return asyncio.run(go())
 
 
-def test_client_metrics_need_cluster_describe_and_alter_configs(authz_broker):  # noqa: F811
+def _grant(b, operation, until) -> tuple:
+    """Allow alice ``operation`` on the cluster; alice's answers once ``until(answers)`` holds."""
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", operation,
+                "--cluster").returncode == 0
+    deadline = time.monotonic() + 10
+    while not until(got := _ask(b, "alice")):
+        assert time.monotonic() < deadline, f"the {operation} grant never took effect"
+        time.sleep(0.2)
+    return got
+
+
+def test_client_metrics_need_cluster_describe_and_alter_configs(authz_broker):
     b = authz_broker
     assert _ask(b, "admin") == (0, ["by-admin"], 0, 0)
     assert _ask(b, "alice") == (C_AUTH, [], C_AUTH, C_AUTH)
-    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "DescribeConfigs",
-                "--cluster").returncode == 0
-    deadline = time.monotonic() + 10
-    while (got := _ask(b, "alice"))[0] == C_AUTH:
-        assert time.monotonic() < deadline, "the DescribeConfigs grant never took effect"
-        time.sleep(0.2)
-    assert got == (0, ["by-admin"], 0, C_AUTH)
-    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "AlterConfigs",
-                "--cluster").returncode == 0
-    deadline = time.monotonic() + 10
-    while (got := _ask(b, "alice"))[3] == C_AUTH:
-        assert time.monotonic() < deadline, "the AlterConfigs grant never took effect"
-        time.sleep(0.2)
-    assert got == (0, ["by-admin", "by-alice"], 0, 0)
+    assert _grant(b, "DescribeConfigs", lambda got: got[0] != C_AUTH) == (0, ["by-admin"], 0, C_AUTH)
+    assert _grant(b, "AlterConfigs", lambda got: got[3] != C_AUTH) == (0, ["by-admin", "by-alice"], 0, 0)
