@@ -49,6 +49,7 @@ public class JavaClientCheck {
         checks.put("admin_groups", JavaClientCheck::adminGroups);
         checks.put("admin_configs_and_records", JavaClientCheck::adminConfigsAndRecords);
         checks.put("admin_features", JavaClientCheck::adminFeatures);
+        checks.put("admin_client_metrics", JavaClientCheck::adminClientMetrics);
         if (RF >= 3) checks.put("cluster_admin", JavaClientCheck::clusterAdmin);
         // needs a SASL/SCRAM-SHA-512 client config and delegation.token.secret.key on the broker:
         // run only when named
@@ -670,6 +671,50 @@ public class JavaClientCheck {
                 found |= ld.replicaInfos().containsKey(tp);
             require(found, "DescribeLogDirs lacks " + tp);
             return "incremental alter (SET, APPEND), describe topic and broker configs, keyless record refused on a compacted topic, DeleteRecords, DescribeLogDirs";
+        }
+    }
+
+    /** KIP-714 client metrics subscriptions: the CLIENT_METRICS config resource and listClientMetricsResources. */
+    static String adminClientMetrics() throws Exception {
+        String name = "j-cm-" + RUN;
+        ConfigResource r = new ConfigResource(ConfigResource.Type.CLIENT_METRICS, name);
+        AlterConfigOp.OpType set = AlterConfigOp.OpType.SET, delete = AlterConfigOp.OpType.DELETE;
+        try (Admin a = admin()) {
+            a.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("metrics", "org.apache.kafka.producer."), set),
+                new AlterConfigOp(new ConfigEntry("interval.ms", "1000"), set),
+                new AlterConfigOp(new ConfigEntry("match", "client_software_name=apache-kafka-java"), set)))).all().get();
+            boolean listed = false;
+            for (ClientMetricsResourceListing l : a.listClientMetricsResources().all().get())
+                listed |= l.name().equals(name);
+            require(listed, "listClientMetricsResources lacks " + name);
+            Config c = a.describeConfigs(List.of(r)).all().get().get(r);
+            require(c.entries().size() == 3, "configs " + c);
+            require("1000".equals(c.get("interval.ms").value()), "interval.ms " + c.get("interval.ms"));
+            require(c.get("metrics").source() == ConfigEntry.ConfigSource.DYNAMIC_CLIENT_METRICS_CONFIG,
+                    "source " + c.get("metrics"));
+            try {
+                a.incrementalAlterConfigs(Map.of(r, List.of(
+                    new AlterConfigOp(new ConfigEntry("interval.ms", "10"), set)))).all().get();
+                throw new IllegalStateException("an interval of 10 ms was accepted");
+            } catch (ExecutionException e) {
+                require(e.getCause() instanceof InvalidRequestException
+                        && e.getCause().getMessage().contains("interval must be between 100 and 3600000"), "interval: " + e.getCause());
+            }
+            try {
+                a.incrementalAlterConfigs(Map.of(r, List.of(
+                    new AlterConfigOp(new ConfigEntry("match", "client_id=("), set)))).all().get();
+                throw new IllegalStateException("a bad match pattern was accepted");
+            } catch (ExecutionException e) {
+                require(e.getCause() instanceof InvalidConfigurationException, "match: " + e.getCause());
+            }
+            List<AlterConfigOp> deletes = new ArrayList<>();
+            for (String k : List.of("metrics", "interval.ms", "match"))
+                deletes.add(new AlterConfigOp(new ConfigEntry(k, ""), delete));
+            a.incrementalAlterConfigs(Map.of(r, deletes)).all().get();
+            for (ClientMetricsResourceListing l : a.listClientMetricsResources().all().get())
+                require(!l.name().equals(name), "still listed after deleting every config: " + name);
+            return "create, list, describe (DYNAMIC_CLIENT_METRICS_CONFIG), bad interval and match refused, delete";
         }
     }
 }
