@@ -479,6 +479,9 @@ BROKER_KEYS: list[ConfigKey] = [
        validator=between(-1, 65535)),
     _k("odradek.metrics.prometheus.host", "string", "",
        "Address the Prometheus endpoint binds; empty = all interfaces.", L),
+    _k("odradek.telemetry.prometheus.expiry.ms", "long", 900000,
+       "How long the Prometheus telemetry receiver (broker/telemetry_prometheus.py) serves a client "
+       "instance's pushed metrics after its last push.", L, validator=at_least(1)),
 ]
 
 # Topic keys: (topic key, broker synonym chain (highest precedence first) or None, ConfigKey).

@@ -181,6 +181,20 @@ def test_without_a_receiver_the_apis_are_answered_but_not_advertised(tmp_path):
         with RawConnection(b.host, b.port) as raw:
             r = _get(raw)
             assert r.error_code == 0 and r.requested_metrics == [] and r.push_interval_ms == 300000
+        # metric.reporters is a cluster-wide dynamic setting: a receiver added later is served
+        set_cluster_default(b, "metric.reporters", f"{RECEIVERS}.RecordingTelemetry")
+        wait_for(lambda: GET in b.api_versions().api_keys, timeout=10, what="71 advertised")
+        set_cluster_default(b, "metric.reporters", None)
+        wait_for(lambda: GET not in b.api_versions().api_keys, timeout=10, what="71 hidden again")
+
+
+def set_cluster_default(b, key, value):
+    I = IncrementalAlterConfigsRequest
+    op = I.AlterableConfig(name=key, config_operation=0 if value is not None else 1, value=value)
+    with RawConnection(b.host, b.port) as raw:
+        resp = raw.request(44, 1, I(resources=[I.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[op])], validate_only=False))
+    assert [(r.error_code, r.error_message) for r in resp.responses] == [(0, None)]
 
 
 @pytest.mark.parametrize("cls,message", [
