@@ -674,25 +674,28 @@ public class JavaClientCheck {
         }
     }
 
-    /** KIP-714 client metrics subscriptions: the CLIENT_METRICS config resource and listClientMetricsResources. */
+    /** KIP-714 client metrics subscriptions: the CLIENT_METRICS config resource and listClientMetricsResources
+     *  (kafka-clients 3.7+; reached by name so that the driver still compiles against older jars). */
     static String adminClientMetrics() throws Exception {
+        ConfigResource.Type type;
+        try {
+            type = ConfigResource.Type.valueOf("CLIENT_METRICS");
+        } catch (IllegalArgumentException e) {
+            return "skipped: this kafka-clients (before 3.7) has no CLIENT_METRICS resource";
+        }
         String name = "j-cm-" + RUN;
-        ConfigResource r = new ConfigResource(ConfigResource.Type.CLIENT_METRICS, name);
+        ConfigResource r = new ConfigResource(type, name);
         AlterConfigOp.OpType set = AlterConfigOp.OpType.SET, delete = AlterConfigOp.OpType.DELETE;
         try (Admin a = admin()) {
             a.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("metrics", "org.apache.kafka.producer."), set),
                 new AlterConfigOp(new ConfigEntry("interval.ms", "1000"), set),
                 new AlterConfigOp(new ConfigEntry("match", "client_software_name=apache-kafka-java"), set)))).all().get();
-            boolean listed = false;
-            for (ClientMetricsResourceListing l : a.listClientMetricsResources().all().get())
-                listed |= l.name().equals(name);
-            require(listed, "listClientMetricsResources lacks " + name);
+            require(clientMetricsResources(a).contains(name), "listClientMetricsResources lacks " + name);
             Config c = a.describeConfigs(List.of(r)).all().get().get(r);
             require(c.entries().size() == 3, "configs " + c);
             require("1000".equals(c.get("interval.ms").value()), "interval.ms " + c.get("interval.ms"));
-            require(c.get("metrics").source() == ConfigEntry.ConfigSource.DYNAMIC_CLIENT_METRICS_CONFIG,
-                    "source " + c.get("metrics"));
+            require(c.get("metrics").source().name().equals("DYNAMIC_CLIENT_METRICS_CONFIG"), "source " + c.get("metrics"));
             try {
                 a.incrementalAlterConfigs(Map.of(r, List.of(
                     new AlterConfigOp(new ConfigEntry("interval.ms", "10"), set)))).all().get();
@@ -712,9 +715,18 @@ public class JavaClientCheck {
             for (String k : List.of("metrics", "interval.ms", "match"))
                 deletes.add(new AlterConfigOp(new ConfigEntry(k, ""), delete));
             a.incrementalAlterConfigs(Map.of(r, deletes)).all().get();
-            for (ClientMetricsResourceListing l : a.listClientMetricsResources().all().get())
-                require(!l.name().equals(name), "still listed after deleting every config: " + name);
+            require(!clientMetricsResources(a).contains(name), "still listed after deleting every config: " + name);
             return "create, list, describe (DYNAMIC_CLIENT_METRICS_CONFIG), bad interval and match refused, delete";
         }
+    }
+
+    /** Admin.listClientMetricsResources() names, called by reflection (kafka-clients 3.7+). */
+    static Set<String> clientMetricsResources(Admin a) throws Exception {
+        Object result = Admin.class.getMethod("listClientMetricsResources").invoke(a);
+        Object all = result.getClass().getMethod("all").invoke(result);
+        Set<String> names = new HashSet<>();
+        for (Object listing : (Collection<?>) ((KafkaFuture<?>) all).get())
+            names.add((String) listing.getClass().getMethod("name").invoke(listing));
+        return names;
     }
 }
