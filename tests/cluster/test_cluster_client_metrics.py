@@ -2,7 +2,7 @@
 /config/client-metrics/<name> with a /config/changes notification, seen by the other broker's
 DescribeConfigs and ListClientMetricsResources, deleted through that one and gone on the first;
 a broker started later loads them (the single-broker tests are
-tests/integration/test_client_metrics.py)."""
+tests/integration/test_client_metrics_resource.py)."""
 from __future__ import annotations
 
 import pytest

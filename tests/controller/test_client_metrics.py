@@ -2,7 +2,8 @@
 (``check_client_metrics_configs``, ``parse_client_metrics_match``, with the error codes and messages
 of a Kafka 3.9 controller) and the embedded store (replace, delete, validate_only, the
 ConfigsChanged event, a restart).  The ZooKeeper store is covered by
-tests/cluster/test_cluster_client_metrics.py, the wire by tests/integration/test_client_metrics.py."""
+tests/cluster/test_cluster_client_metrics.py, the wire by
+tests/integration/test_client_metrics_resource.py."""
 from __future__ import annotations
 
 import asyncio
