@@ -113,6 +113,38 @@ def test_java_client_on_a_cluster(cluster_results, check):
     assert r["ok"], r["detail"]
 
 
+def test_java_producer_pushes_its_metrics(tmp_path_factory):
+    """KIP-714: Apache Kafka's Java producer, subscribed by a client-metrics resource, gets its
+    client instance id from the broker and pushes its OTLP metrics to the receiver in
+    ``metric.reporters`` (tests/integration/telemetry_receivers.py) at the subscription's interval
+    (needs kafka-clients 3.7+ and, on its class path, the OpenTelemetry proto classes).  The Java
+    producer of 3.8 starts its terminating push only after its network thread has stopped, so
+    none arrives; librdkafka's is checked in tests/integration/test_client_telemetry.py."""
+    import base64
+    import uuid
+
+    pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
+    from tests.integration.test_client_telemetry import lines, subscribe
+    work = tmp_path_factory.mktemp("java-telemetry")
+    record = work / "pushes.jsonl"
+    props = {"metric.reporters": "tests.integration.telemetry_receivers.RecordingTelemetry",
+             "odradek.test.telemetry.record": str(record)}
+    with running(BrokerProcess(work / "b", name="broker", props=props)) as b:
+        subscribe(b, "java", metrics="org.apache.kafka.producer.", interval_ms="500",
+                  match="client_software_name=apache-kafka-java,client_id=java-telemetry")
+        r = run_checks(work, b.bootstrap, checks=["telemetry_push"])["telemetry_push"]
+        assert r["ok"], r["detail"]
+        if r["detail"].startswith("skipped"):
+            pytest.fail(r["detail"])
+    iid = str(uuid.UUID(bytes=base64.urlsafe_b64decode(r["detail"] + "==")))
+    pushes = [p for p in lines(record) if p["client_id"] == "java-telemetry"]
+    assert pushes and {p["client_instance_id"] for p in pushes} == {iid}
+    assert len(pushes) >= 2
+    names = {m for p in pushes for m in p["metrics"]}
+    assert names and all(m.startswith("org.apache.kafka.producer.") for m in names), names
+    assert {p["software"][0] for p in pushes} == {"apache-kafka-java"}
+
+
 @pytest.mark.parametrize("strategy", ["org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
                                       "org.apache.kafka.clients.consumer.RoundRobinAssignor", "consumer"])
 def test_java_member_joins_our_tool(tmp_path_factory, strategy):

@@ -57,6 +57,9 @@ public class JavaClientCheck {
         // joins a group that Odradek's kafka-verifiable-consumer.sh holds (-Dtool.topic, -Dtool.group,
         // -Dtool.strategy): run only when named, by tests/integration/test_java_client.py
         if (only.contains("join_tool_group")) checks.put("join_tool_group", JavaClientCheck::joinToolGroup);
+        // pushes its metrics (KIP-714) to a broker with a telemetry receiver and a subscription that
+        // matches client id java-telemetry: run only when named, by tests/integration/test_java_client.py
+        if (only.contains("telemetry_push")) checks.put("telemetry_push", JavaClientCheck::telemetryPush);
         for (Map.Entry<String, Check> e : checks.entrySet()) {
             if (!only.isEmpty() && !only.contains(e.getKey())) continue;
             String detail;
@@ -717,6 +720,28 @@ public class JavaClientCheck {
             a.incrementalAlterConfigs(Map.of(r, deletes)).all().get();
             require(!clientMetricsResources(a).contains(name), "still listed after deleting every config: " + name);
             return "create, list, describe (DYNAMIC_CLIENT_METRICS_CONFIG), bad interval and match refused, delete";
+        }
+    }
+
+    /** A producer that pushes its metrics; the detail is its client instance id as the broker gave it
+     *  (KafkaProducer.clientInstanceId, kafka-clients 3.7+, called by reflection). */
+    static String telemetryPush() throws Exception {
+        Properties p = base();
+        p.put("client.id", "java-telemetry");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        String t = topic("telemetry");
+        try (KafkaProducer<byte[], byte[]> pr = new KafkaProducer<>(p)) {
+            for (int i = 0; i < 50; i++)
+                pr.send(new ProducerRecord<>(t, ("v" + i).getBytes(StandardCharsets.UTF_8))).get();
+            Object id;
+            try {
+                id = KafkaProducer.class.getMethod("clientInstanceId", Duration.class).invoke(pr, Duration.ofSeconds(20));
+            } catch (NoSuchMethodException e) {
+                return "skipped: this kafka-clients (before 3.7) does not push metrics";
+            }
+            Thread.sleep(3000);         // a few pushes at the subscription's interval
+            return id.toString();
         }
     }
 
