@@ -307,6 +307,12 @@ class ClientMetricsManager:
         self.instances.clear()
 
     # -- instances -----------------------------------------------------------------------------
+    def expire(self) -> None:
+        """Drop the instances that have been silent too long (also run before a metrics scrape, so
+        the instance count does not wait for the next telemetry request)."""
+        self._next_sweep = 0.0
+        self._sweep(self._now_ms())
+
     def _sweep(self, now: float) -> None:
         if now < self._next_sweep:
             return

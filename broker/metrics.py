@@ -371,6 +371,8 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     lm = getattr(broker, "log_manager", None)
     snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
     cm = getattr(broker, "client_metrics", None)
+    if cm is not None:
+        cm.expire()
     snap.client_metrics = (len(cm.instances), cm.unknown_subscription_requests, cm.throttled, cm.plugin_exports,
                            cm.plugin_export_seconds, cm.plugin_errors) if cm is not None else None
     # what telemetry receivers serve (broker/telemetry_prometheus.py)

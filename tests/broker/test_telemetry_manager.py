@@ -203,6 +203,11 @@ def test_instances_expire_after_a_minute_or_three_intervals():
     clock.advance_ms(10_000)
     m.get_subscriptions(ctx(), None)
     assert inst.instance_id not in m.instances
+    # a scrape expires them without waiting for a request
+    clock.advance_ms(95_000)
+    assert len(m.instances) == 2
+    m.expire()
+    assert len(m.instances) == 0
 
 
 def test_payload_data_is_decompressed_lazily():
