@@ -65,7 +65,8 @@ log = logging.getLogger("odradek.authorizer")
 T_AUTH, G_AUTH, C_AUTH, TX_AUTH = 29, 30, 31, 53
 UNKNOWN_TOPIC, NOT_ATTEMPTED = 3, 55
 INT_MIN = -2147483648
-SELF_CHECKING = {17, 18, 29, 30, 31, 36, 38, 39, 40, 41, 50, 51, 57, 67, 75}   # 75: DESCRIBE per topic, before paging
+# 75: DESCRIBE per topic, before paging; 71/72 (KIP-714 telemetry): no ACL guards them in Kafka
+SELF_CHECKING = {17, 18, 29, 30, 31, 36, 38, 39, 40, 41, 50, 51, 57, 67, 71, 72, 75}
 
 
 class Enforcer:

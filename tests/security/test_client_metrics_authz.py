@@ -1,7 +1,9 @@
 """Authorization of client metrics subscriptions (KIP-714), as Kafka's broker does it: the
 CLIENT_METRICS config resource (16) of DescribeConfigs needs DESCRIBE_CONFIGS and of
 IncrementalAlterConfigs ALTER_CONFIGS on the cluster, ListClientMetricsResources (74)
-DESCRIBE_CONFIGS on the cluster; otherwise CLUSTER_AUTHORIZATION_FAILED."""
+DESCRIBE_CONFIGS on the cluster; otherwise CLUSTER_AUTHORIZATION_FAILED.  The telemetry APIs
+themselves (GetTelemetrySubscriptions, PushTelemetry) need no ACL: any authenticated client
+pushes its metrics."""
 from __future__ import annotations
 
 import asyncio
@@ -58,3 +60,25 @@ def test_client_metrics_need_cluster_describe_and_alter_configs(authz_broker):
     assert _ask(b, "alice") == (C_AUTH, [], C_AUTH, C_AUTH)
     assert _grant(b, "DescribeConfigs", lambda got: got[0] != C_AUTH) == (0, ["by-admin"], 0, C_AUTH)
     assert _grant(b, "AlterConfigs", lambda got: got[3] != C_AUTH) == (0, ["by-admin", "by-alice"], 0, 0)
+
+
+def test_any_authenticated_client_may_push_its_metrics(secure_broker):
+    from protocol.client import KafkaClientConnection, SaslSettings
+    from protocol.messages import GetTelemetrySubscriptionsRequest as G, PushTelemetryRequest as P
+    b = secure_broker(listeners=("SASL_PLAINTEXT",), props={
+        **test_acls.AUTHZ, "metric.reporters": "tests.integration.telemetry_receivers.PlainReporter,"
+                                               "broker.telemetry_prometheus.PrometheusTelemetry"})
+    pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+
+    async def go():
+        c = await KafkaClientConnection.connect(host, int(port), timeout=10,
+                                                sasl=SaslSettings("PLAIN", "alice", "alice-secret"))
+        try:
+            got = await c.send(G())
+            pushed = await c.send(P(client_instance_id=got.client_instance_id, subscription_id=got.subscription_id,
+                                    terminating=True, compression_type=0, metrics=b""))
+            return got.error_code, pushed.error_code
+        finally:
+            await c.close()
+    assert asyncio.run(go()) == (0, 0)
