@@ -147,8 +147,9 @@ class ClientInstance:
     version: int                    # the subscriptions' version it was made from
     metrics: tuple[str, ...]
     interval_ms: int
-    last_get_ms: float = 0.0
-    last_push_ms: float = 0.0
+    # never: a new instance may ask and push at once (the clock is monotonic, its zero arbitrary)
+    last_get_ms: float = float("-inf")
+    last_push_ms: float = float("-inf")
     terminating: bool = False
     last_error: int = 0
     touched_ms: float = field(default=0.0)

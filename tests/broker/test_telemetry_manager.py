@@ -186,6 +186,16 @@ def test_a_subscription_change_makes_the_old_id_unknown_and_the_client_may_ask_a
     assert inst.attributes["client_software_name"] == "apache-kafka-java"
 
 
+def test_a_new_instance_may_ask_and_push_whatever_the_clock_reads():
+    clock = Clock()
+    clock.t = 0.001             # a monotonic clock just after boot
+    m = manager({"s": {"metrics": "*", "interval.ms": "300000"}}, [Receiver()], clock)
+    code, inst, _ = m.get_subscriptions(ctx(), None)
+    assert code == E.NONE
+    other = manager({"s": {"metrics": "*", "interval.ms": "300000"}}, [Receiver()], clock)
+    assert push(other, inst.instance_id, inst.subscription_id) == E.NONE
+
+
 def test_another_broker_knows_the_subscription_id_of_a_client_it_never_saw():
     subs = {"s": {"metrics": "*", "interval.ms": "1000"}}
     a, b = manager(subs, [Receiver()]), manager(subs, [Receiver()])
