@@ -390,7 +390,8 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("ssl.trustmanager.algorithm", "string", "PKIX", "Java's trust manager algorithm (not used here).", mode=PB),
     _k("ssl.secure.random.implementation", "string", None, "Java's SecureRandom (not used here).", L, PB),
     _k("ssl.engine.factory.class", "class", None,
-       "A Java SslEngineFactory; Odradek cannot load one and refuses to start with it set.", L, PB),
+       "A Python class (package.module.Class) making the listener's ssl.SSLContext objects in place of "
+       "the ssl.* key and trust store settings (create_server_context(), create_client_context()).", L, PB),
     _k("ssl.principal.mapping.rules", "string", "DEFAULT",
        "RULE:pattern/replacement/[LU] rules (then DEFAULT) mapping certificate subjects to principal names.", L),
     # Delegation tokens (KIP-48); docs/security.md.  Without a secret key every token API answers

@@ -193,9 +193,12 @@ class SecurityManager:
         return validator
 
     def close(self) -> None:
-        """Stop the background work of the OAUTHBEARER validators (JWKS reloads)."""
+        """Stop the background work of the OAUTHBEARER validators (JWKS reloads); close the TLS
+        engine factories."""
         for v in self._oauth_validators.values():
             v.close()
+        from broker.security.tls import close_engine_factories
+        close_engine_factories()
 
     # ------------------------------------------------------------------ connections
     def ssl_context(self, listener: str):
@@ -217,11 +220,24 @@ class SecurityManager:
         whose ``ssl.*`` configs (or store files) changed.  The update was validated when it was
         altered (``check_reconfiguration``); a context that fails now is logged and the old one
         kept."""
-        from broker.security.tls import server_context, ssl_fingerprint
+        from broker.security.builder import listener_configs
+        from broker.security.tls import close_engine_factory, server_context, ssl_fingerprint
         for listener in list(self._ssl):
             fp = ssl_fingerprint(self.config, listener)
             if fp == self._ssl_fp.get(listener):
                 continue
+            old = self._ssl_current.get(listener) or self._ssl[listener]
+            factory = getattr(old, "odradek_engine_factory", None)
+            ask = getattr(factory, "should_be_rebuilt", None)
+            if callable(ask):       # an engine factory decides whether the change concerns it
+                try:
+                    rebuild = ask(listener_configs(self.config, listener))
+                except Exception:
+                    log.exception("listener %s: should_be_rebuilt failed; keeping the current context", listener)
+                    continue
+                if not rebuild:
+                    self._ssl_fp[listener] = fp
+                    continue
             try:
                 ctx = server_context(self.config, listener)
             except ConfigError as e:
@@ -230,6 +246,8 @@ class SecurityManager:
                 continue
             self._ssl_current[listener] = ctx
             self._ssl_fp[listener] = fp
+            if factory is not None:
+                close_engine_factory(factory)   # connections made with its context keep working
             log.info("listener %s: key and trust stores reloaded; new connections use them", listener)
 
     def mechanisms(self, listener: str) -> list[str]:

@@ -27,6 +27,17 @@ Inter-broker client contexts (``client_context``) check host names unless
 ``ssl.client.auth``: ``required`` (CERT_REQUIRED), ``requested`` (CERT_OPTIONAL), ``none``.
 ``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) sets the version range;
 ``ssl.cipher.suites`` (OpenSSL names) restricts ciphers when given.
+
+``ssl.engine.factory.class`` (Kafka's SslEngineFactory; a Python class here) replaces all of
+the above for a listener: the class is built with no arguments, ``configure(configs)`` (the
+broker's settings with the listener's prefixed ones applied) is called when it has one, and
+``create_server_context()`` / ``create_client_context()`` (both required) return the
+``ssl.SSLContext`` (PROTOCOL_TLS_SERVER / PROTOCOL_TLS_CLIENT) the listener serves with and the
+broker connects to other brokers' listener with.  On a dynamic key store update its
+``should_be_rebuilt(next_configs)`` (optional; without it: yes) decides whether a new factory,
+configured with the new settings, replaces it; ``close()`` (optional) ends a replaced factory
+and every factory when the broker stops.  The principal of a client certificate is read from
+the connection as without a factory.
 """
 from __future__ import annotations
 
@@ -274,22 +285,83 @@ def version_range(protocols) -> tuple | None:
 
 
 def check_jsse_settings(get, listener: str) -> None:
-    """Java's JSSE settings are accepted for Kafka's property files, but a custom
-    ``ssl.engine.factory.class`` would replace the whole TLS setup with Java code: refused."""
-    factory = get("ssl.engine.factory.class")
-    if factory:
-        raise ConfigError(f"Invalid value {factory} for configuration ssl.engine.factory.class: Odradek "
-                          f"builds listener {listener}'s TLS with Python's ssl module and cannot load a Java "
-                          "SslEngineFactory", "ssl.engine.factory.class")
+    """Java's JSSE settings are accepted for Kafka's property files (and not used)."""
     provider = get("ssl.provider")
     if provider:
         log.warning("listener %s: ssl.provider=%s is a Java security provider and is not used", listener, provider)
 
 
+# -- ssl.engine.factory.class: Kafka's SslEngineFactory, a Python class here ---------------------
+ENGINE_FACTORY_KEY = "ssl.engine.factory.class"
+ENGINE_FACTORY_NEEDS = ("create_server_context()", "create_client_context()")
+_factories: list = []           # every factory built, closed by close_engine_factories()
+
+
+def load_engine_factory(cfg, listener: str):
+    """The listener's ``ssl.engine.factory.class`` instance (listener prefix first), configured
+    with the listener's settings, or None.  ConfigError when it cannot be loaded or lacks a
+    method: an unloadable factory stops start-up, as in Kafka."""
+    path = listener_value(cfg, listener, ENGINE_FACTORY_KEY)
+    if not path:
+        return None
+    from broker.security.builder import instantiate, listener_configs
+    factory = instantiate(path, ENGINE_FACTORY_KEY, listener_configs(cfg, listener), ENGINE_FACTORY_NEEDS,
+                          f" for listener {listener}")
+    _factories.append(factory)
+    return factory
+
+
+def factory_context(factory, method: str, listener: str) -> ssl.SSLContext:
+    """``factory.<method>()``, checked to be an ``ssl.SSLContext`` of the right side."""
+    try:
+        ctx = getattr(factory, method)()
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"{ENGINE_FACTORY_KEY} {type(factory).__name__}.{method}() failed for listener "
+                          f"{listener}: {e}", ENGINE_FACTORY_KEY) from None
+    want = "server" if method == "create_server_context" else "client"
+    if not isinstance(ctx, ssl.SSLContext) or ctx.protocol != (ssl.PROTOCOL_TLS_SERVER if want == "server"
+                                                                else ssl.PROTOCOL_TLS_CLIENT):
+        raise ConfigError(f"{ENGINE_FACTORY_KEY} {type(factory).__name__}.{method}() must return an "
+                          f"ssl.SSLContext(ssl.PROTOCOL_TLS_{want.upper()}), not {ctx!r}", ENGINE_FACTORY_KEY)
+    ctx.odradek_engine_factory = factory
+    return ctx
+
+
+def _made_by(factory, method: str, listener: str) -> ssl.SSLContext:
+    try:
+        return factory_context(factory, method, listener)
+    except ConfigError:
+        close_engine_factory(factory)
+        raise
+
+
+def close_engine_factory(factory) -> None:
+    close = getattr(factory, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:
+            log.exception("closing %s %r failed", ENGINE_FACTORY_KEY, factory)
+    if factory in _factories:
+        _factories.remove(factory)
+
+
+def close_engine_factories() -> None:
+    for f in list(_factories):
+        close_engine_factory(f)
+
+
 def server_context(cfg, listener: str) -> ssl.SSLContext:
-    """The SSLContext for one listener; ConfigError when the key material is missing or bad."""
+    """The SSLContext for one listener; ConfigError when the key material is missing or bad.
+    With an ``ssl.engine.factory.class`` the factory makes it (a new factory each call: the
+    context keeps it as ``odradek_engine_factory``)."""
     get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
     check_jsse_settings(get, listener)
+    factory = load_engine_factory(cfg, listener)
+    if factory is not None:
+        return _made_by(factory, "create_server_context", listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     chosen = version_range(get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"))
     if chosen:
@@ -366,6 +438,9 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
     brokers (inter-broker): trust from ``ssl.truststore.*`` (the system CAs when unset), the key
     store as the client certificate when one is configured (for ``ssl.client.auth``), and host name
     checks unless ``ssl.endpoint.identification.algorithm`` is empty (Kafka's default: https)."""
+    factory = load_engine_factory(cfg, listener)
+    if factory is not None:
+        return _made_by(factory, "create_client_context", listener)
     get = lambda key, default=None: listener_value(cfg, listener, key, default)  # noqa: E731
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
@@ -387,7 +462,7 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
 RELOAD_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
                "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
                "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
-               "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites")
+               "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites", ENGINE_FACTORY_KEY)
 
 
 def ssl_fingerprint(cfg, listener: str) -> tuple:
@@ -422,31 +497,40 @@ def _identity(pem: str | None):
     return cert.subject.rfc4514_string(), sans
 
 
-def check_reconfiguration(old_cfg, new_cfg, listener: str) -> ssl.SSLContext:
-    """The listener's new server context after a dynamic update of its ``ssl.*`` configs, or
-    ConfigError: the new stores do not load, or the new certificate's subject or subject
-    alternative names differ from the current one's while ``ssl.allow.dn.changes`` /
-    ``ssl.allow.san.changes`` are false (Kafka's checks)."""
+def check_reconfiguration(old_cfg, new_cfg, listener: str) -> None:
+    """Check a dynamic update of a listener's ``ssl.*`` configs before it is accepted; ConfigError:
+    the new stores do not load, or the new certificate's subject or subject alternative names
+    differ from the current one's while ``ssl.allow.dn.changes`` / ``ssl.allow.san.changes`` are
+    false (Kafka's checks).  An engine factory built for the check is closed after it."""
+    built = []
     try:
-        new = server_context(new_cfg, listener)
-    except ConfigError as e:
-        raise ConfigError(f"Validation of dynamic config update of SSLFactory failed: {e}", e.key) from None
-    try:
-        old = server_context(old_cfg, listener)
-    except ConfigError:
-        return new              # nothing valid to compare with
-    before, after = _identity(getattr(old, "odradek_leaf_pem", None)), _identity(getattr(new, "odradek_leaf_pem", None))
-    if before is not None and after is not None:
-        get = lambda key, default=None: listener_value(new_cfg, listener, key, default)  # noqa: E731
-        if before[0] != after[0] and not _true(get("ssl.allow.dn.changes", False)):
-            raise ConfigError("Validation of dynamic config update of SSLFactory failed: Keystore "
-                              f"DistinguishedName does not match: existing={{{before[0]}}}, new={{{after[0]}}}",
-                              "ssl.keystore.location")
-        if before[1] != after[1] and not _true(get("ssl.allow.san.changes", False)):
-            raise ConfigError("Validation of dynamic config update of SSLFactory failed: Keystore "
-                              f"SubjectAltNames do not match: existing={before[1]}, new={after[1]}",
-                              "ssl.keystore.location")
-    return new
+        try:
+            new = server_context(new_cfg, listener)
+        except ConfigError as e:
+            raise ConfigError(f"Validation of dynamic config update of SSLFactory failed: {e}", e.key) from None
+        built.append(new)
+        try:
+            old = server_context(old_cfg, listener)
+        except ConfigError:
+            return              # nothing valid to compare with
+        built.append(old)
+        before = _identity(getattr(old, "odradek_leaf_pem", None))
+        after = _identity(getattr(new, "odradek_leaf_pem", None))
+        if before is not None and after is not None:
+            get = lambda key, default=None: listener_value(new_cfg, listener, key, default)  # noqa: E731
+            if before[0] != after[0] and not _true(get("ssl.allow.dn.changes", False)):
+                raise ConfigError("Validation of dynamic config update of SSLFactory failed: Keystore "
+                                  f"DistinguishedName does not match: existing={{{before[0]}}}, new={{{after[0]}}}",
+                                  "ssl.keystore.location")
+            if before[1] != after[1] and not _true(get("ssl.allow.san.changes", False)):
+                raise ConfigError("Validation of dynamic config update of SSLFactory failed: Keystore "
+                                  f"SubjectAltNames do not match: existing={before[1]}, new={after[1]}",
+                                  "ssl.keystore.location")
+    finally:
+        for ctx in built:
+            factory = getattr(ctx, "odradek_engine_factory", None)
+            if factory is not None:
+                close_engine_factory(factory)
 
 
 def _true(v) -> bool:

@@ -205,3 +205,20 @@ def test_broker_not_trusting_the_ca_cannot_follow_over_tls(cluster_factory, pki,
         time.sleep(0.2)
     assert out and out[-1] is not None and out[-1].code() in refused, out
     assert sorted(c.isr(topic, 0)) == [1, 2]
+
+
+def test_an_engine_factory_makes_the_inter_broker_contexts(cluster_factory, pki, tmp_path):
+    """ssl.engine.factory.class (a Python class, tests/security/engine_factories.py) on every
+    broker: it makes the SSL listener's server context and the brokers' client contexts for
+    replication and the controller's channels (its client context checks host names and presents
+    the broker's certificate, as ssl.client.auth=required wants)."""
+    record = tmp_path / "engine.jsonl"
+    c = make_tls_cluster(cluster_factory, pki, "SSL")
+    for b in c.brokers.values():
+        b.props.update({"ssl.engine.factory.class": "tests.security.engine_factories.PemEngineFactory",
+                        "odradek.test.engine.record": str(record)})
+    c.start()
+    check_replication_over_tls(c, pki)
+    import json
+    kinds = [json.loads(x)["kind"] for x in record.read_text().splitlines()]
+    assert kinds.count("server") >= 3 and kinds.count("client") >= 3, kinds

@@ -386,10 +386,11 @@ def test_frames_before_authentication_are_limited(secure_broker):
     assert errors == [None]
 
 
-def test_java_tls_settings_are_accepted_and_an_engine_factory_refused(secure_broker, pki):
+def test_java_tls_settings_are_accepted_and_a_java_engine_factory_refused(secure_broker, pki):
     """Kafka property files carry JSSE settings (ssl.protocol, the key and trust manager
     algorithms, ssl.provider): the broker starts with them, serves TLS, and DescribeConfigs shows
-    them with Kafka's defaults; a Java ssl.engine.factory.class stops start-up, named."""
+    them with Kafka's defaults; a Java ssl.engine.factory.class (no such Python class) stops
+    start-up, named (Python factories: tests/security/test_engine_factory.py)."""
     b = secure_broker(listeners=("SSL",), props={"ssl.protocol": "TLSv1.2", "ssl.keymanager.algorithm": "SunX509",
                                                  "ssl.trustmanager.algorithm": "PKIX"})
     conf = {"bootstrap.servers": b.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
