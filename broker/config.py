@@ -498,13 +498,22 @@ class BrokerConfig:
         if not -1 <= acks <= g("offsets.topic.replication.factor"):
             raise ConfigError("offsets.commit.required.acks must be greater or equal -1 and less or equal to "
                               "offsets.topic.replication.factor", "offsets.commit.required.acks")
-        bid = g("broker.id")
-        if g("broker.id.generation.enable"):
-            if not -1 <= bid <= g("reserved.broker.max.id"):
-                raise ConfigError("broker.id must be greater than or equal to -1 and not greater than "
-                                  "reserved.broker.max.id", "broker.id")
-        elif bid < 0:
-            raise ConfigError("broker.id must be greater than or equal to 0", "broker.id")
+        if "broker.id" in self._static and "node.id" in self._static and g("broker.id") != g("node.id"):
+            raise ConfigError("You must set `node.id` to the same value as `broker.id`.", "node.id")
+        if self.kraft_mode:
+            self._kraft_checks(g)
+        else:
+            bid = self.broker_id
+            if g("broker.id.generation.enable"):
+                if not -1 <= bid <= g("reserved.broker.max.id"):
+                    raise ConfigError("broker.id must be greater than or equal to -1 and not greater than "
+                                      "reserved.broker.max.id", "broker.id")
+            elif bid < 0:
+                raise ConfigError("broker.id must be greater than or equal to 0", "broker.id")
+            names = g("controller.listener.names")
+            if names:
+                raise ConfigError("controller.listener.names must be empty when not running in KRaft mode: "
+                                  f"[{', '.join(names)}]", "controller.listener.names")
         if "classic" not in g("group.coordinator.rebalance.protocols"):
             raise ConfigError("Disabling the 'classic' protocol is not supported (group.coordinator.rebalance.protocols).",
                               "group.coordinator.rebalance.protocols")
@@ -522,9 +531,85 @@ class BrokerConfig:
                               f"The valid options based on currently configured listeners are {','.join(sorted(names))}",
                               "inter.broker.listener.name")
 
+    def _kraft_checks(self, g) -> None:
+        """A KRaft configuration (``process.roles`` set), with Kafka 3.9's checks; Odradek runs it
+        as one combined node on the embedded metadata store."""
+        roles = self.process_roles()
+        if roles != {"broker", "controller"}:
+            raise ConfigError(f"process.roles={','.join(g('process.roles'))}: Odradek runs a KRaft configuration "
+                              "only as a combined node (process.roles=broker,controller) on its embedded metadata "
+                              "store; for a cluster of several brokers use ZooKeeper (zookeeper.connect)",
+                              "process.roles")
+        if g("zookeeper.connect"):
+            raise ConfigError("zookeeper.connect must not be set with process.roles: Odradek runs a KRaft "
+                              "configuration on its embedded metadata store (ZooKeeper migration is not "
+                              "supported)", "zookeeper.connect")
+        node = g("node.id") if "node.id" in self._static else self.broker_id
+        if node < 0:
+            raise ConfigError("Missing configuration `node.id` which is required when `process.roles` is defined "
+                              "(i.e. when running in KRaft mode).", "node.id")
+        voters = self.quorum_voters()
+        if not voters and not g("controller.quorum.bootstrap.servers"):
+            raise ConfigError("If using process.roles, either controller.quorum.bootstrap.servers must contain the "
+                              "set of bootstrap controllers or controller.quorum.voters must contain a parseable "
+                              "set of controllers.", "controller.quorum.voters")
+        if voters and node not in voters:
+            raise ConfigError(f"If process.roles contains the 'controller' role, the node id {node} must be included "
+                              f"in the set of voters controller.quorum.voters={set(voters)}",
+                              "controller.quorum.voters")
+        if len(voters) > 1:
+            raise ConfigError(f"controller.quorum.voters names {len(voters)} voters: Odradek's embedded metadata "
+                              "store is a quorum of one, this node", "controller.quorum.voters")
+        names = {e.listener_name for e in parse_listeners(g("listeners"), self.security_protocol_map())}
+        ctl = self.controller_listener_names()
+        if not ctl or not (set(ctl) & names):
+            raise ConfigError("controller.listener.names must contain at least one value appearing in the "
+                              "'listeners' configuration when running the KRaft controller role",
+                              "controller.listener.names")
+        if not set(ctl) <= names:
+            raise ConfigError("controller.listener.names must only contain values appearing in the 'listeners' "
+                              "configuration when running the KRaft controller role", "controller.listener.names")
+        if not self.advertised_listeners():
+            raise ConfigError("There must be at least one broker advertised listener. Perhaps all listeners appear "
+                              "in controller.listener.names?", "advertised.listeners")
+
     # ---- derived helpers
     @property
+    def kraft_mode(self) -> bool:
+        """``process.roles`` is set: a KRaft configuration file (run on the embedded store)."""
+        return bool(self.get("process.roles"))
+
+    def process_roles(self) -> set[str]:
+        roles = [r.strip() for r in self.get("process.roles") or [] if r.strip()]
+        for r in roles:
+            if r not in ("broker", "controller"):
+                raise ConfigError(f"Unknown process role '{r}' (only 'broker' and 'controller' are allowed roles)",
+                                  "process.roles")
+        if len(set(roles)) != len(roles):
+            raise ConfigError(f"Duplicate role names found in `process.roles`: {roles}", "process.roles")
+        return set(roles)
+
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """``controller.quorum.voters`` as {id: (host, port)}; ConfigError when one does not parse."""
+        out = {}
+        for v in self.get("controller.quorum.voters") or []:
+            v = v.strip()
+            m = re.fullmatch(r"(\d+)@(\[[^\]]*\]|[^:]*):(\d+)", v)
+            if not m:
+                raise ConfigError(f"Invalid value {v} for configuration controller.quorum.voters: Unable to parse "
+                                  "voter connection string; expected the format {id}@{host}:{port}",
+                                  "controller.quorum.voters")
+            out[int(m.group(1))] = (m.group(2), int(m.group(3)))
+        return out
+
+    def controller_listener_names(self) -> list[str]:
+        return [n.strip().upper() for n in self.get("controller.listener.names") or [] if n.strip()]
+
+    @property
     def broker_id(self) -> int:
+        """``broker.id``, or ``node.id`` when only that is set (Kafka treats them as synonyms)."""
+        if "broker.id" not in self._static and "node.id" in self._static:
+            return self.get("node.id")
         return self.get("broker.id")
 
     @property
@@ -535,8 +620,16 @@ class BrokerConfig:
         return parse_protocol_map(self.get("listener.security.protocol.map"))
 
     def listeners(self) -> list[Endpoint]:
-        """Bind endpoints from ``listeners``: [(listener_name, host, port, security_protocol)]."""
-        return parse_listeners(self.get("listeners"), self.security_protocol_map())
+        """Bind endpoints from ``listeners``: [(listener_name, host, port, security_protocol)].  In
+        KRaft mode the controller's listeners are left out: the embedded store needs none."""
+        eps = parse_listeners(self.get("listeners"), self.security_protocol_map())
+        return self._without_controller_listeners(eps)
+
+    def _without_controller_listeners(self, eps: list[Endpoint]) -> list[Endpoint]:
+        if not self.get("process.roles"):
+            return eps
+        ctl = set(self.controller_listener_names())
+        return [e for e in eps if e.listener_name not in ctl]
 
     def advertised_listeners(self) -> list[Endpoint]:
         """Published endpoints: ``advertised.listeners`` else ``listeners``.  An empty host is
@@ -545,7 +638,7 @@ class BrokerConfig:
         eps = (parse_listeners(raw, self.security_protocol_map(), "advertised.listeners")
                if raw else self.listeners())
         out = []
-        for e in eps:
+        for e in self._without_controller_listeners(eps):
             if e.host in ("0.0.0.0", "::"):
                 raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
                                   "Use a routable IP address.", "advertised.listeners")

@@ -137,6 +137,23 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("broker.id.generation.enable", "boolean", True, "Allow generating a broker id when none is configured."),
     _k("reserved.broker.max.id", "int", 1000, "Generated broker ids start above this number.", validator=at_least(0)),
     _k("broker.rack", "string", None, "Rack label used for rack-aware replica placement."),
+    # KRaft's keys: a combined node (process.roles=broker,controller) runs on the embedded metadata
+    # store, after kafka-storage.sh format (docs/config.md, "KRaft configuration files")
+    _k("process.roles", "list", [], "KRaft roles of this node; broker,controller (a combined node on the embedded "
+       "metadata store) is the one Odradek runs; empty: ZooKeeper, or the embedded store without formatting.", H),
+    _k("node.id", "int", -1, "The node id when process.roles is set (the same as broker.id).", H),
+    _k("controller.quorum.voters", "list", [], "KRaft voters, id@host:port; only this node here.", H),
+    _k("controller.quorum.bootstrap.servers", "list", [], "KRaft controllers to bootstrap from, host:port.", H),
+    _k("controller.listener.names", "list", None, "Listeners of the KRaft controller; not opened here (the embedded "
+       "store needs no controller connections).", H),
+    _k("metadata.log.dir", "string", None, "Directory of the cluster metadata (KRaft mode); unset: the first of "
+       "log.dirs.", H),
+    _k("controller.quorum.election.timeout.ms", "int", 1000, "KRaft election timeout (not used here).", H),
+    _k("controller.quorum.fetch.timeout.ms", "int", 2000, "KRaft fetch timeout (not used here).", H),
+    _k("controller.quorum.election.backoff.max.ms", "int", 1000, "KRaft election back-off (not used here).", H),
+    _k("controller.quorum.append.linger.ms", "int", 25, "KRaft append linger (not used here).", L),
+    _k("controller.quorum.request.timeout.ms", "int", 2000, "KRaft request timeout (not used here).", L),
+    _k("controller.quorum.retry.backoff.ms", "int", 20, "KRaft retry back-off (not used here).", L),
     _k("zookeeper.connect", "string", None, "ZooKeeper connect string host:port[,host:port][/chroot]; unset = embedded store.", H),
     _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", H),
     _k("zookeeper.connection.timeout.ms", "int", None, "Wait this long to connect to ZooKeeper; unset = session timeout.", H),

@@ -101,7 +101,13 @@ class Broker:
             return
         from controller.single_node import SingleNodeController
         from storage.log_manager import LogManager
-        self.controller = SingleNodeController(cfg)
+        if cfg.kraft_mode:
+            # a KRaft configuration file: its directories must have been formatted by
+            # kafka-storage.sh, which chose the cluster id (storage/meta_properties.py)
+            from storage.meta_properties import check_formatted, metadata_log_dir
+            self.controller = SingleNodeController(cfg, log_dir=metadata_log_dir(cfg), cluster_id=check_formatted(cfg))
+        else:
+            self.controller = SingleNodeController(cfg)
         await self.controller.start()
         self.broker_id = self.controller.broker_id
         ctrl = self.controller

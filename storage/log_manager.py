@@ -53,6 +53,7 @@ from .checkpoint import (CheckpointError, read_offsets_checkpoint, write_atomic,
                          write_offsets_checkpoint)
 from .config import LogConfig
 from .errors import LogDirLockedError, StorageError, is_log_dir_failure
+from .meta_properties import META_PROPERTIES, read_properties
 from .log import Log, future_dir_name, now_ms, parse_log_dir_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -61,23 +62,9 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
-META_PROPERTIES = "meta.properties"
 DELETE_SUFFIX = "-delete"
 
 logger = logging.getLogger("odradek.logmanager")
-
-
-def read_properties(path: str) -> dict:
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            k, sep, v = line.partition("=")
-            if sep:
-                out[k.strip()] = v.strip()
-    return out
 
 
 def _rename_for_deletion(path: str, tp, d: str) -> str:

@@ -222,7 +222,7 @@ class ZkController(Controller):
         log.info("ZooKeeper controller client started: cluster id %s, broker %d", self._cluster_id, self._broker_id)
 
     async def _generate_broker_id(self) -> int:
-        from storage.log_manager import read_properties
+        from storage.meta_properties import read_properties
         for d in self._cfg.log_dirs():
             path = os.path.join(d, "meta.properties")
             if os.path.exists(path):

@@ -363,3 +363,61 @@ def test_kafka_property_files_load_without_warnings(caplog):
     assert BrokerConfig({}).get("sasl.server.max.receive.size") == 524288
     with pytest.raises(ConfigError, match="password.encoder.iterations"):
         BrokerConfig({"password.encoder.iterations": "100"})
+
+
+# ----------------------------------------------------------------- KRaft configuration files
+
+KRAFT = {"process.roles": "broker,controller", "node.id": "1", "controller.quorum.voters": "1@localhost:9093",
+         "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "inter.broker.listener.name": "PLAINTEXT",
+         "advertised.listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+         "controller.listener.names": "CONTROLLER",
+         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}
+
+
+def test_kraft_combined_config_runs_on_the_embedded_store():
+    c = BrokerConfig(KRAFT)
+    assert c.kraft_mode and c.broker_id == 1 and c.process_roles() == {"broker", "controller"}
+    assert c.quorum_voters() == {1: ("localhost", 9093)}
+    # the controller listener is neither opened nor advertised
+    assert [e.listener_name for e in c.listeners()] == ["PLAINTEXT"]
+    assert c.advertised_listeners() == [("PLAINTEXT", "localhost", 9092, "PLAINTEXT")]
+    c = BrokerConfig({**KRAFT, "controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "localhost:9093"})
+    assert c.quorum_voters() == {}
+    for f in ("config/kraft/server.properties", "config/kraft/reconfig-server.properties"):
+        c = BrokerConfig.from_file(f)
+        c.validate()
+        assert c.kraft_mode and c.broker_id == 1 and c.log_dirs() == ["/tmp/kraft-combined-logs"]
+    assert not BrokerConfig({}).kraft_mode
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"process.roles": "broker"}, "only as a combined node (process.roles=broker,controller)"),
+    ({"process.roles": "controller"}, "only as a combined node"),
+    ({"process.roles": "broker,observer"}, "Unknown process role 'observer' (only 'broker' and 'controller' are "
+                                           "allowed roles)"),
+    ({"process.roles": "broker,broker,controller"}, "Duplicate role names found in `process.roles`"),
+    ({"node.id": None}, "Missing configuration `node.id` which is required when `process.roles` is defined"),
+    ({"node.id": "2"}, "the node id 2 must be included in the set of voters controller.quorum.voters={1}"),
+    ({"broker.id": "3"}, "You must set `node.id` to the same value as `broker.id`."),
+    ({"controller.quorum.voters": "1@localhost:9093,2@other:9093"}, "a quorum of one, this node"),
+    ({"controller.quorum.voters": "one@localhost"}, "Unable to parse voter connection string"),
+    ({"controller.quorum.voters": None}, "either controller.quorum.bootstrap.servers must contain"),
+    ({"controller.listener.names": None}, "controller.listener.names must contain at least one value appearing"),
+    ({"controller.listener.names": "CONTROLLER,OTHER"}, "must only contain values appearing in the 'listeners'"),
+    ({"zookeeper.connect": "localhost:2181"}, "zookeeper.connect must not be set with process.roles"),
+    ({"listeners": "CONTROLLER://:9093", "advertised.listeners": None, "inter.broker.listener.name": None,
+      "controller.listener.names": "CONTROLLER"}, "There must be at least one broker advertised listener"),
+])
+def test_kraft_config_errors(change, message):
+    props = {k: v for k, v in {**KRAFT, **change}.items() if v is not None}
+    with pytest.raises(ConfigError) as e:
+        BrokerConfig(props)
+    assert message in str(e.value)
+
+
+def test_controller_listener_names_without_kraft_is_refused():
+    with pytest.raises(ConfigError, match=r"controller.listener.names must be empty when not running in KRaft "
+                                          r"mode: \[CONTROLLER\]"):
+        BrokerConfig({"controller.listener.names": "CONTROLLER"})
+    # node.id alone is broker.id's synonym, as in Kafka
+    assert BrokerConfig({"node.id": "4"}).broker_id == 4
