@@ -18,6 +18,13 @@ Properties come from, lowest precedence first:
 Like the Confluent image, when only KAFKA_ADVERTISED_LISTENERS is given, the broker binds the
 same listeners on every interface (each host is replaced by 0.0.0.0).
 
+KRaft variables (KAFKA_PROCESS_ROLES=broker,controller, KAFKA_NODE_ID,
+KAFKA_CONTROLLER_QUORUM_VOTERS, KAFKA_CONTROLLER_LISTENER_NAMES; docs/config.md, "KRaft
+configuration files") need CLUSTER_ID, as in the Confluent and Apache images: before the broker
+starts, every directory not yet formatted gets a v1 meta.properties with that cluster id (what
+``kafka-storage.sh format --ignore-formatted`` does); one formatted for another cluster or node
+stops the broker with Kafka's message.
+
 The properties are checked as the broker checks them; an invalid value exits with status 1 and
 Kafka's one-line message.  Then the file is written to ODRADEK_CONFIG_FILE (default
 /etc/kafka/server.properties) and the broker replaces this process (``python -m broker FILE
@@ -88,9 +95,34 @@ def build_properties(environ) -> dict[str, str]:
     return props
 
 
-def check(props: dict[str, str]) -> None:
+def check(props: dict[str, str]) -> BrokerConfig:
     cfg = BrokerConfig.from_dict(props)
     cfg.validate()
+    return cfg
+
+
+def format_kraft_directories(cfg: BrokerConfig, environ) -> list[str]:
+    """Give every unformatted directory of a KRaft configuration a v1 meta.properties with the
+    CLUSTER_ID of the environment; the directories formatted now.  ConfigError without a usable
+    CLUSTER_ID."""
+    from controller.api import base64_to_uuid, random_kafka_uuid, uuid_to_base64
+    from storage.meta_properties import kraft_directories, read_meta, write_kraft_meta
+    cluster = (environ.get("CLUSTER_ID") or environ.get("KAFKA_CLUSTER_ID") or "").strip()
+    if not cluster:
+        raise ConfigError("CLUSTER_ID is required when KAFKA_PROCESS_ROLES is set: a KRaft configuration's "
+                          "directories are formatted with it before the first start (make one with "
+                          "kafka-storage.sh random-uuid)", "process.roles")
+    try:
+        base64_to_uuid(cluster)     # 16 bytes of URL-safe base64, as Kafka's Uuid.fromString wants
+    except ValueError:
+        raise ConfigError(f"CLUSTER_ID {cluster} is not a Kafka cluster id (22 characters of URL-safe base64, "
+                          "as kafka-storage.sh random-uuid prints)", "process.roles") from None
+    done = []
+    for d in kraft_directories(cfg):
+        if read_meta(d) is None:
+            write_kraft_meta(d, cfg.broker_id, cluster, uuid_to_base64(random_kafka_uuid()))
+            done.append(d)
+    return done
 
 
 # -- .properties output (Java escaping rules) -------------------------------------------------
@@ -177,7 +209,10 @@ def main(argv: list[str]) -> int:
         return 0 if healthcheck(path) else 1
     try:
         props = build_properties(environ)
-        check(props)
+        cfg = check(props)
+        if cfg.kraft_mode and mode is None:
+            for d in format_kraft_directories(cfg, environ):
+                print(f"odradek-entrypoint: formatted {d} for KRaft mode", file=sys.stderr, flush=True)
     except (ConfigError, OSError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1

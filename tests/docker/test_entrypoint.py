@@ -226,3 +226,51 @@ def test_dockerfile():
         if ln.startswith("COPY "):
             for src in ln.split()[1:-1]:
                 assert (REPO / src).exists(), src
+
+
+def test_kraft_environment_formats_and_starts(tmp_path):
+    """KRaft variables, as for the Confluent and Apache images: without CLUSTER_ID the entrypoint
+    refuses; with it the data directory is formatted before the first start (and left alone on
+    the next), and the broker serves with the node id."""
+    port, ctl = free_port(), free_port()
+    env = {
+        "ODRADEK_CONFIG_FILE": str(tmp_path / "server.properties"),
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_NODE_ID": "3",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"3@127.0.0.1:{ctl}",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_LISTENERS": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctl}",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "KAFKA_LOG_DIRS": str(tmp_path / "data"),
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+    }
+    r = run(env)
+    assert r.returncode == 1 and "CLUSTER_ID is required when KAFKA_PROCESS_ROLES is set" in r.stderr
+    r = run({**env, "CLUSTER_ID": "not-an-id"})
+    assert r.returncode == 1 and "CLUSTER_ID not-an-id is not a Kafka cluster id" in r.stderr
+    cluster = "MkU3OEVBNTcwNTJENDM2Qk"
+    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
+    for attempt in (1, 2):
+        log = open(tmp_path / f"broker{attempt}.log", "w")
+        proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env={**base, **env, "CLUSTER_ID": cluster},
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not (port_open("127.0.0.1", port) and kafka_ready("127.0.0.1", port)):
+                assert proc.poll() is None, (tmp_path / f"broker{attempt}.log").read_text()
+                assert time.monotonic() < deadline, "broker did not start"
+                time.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                assert proc.wait(30) == 0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                log.close()
+        out = (tmp_path / f"broker{attempt}.log").read_text()
+        assert ("formatted" in out) == (attempt == 1), out
+        assert f"[KafkaServer id=3] started (cluster id {cluster})" in out
+    meta = load_properties(tmp_path / "data" / "meta.properties")
+    assert meta["version"] == "1" and meta["node.id"] == "3" and meta["cluster.id"] == cluster
