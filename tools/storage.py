@@ -750,10 +750,19 @@ def load_config(path: str):
 # Command line
 # =============================================================================================
 
+class StorageParser(Parser):
+    """A missing command is argparse4j's "too few arguments" (argparse names the choices)."""
+
+    def error(self, message):
+        if message.startswith("the following arguments are required: {"):
+            message = "too few arguments"
+        super().error(message)
+
+
 def build_parser() -> Parser:
-    p = Parser(prog=PROG, description="Formats and inspects the storage directories of a KRaft node.",
+    p = StorageParser(prog=PROG, description="Formats and inspects the storage directories of a KRaft node.",
                fromfile_prefix_chars="@")
-    sub = p.add_subparsers(dest="command", metavar="{info,format,random-uuid}", parser_class=Parser)
+    sub = p.add_subparsers(dest="command", metavar="{info,format,random-uuid}", parser_class=StorageParser)
     sub.required = True
     info_p = sub.add_parser("info", help="Show what the log directories of this node hold.")
     fmt = sub.add_parser("format", help="Prepare the log directories of this node for KRaft mode.")
@@ -796,11 +805,7 @@ def execute(a) -> int:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    if not argv:
-        parser.error("too few arguments")        # argparse4j's words for a missing command
-    return run_parsed(parser, execute, argv)
+    return run_parsed(build_parser(), execute, argv)
 
 
 if __name__ == "__main__":
