@@ -7,7 +7,8 @@ Two versions, as in Kafka:
 * **v1** (KRaft mode): ``version=1``, ``node.id``, ``cluster.id``, ``directory.id`` (a random
   Kafka UUID per directory); written only by ``kafka-storage.sh format``.  A broker whose
   configuration has ``process.roles`` refuses to start while any of its log directories (or
-  ``metadata.log.dir``) lacks one, as Kafka's KRaft server does (``check_formatted``).
+  ``metadata.log.dir``) lacks one, as Kafka's KRaft server does (``check_formatted``); a v0
+  file is taken too (its ``broker.id`` as the node id), as Kafka takes it.
 """
 from __future__ import annotations
 
@@ -68,9 +69,8 @@ class NotFormatted(StorageError):
 
 def check_formatted(cfg) -> str:
     """The cluster id of a KRaft node's formatted directories; NotFormatted (Kafka's messages)
-    when one has no meta.properties, is formatted for legacy mode, or names another node or
-    cluster than the others."""
-    node_id = cfg.get("node.id")
+    when one has no meta.properties, or names another node or cluster than the others."""
+    node_id = cfg.broker_id             # node.id (broker.id is its synonym)
     cluster = None
     for d in kraft_directories(cfg):
         props = read_meta(d)
@@ -78,16 +78,19 @@ def check_formatted(cfg) -> str:
             raise NotFormatted(f"No `meta.properties` found in {d} (have you run `kafka-storage.sh` "
                                "to format the directory?)")
         path = os.path.join(d, META_PROPERTIES)
-        if props.get("version") != "1":
-            raise NotFormatted(f"Found unexpected version in {path}. ZK-based brokers that are not migrating "
-                               "only support version 0 (which is implicit when the `version` field is missing).")
+        version = props.get("version", "0")
+        if version not in ("0", "1"):
+            raise NotFormatted(f"Unknown meta.properties version {version} in {path}")
         cid = props.get("cluster.id")
         if not cid:
             raise NotFormatted(f"Error: cluster ID not found in {d}")
-        if "node.id" not in props:
+        # a v0 file (a directory of a broker run without process.roles) names the node broker.id;
+        # Kafka's KRaft server takes it as well
+        stored = props.get("node.id", props.get("broker.id")) if version == "1" else props.get("broker.id")
+        if stored is None:
             raise NotFormatted(f"Error: node ID not found in {d}")
-        if int(props["node.id"]) != node_id:
-            raise NotFormatted(f"Stored node id {props['node.id']} doesn't match previous node id {node_id} in "
+        if int(stored) != node_id:
+            raise NotFormatted(f"Stored node id {stored} doesn't match previous node id {node_id} in "
                                f"{path}. If you moved your data, make sure your configured node id matches. If you "
                                "intend to create a new node, you should remove all data in your data directories.")
         if cluster is not None and cid != cluster:
