@@ -841,6 +841,11 @@ def altered_broker_configs(cfg: BrokerConfig, own_id: int, current: dict[str, di
             if ep.security_protocol in ("SSL", "SASL_SSL") and \
                     ssl_fingerprint(trial, ep.listener_name) != ssl_fingerprint(cfg, ep.listener_name):
                 check_reconfiguration(cfg, trial, ep.listener_name)
+    if "metric.reporters" in configs and trial.get("metric.reporters") != cfg.get("metric.reporters"):
+        # the new reporters must load (Kafka builds them to validate the update); built, then closed
+        from broker.client_metrics import close_reporters, load_receivers
+        reporters, _ = load_receivers(trial)
+        close_reporters(reporters)
     return entity, new_bc
 
 

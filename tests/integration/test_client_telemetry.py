@@ -186,6 +186,15 @@ def test_without_a_receiver_the_apis_are_answered_but_not_advertised(tmp_path):
         wait_for(lambda: GET in b.api_versions().api_keys, timeout=10, what="71 advertised")
         set_cluster_default(b, "metric.reporters", None)
         wait_for(lambda: GET not in b.api_versions().api_keys, timeout=10, what="71 hidden again")
+        # one that does not load is refused when it is set, not found broken later
+        I = IncrementalAlterConfigsRequest
+        with RawConnection(b.host, b.port) as raw:
+            resp = raw.request(44, 1, I(resources=[I.AlterConfigsResource(
+                resource_type=4, resource_name="", configs=[I.AlterableConfig(
+                    name="metric.reporters", config_operation=0, value=f"{RECEIVERS}.Missing")])],
+                validate_only=False))
+        assert resp.responses[0].error_code == 42, resp        # INVALID_REQUEST
+        assert "Class tests.integration.telemetry_receivers.Missing cannot be found" in resp.responses[0].error_message
 
 
 def set_cluster_default(b, key, value):
