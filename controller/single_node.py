@@ -13,6 +13,11 @@ How this works
   configs (KIP-848) and client metrics subscriptions (KIP-714, ``client_metrics``).  Each
   write serialises the new state on the loop, writes ``.tmp``, fsyncs, renames over the
   file and fsyncs the directory, in an executor thread.
+* ``metadata_offset`` in the document counts the durable writes: each successful write stores
+  the previous count plus one (the store's creation is the first), and it is loaded back on
+  start (0 for a file written before the count existed).  ``metadata_offset()`` reports it: the
+  nearest thing this store has to the offset of a KRaft metadata log (DescribeQuorum's high
+  watermark, broker/handlers/describe_quorum.py).  A write that fails leaves it unchanged.
 * Writers hold ``self._lock`` from validation to swap, so writes are applied one at a
   time in call order; readers see the old state until the new one is durable.  Events
   go to subscribers with ``loop.call_soon`` after the swap.
@@ -95,6 +100,7 @@ class SingleNodeController(Controller):
         self._tokens: dict[str, dict] = {}              # delegation token id -> token JSON
         self._features: dict[str, int] = {}             # finalized feature -> level
         self._features_epoch = 0
+        self._offset = 0                                # durable writes so far (metadata_offset)
         self._registered: BrokerInfo | None = None
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = asyncio.Lock()
@@ -116,6 +122,10 @@ class SingleNodeController(Controller):
     @property
     def path(self) -> str:
         return self._path
+
+    def metadata_offset(self) -> int:
+        """How many changes the store has made durable (monotonic, kept across restarts)."""
+        return self._offset
 
     async def start(self) -> None:
         if self._running:
@@ -152,6 +162,7 @@ class SingleNodeController(Controller):
         self._broker_id = stored
         self._cluster_id = doc["cluster_id"]
         self._next_producer_id = doc.get("next_producer_id", 0)
+        self._offset = int(doc.get("metadata_offset", 0))
         self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
         self._group_configs = {k: dict(v) for k, v in doc.get("group_configs", {}).items()}
         self._client_metrics = {k: dict(v) for k, v in doc.get("client_metrics", {}).items() if v}
@@ -218,8 +229,11 @@ class SingleNodeController(Controller):
         }
 
     async def _persist(self, doc: dict[str, Any]) -> None:
-        data = json.dumps(doc, separators=(",", ":")).encode()
+        # writers hold self._lock (or run before start() returns), so counts are not interleaved
+        offset = self._offset + 1
+        data = json.dumps({**doc, "metadata_offset": offset}, separators=(",", ":")).encode()
         await asyncio.get_running_loop().run_in_executor(None, _write_atomically, self._path, data)
+        self._offset = offset
 
     def _emit(self, event: Event) -> None:
         loop = asyncio.get_running_loop()
