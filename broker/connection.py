@@ -10,7 +10,9 @@ proceed concurrently.
 
 * A frame above ``socket.request.max.bytes`` closes this connection only (Kafka does the same).
 * An unknown API key, or a version outside the registered range, closes the connection — except
-  ApiVersions, which is answered with UNSUPPORTED_VERSION in the v0 layout (KIP-511).
+  ApiVersions, which is answered with UNSUPPORTED_VERSION in the v0 layout (KIP-511).  So does a
+  KRaft-only API (``dispatch.KRAFT_ONLY_APIS``) on a broker not in KRaft mode, as Kafka's socket
+  server refuses an API its listener does not enable.
 * A handler returning ``None`` sends nothing (acks=0 Produce).
 * Responses whose records are file regions are written header-first, then the region bytes.
 * Reading pauses while too many requests are queued; writing waits for the transport to drain.
@@ -33,7 +35,7 @@ from protocol.framing import FrameReader, InvalidFrame
 from protocol.messages import ApiVersionsResponse
 from protocol.primitives import DecodeError
 
-from broker.dispatch import HANDLERS
+from broker.dispatch import HANDLERS, KRAFT_ONLY_APIS
 from broker.security.builder import PrincipalBuilderError
 from broker.security.principal import NoMatchingRule
 
@@ -289,7 +291,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         key, version = header.request_api_key, header.request_api_version
         h = HANDLERS.get(key)
-        if h is None or not h.min_version <= version <= h.max_version:
+        if h is None or not h.min_version <= version <= h.max_version or (
+                key in KRAFT_ONLY_APIS and not self.broker.config.kraft_mode):
             if key == api.API_VERSIONS:
                 self._unsupported_api_versions(header.correlation_id)
                 return

@@ -27,6 +27,11 @@ class Handler:
 
 HANDLERS: dict[int, Handler] = {}
 
+#: APIs a Kafka 3.9 broker has only in KRaft mode (DescribeQuorum): outside KRaft mode
+#: (``process.roles`` unset) ApiVersions leaves them out and a request for one closes the
+#: connection, as for an API the broker does not have (broker/connection.py).
+KRAFT_ONLY_APIS = frozenset({55})
+
 
 def handler(api_key: int, min_version: int, max_version: int):
     lo, hi = REQUESTS[api_key].DEF.valid_versions

@@ -10,11 +10,13 @@ as both min and max.  Debian's kcat 1.7.1 (librdkafka 1.7) reads them.
 GetTelemetrySubscriptions and PushTelemetry (71, 72) are advertised only while a telemetry
 receiver is configured (broker/client_metrics.py), as Kafka does; a v3+ request's software name
 and version are kept on the connection for client-metrics subscriptions' ``match``.
+DescribeQuorum (55) is advertised only in KRaft mode (``process.roles``): a Kafka 3.9 broker in
+ZooKeeper mode does not have it (``dispatch.KRAFT_ONLY_APIS``).
 An unsupported ApiVersions version is answered by the connection at v0 with UNSUPPORTED_VERSION.
 """
 import re
 
-from broker.dispatch import handler, supported_versions
+from broker.dispatch import KRAFT_ONLY_APIS, handler, supported_versions
 from broker.handlers.telemetry import TELEMETRY_APIS
 from controller.api import SUPPORTED_FEATURES
 from protocol.messages import ApiVersionsResponse
@@ -32,6 +34,8 @@ async def api_versions(ctx, req):
         ctx.connection.client_software = (req.client_software_name, req.client_software_version)
     cm = getattr(ctx.broker, "client_metrics", None)
     hidden = () if cm is not None and cm.receiver_configured else TELEMETRY_APIS
+    if not ctx.broker.config.kraft_mode:
+        hidden = (*hidden, *KRAFT_ONLY_APIS)
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, lo, hi in supported_versions() if k not in hidden]
     resp = ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)

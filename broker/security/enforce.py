@@ -33,7 +33,8 @@ Rules (the operation checked, on which resource):
   ListClientMetricsResources: DESCRIBE_CONFIGS on the cluster.
 * InitProducerId: WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster or
   WRITE on some topic (KIP-679).
-* DescribeCluster, DescribeLogDirs, ListPartitionReassignments: DESCRIBE on the cluster;
+* DescribeCluster, DescribeLogDirs, ListPartitionReassignments, DescribeQuorum: DESCRIBE on the
+  cluster (DescribeQuorum's refusal carries Kafka's top-level error message);
   ElectLeaders, AlterPartitionReassignments, AlterReplicaLogDirs: ALTER on the cluster; inter-broker APIs
   (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition):
   CLUSTER_ACTION on the cluster.
@@ -537,6 +538,11 @@ def _deny_describe_quotas(ctx, req):
                          entries=None)
 
 
+def _deny_describe_quorum(ctx, req):
+    # Kafka's DescribeQuorumRequest.getErrorResponse: the top-level error and its message, no topics
+    return RESPONSES[55](error_code=C_AUTH, error_message="Cluster authorization failed.", topics=[])
+
+
 def _deny_alter_quotas(ctx, req):
     R = RESPONSES[49]
     return R(throttle_time_ms=0, entries=[
@@ -677,6 +683,7 @@ RULES = {
     47: _offset_delete,
     48: _cluster_rule(A.DESCRIBE_CONFIGS, 48, deny=_deny_describe_quotas),
     49: _cluster_rule(A.ALTER_CONFIGS, 49, deny=_deny_alter_quotas),
+    55: _cluster_rule(A.DESCRIBE, 55, deny=_deny_describe_quorum),
     56: _cluster_rule(A.CLUSTER_ACTION, 56),
     60: _describe_cluster,
     24: _add_partitions_to_txn,
