@@ -6,7 +6,13 @@ broker keeps serving other connections and keeps the data it had.
 
 15 examples per API by default, the same every run; ``ODRADEK_FUZZ_EXAMPLES`` sets the count and
 ``ODRADEK_FUZZ_RANDOM=1`` draws fresh ones.  Its first finding: Metadata v10-11 with a null name
-failed in encoding the answer (tests/integration/test_bad_input.py now pins Kafka's answer)."""
+failed in encoding the answer (tests/integration/test_bad_input.py now pins Kafka's answer).
+
+The APIs a broker serves only in KRaft mode (``dispatch.KRAFT_ONLY_APIS``: DescribeQuorum) are
+hidden from the ordinary broker's ApiVersions and close its connections, so they are fuzzed
+against a second broker, run from a KRaft configuration, which advertises every served API.
+(tests/cluster/test_cluster_request_fuzz.py sends them to its ZooKeeper cluster too: there they
+exercise the closing path only.)"""
 from __future__ import annotations
 
 import os
@@ -17,12 +23,14 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from broker.dispatch import KRAFT_ONLY_APIS
 from protocol import api
 from protocol.messages import REQUESTS, ApiVersionsRequest
 from protocol.records import build_batch, iter_batches, iter_records
 from tests.protocol.strategies import _text, message_strategy
 from tests.support import BrokerProcess
 from tests.support.broker import running
+from tests.support.kraft import kraft_broker_process
 from tests.support.rawkafka import Closed, RawConnection
 
 TOPIC = "fuzzed"
@@ -33,18 +41,37 @@ EXAMPLES = int(os.environ.get("ODRADEK_FUZZ_EXAMPLES", "15"))     # per API key
 NAMES = st.one_of(_text, st.sampled_from([TOPIC, GROUP, "__consumer_offsets", "txn-1", ""]))
 
 
+# a telemetry receiver, so GetTelemetrySubscriptions / PushTelemetry are advertised too
+BROKER_PROPS = {"num.partitions": 2, "auto.create.topics.enable": "true",
+                "metric.reporters": "tests.integration.telemetry_receivers.RecordingTelemetry"}
+
+
+def _with_records(b) -> None:
+    with RawConnection(b.host, b.port) as c:
+        assert c.metadata([TOPIC]).topics[0].error_code == 0
+        for i in range(RECORDS):
+            r = c.produce(TOPIC, 0, build_batch([(b"k%d" % i, b"v%d" % i, (), 1_700_000_000_000)]))
+            assert r.error_code == 0
+
+
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    # a telemetry receiver, so GetTelemetrySubscriptions / PushTelemetry are advertised too
-    with running(BrokerProcess(tmp_path_factory.mktemp("fuzz"), name="broker", props={
-            "num.partitions": 2, "auto.create.topics.enable": "true",
-            "metric.reporters": "tests.integration.telemetry_receivers.RecordingTelemetry"})) as b:
-        with RawConnection(b.host, b.port) as c:
-            assert c.metadata([TOPIC]).topics[0].error_code == 0
-            for i in range(RECORDS):
-                r = c.produce(TOPIC, 0, build_batch([(b"k%d" % i, b"v%d" % i, (), 1_700_000_000_000)]))
-                assert r.error_code == 0
+    with running(BrokerProcess(tmp_path_factory.mktemp("fuzz"), name="broker", props=BROKER_PROPS)) as b:
+        _with_records(b)
         yield b
+
+
+@pytest.fixture(scope="module")
+def kraft_kafka(tmp_path_factory):
+    """A broker on a KRaft configuration: the one that serves KRAFT_ONLY_APIS."""
+    with running(kraft_broker_process(tmp_path_factory.mktemp("fuzz-kraft") / "b", props=BROKER_PROPS)) as b:
+        _with_records(b)
+        yield b
+
+
+def _target(request, key: int):
+    """The broker API ``key`` is fuzzed against: the KRaft one for a KRaft-only API."""
+    return request.getfixturevalue("kraft_kafka" if key in KRAFT_ONLY_APIS else "kafka")
 
 
 def _served() -> list[tuple[int, int, int]]:
@@ -67,11 +94,21 @@ FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
                                                 HealthCheck.data_too_large])
 
 
-def test_the_broker_advertises_what_is_fuzzed(kafka):
-    with RawConnection(kafka.host, kafka.port) as c:
+def _advertised(b) -> list[tuple[int, int, int]]:
+    with RawConnection(b.host, b.port) as c:
         resp = c.request(18, 0, ApiVersionsRequest())
     assert resp.error_code == 0
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == SERVED
+    return [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys]
+
+
+def test_the_broker_advertises_what_is_fuzzed(kafka):
+    """Everything served but the KRaft-only APIs (fuzzed on the KRaft broker, below)."""
+    assert KRAFT_ONLY_APIS <= {k for k, _, _ in SERVED}
+    assert _advertised(kafka) == [s for s in SERVED if s[0] not in KRAFT_ONLY_APIS]
+
+
+def test_the_kraft_broker_advertises_every_served_api(kraft_kafka):
+    assert _advertised(kraft_kafka) == SERVED
 
 
 def _exchange(kafka, frame: bytes, wait: float = 0.15) -> None:
@@ -122,7 +159,8 @@ def _handler_errors(kafka, since: int = 0) -> list[str]:
 @EVERY_API
 @FUZZ_SETTINGS
 @given(data=st.data())
-def test_random_requests_get_answers_not_exceptions(kafka, key, lo, hi, data):
+def test_random_requests_get_answers_not_exceptions(request, key, lo, hi, data):
+    kafka = _target(request, key)
     frame = draw_frame(data, key, lo, hi)
     seen = len(kafka.log_text())
     _exchange(kafka, frame)
@@ -148,3 +186,13 @@ def test_the_broker_still_serves_and_kept_its_data(kafka):
             first = int(ours[0][1:]) if ours else RECORDS
             assert ours == [b"v%d" % i for i in range(first, RECORDS)]
     assert _handler_errors(kafka) == []
+
+
+def test_the_kraft_broker_still_serves(kraft_kafka):
+    """After the KRaft-only APIs' random requests: DescribeQuorum still answers, nothing raised."""
+    from protocol.messages import DescribeQuorumRequest as Q
+    with RawConnection(kraft_kafka.host, kraft_kafka.port) as c:
+        resp = c.request(55, 2, Q(topics=[Q.TopicData(topic_name="__cluster_metadata",
+                                                      partitions=[Q.PartitionData(partition_index=0)])]))
+    assert resp.error_code == 0 and resp.topics[0].partitions[0].error_code == 0
+    assert kraft_kafka.alive and _handler_errors(kraft_kafka) == []
