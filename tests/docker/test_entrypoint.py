@@ -13,6 +13,7 @@ engine: the script runs on the host with a chosen environment.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -34,6 +35,31 @@ def run(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.Comp
     base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, str(ENTRYPOINT), *args], env={**base, **env},
                           capture_output=True, text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def entrypoint_broker(env: dict[str, str], log_path: Path, port: int):
+    """The default mode, as in the image: the entrypoint writes the file and execs ``python -m
+    broker`` on it; yields once the broker answers on ``port``, then stops it with SIGTERM (which
+    the exec'd broker gets itself, as from docker) and checks it exited cleanly."""
+    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env={**base, **env}, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not (port_open("127.0.0.1", port) and kafka_ready("127.0.0.1", port)):
+                assert proc.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, "broker did not start"
+                time.sleep(0.1)
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                assert proc.wait(30) == 0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
 
 
 def config(env: dict[str, str]) -> dict[str, str]:
@@ -148,28 +174,11 @@ def test_starts_a_broker_and_healthcheck(tmp_path):
         "KAFKA_LOG4J_ROOT_LOGLEVEL": "WARN",
     }
     assert run(env, "--healthcheck").returncode == 1           # nothing written yet
-    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
-    log = open(tmp_path / "broker.log", "w")
-    proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env={**base, **env}, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not (port_open("127.0.0.1", port) and kafka_ready("127.0.0.1", port)):
-            assert proc.poll() is None, (tmp_path / "broker.log").read_text()
-            assert time.monotonic() < deadline, "broker did not start"
-            time.sleep(0.1)
+    with entrypoint_broker(env, tmp_path / "broker.log", port):
         assert load_properties(target)["listeners"] == f"PLAINTEXT://0.0.0.0:{port}"
         assert run(env, "--healthcheck").returncode == 0
         with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
             assert b"kafka_server_kafkaserver_brokerstate 3.0" in r.read()
-    finally:
-        proc.send_signal(signal.SIGTERM)         # exec'd: the broker itself gets docker's SIGTERM
-        try:
-            assert proc.wait(30) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            log.close()
     assert run(env, "--healthcheck").returncode == 1           # stopped
     out = (tmp_path / "broker.log").read_text()
     assert "starting the broker" in out
@@ -250,25 +259,9 @@ def test_kraft_environment_formats_and_starts(tmp_path):
     r = run({**env, "CLUSTER_ID": "not-an-id"})
     assert r.returncode == 1 and "CLUSTER_ID not-an-id is not a Kafka cluster id" in r.stderr
     cluster = "MkU3OEVBNTcwNTJENDM2Qk"
-    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
     for attempt in (1, 2):
-        log = open(tmp_path / f"broker{attempt}.log", "w")
-        proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env={**base, **env, "CLUSTER_ID": cluster},
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 30
-            while not (port_open("127.0.0.1", port) and kafka_ready("127.0.0.1", port)):
-                assert proc.poll() is None, (tmp_path / f"broker{attempt}.log").read_text()
-                assert time.monotonic() < deadline, "broker did not start"
-                time.sleep(0.1)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                assert proc.wait(30) == 0
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                log.close()
+        with entrypoint_broker({**env, "CLUSTER_ID": cluster}, tmp_path / f"broker{attempt}.log", port):
+            pass
         out = (tmp_path / f"broker{attempt}.log").read_text()
         assert ("formatted" in out) == (attempt == 1), out
         assert f"[KafkaServer id=3] started (cluster id {cluster})" in out
