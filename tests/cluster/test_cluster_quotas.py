@@ -30,6 +30,7 @@ def describe_lines(c, broker_id, *args):
     return r.stdout.splitlines()
 
 
+@pytest.mark.slow     # ~30 s: the slow tier, to keep .ci/run's default tier well inside its limit
 def test_quota_set_through_one_broker_applies_at_another(cluster_factory):
     ck = pytest.importorskip("confluent_kafka")
     c = cluster_factory(2, props={"quota.window.num": 2})

@@ -66,6 +66,7 @@ def verify(c, plan):
     return c.wait_for(done, 60, "verify to report completion", interval=0.5)
 
 
+@pytest.mark.slow     # ~30 s: the slow tier, to keep .ci/run's default tier well inside its limit
 def test_throttled_reassignment_runs_at_the_rate_and_others_do_not(cluster_factory, tmp_path):
     c = cluster_factory(4, props={"replica.fetch.max.bytes": CHUNK})
     bs = c.bootstrap

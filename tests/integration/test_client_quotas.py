@@ -154,6 +154,7 @@ def test_producer_byte_rate_throttles_only_its_client_id_and_removal_lifts_it(ka
     assert lifted > QUOTA * 5, lifted
 
 
+@pytest.mark.slow     # ~30 s: the slow tier, to keep .ci/run's default tier well inside its limit
 def test_consumer_byte_rate_throttles_fetches(kafka):
     topic = "quota-consume"
     create_topic(kafka, topic)

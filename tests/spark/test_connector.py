@@ -60,6 +60,7 @@ def table(spark, out_dir):
         raise
 
 
+@pytest.mark.slow     # ~30 s: the slow tier, to keep .ci/run's default tier well inside its limit
 def test_stream_reads_each_record_once_and_resumes_from_checkpoint(spark, spark_broker,
                                                                    topic_name, tmp_path):
     bs = spark_broker.bootstrap
