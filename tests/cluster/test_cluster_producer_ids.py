@@ -12,7 +12,7 @@ import pytest
 
 from protocol.messages import AllocateProducerIdsRequest
 from tests.support.cluster import Cluster
-from tests.support.rawkafka import send_once
+from tests.support.rawkafka import RawConnection, send_once
 
 pytestmark = pytest.mark.cluster
 
@@ -29,6 +29,14 @@ def test_allocate_producer_ids(cluster_factory):
     zk = c.zk()
     ctrl = c.controller_id()
     other = next(i for i in c.brokers if i != ctrl)
+
+    def serves(b):
+        # a broker answers clients once the controller's first UpdateMetadata arrived; before that
+        # a request waits (once, in CI, past this test's 10 s: the NOT_CONTROLLER check timed out)
+        with RawConnection(b.host, b.port) as conn:
+            return len(conn.metadata([]).brokers) == 2
+    for b in c.brokers.values():
+        c.wait_for(lambda b=b: serves(b), 60, "the broker to serve clients")
     epoch = {i: zk.exists(f"/brokers/ids/{i}").czxid for i in c.brokers}
     before = json.loads(zk.get("/latest_producer_id_block")[0] or b"null")
     first = allocate(c.brokers[ctrl], other, epoch[other])
