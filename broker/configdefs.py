@@ -341,6 +341,11 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("group.consumer.min.heartbeat.interval.ms", "int", 5000, "Smallest consumer-protocol heartbeat interval.", validator=at_least(1)),
     _k("group.consumer.max.heartbeat.interval.ms", "int", 15000, "Largest consumer-protocol heartbeat interval.", validator=at_least(1)),
     _k("group.consumer.max.size", "int", INT_MAX, "Members per consumer-protocol group.", validator=at_least(1)),
+    _k("group.consumer.migration.policy", "string", "bidirectional",
+       "Online conversion of non-empty groups between the classic and the consumer protocol: bidirectional, "
+       "upgrade (classic to consumer only), downgrade (consumer to classic only) or disabled (Kafka 4.0's "
+       "default is bidirectional; empty groups always convert).",
+       validator=one_of("disabled", "upgrade", "downgrade", "bidirectional", case_insensitive=True)),
     _k("group.consumer.assignors", "list",
        ["org.apache.kafka.coordinator.group.assignor.UniformAssignor",
         "org.apache.kafka.coordinator.group.assignor.RangeAssignor"],

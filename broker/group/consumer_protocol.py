@@ -74,7 +74,7 @@ class HeartbeatError(Exception):
 class ModernMember:
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms",
                  "subscribed", "regex", "server_assignor", "state", "epoch", "previous_epoch", "assigned", "revoking",
-                 "session_timer", "rebalance_timer")
+                 "classic", "session_timer", "rebalance_timer", "join_timer", "sync_timer")
 
     def __init__(self, member_id: str):
         self.member_id = member_id
@@ -91,14 +91,19 @@ class ModernMember:
         self.previous_epoch = -1
         self.assigned: dict = {}      # topic id -> set of partitions the member may use
         self.revoking: dict = {}      # topic id -> partitions it must give up first
+        # a member that speaks JoinGroup/SyncGroup/Heartbeat (online migration, migration.py):
+        # (session timeout ms, ((protocol name, metadata), ...)) as it last joined; None otherwise
+        self.classic: tuple | None = None
         self.session_timer = None
         self.rebalance_timer = None
+        self.join_timer = None        # classic members: rejoin within the rebalance timeout
+        self.sync_timer = None        # classic members: SyncGroup within the rebalance timeout
 
     def cancel_timers(self) -> None:
-        for h in (self.session_timer, self.rebalance_timer):
+        for h in (self.session_timer, self.rebalance_timer, self.join_timer, self.sync_timer):
             if h is not None:
                 h.cancel()
-        self.session_timer = self.rebalance_timer = None
+        self.session_timer = self.rebalance_timer = self.join_timer = self.sync_timer = None
 
 
 class ModernGroup:
@@ -292,9 +297,12 @@ class ConsumerProtocolMixin:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = self._add_group(Group(group_id, self.timers.now_ms()))
         if group.modern is None:
-            if not create or not group.is_(EMPTY):
+            if create and group.is_(EMPTY):
+                self._make_modern(group)
+            elif create and self._can_upgrade(group):
+                self._upgrade_to_consumer(group)      # online migration, migration.py
+            else:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-            self._make_modern(group)
         return group
 
     def _make_modern(self, group: Group) -> None:
@@ -340,17 +348,31 @@ class ConsumerProtocolMixin:
         if server_assignor is not None:
             member.server_assignor = server_assignor
         member.client_id, member.client_host = client_id, client_host
+        member.classic = None             # a heartbeat makes it a consumer-protocol member
         if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
             member.subscribed = tuple(sorted(set(subscribed)))
             bump = True
         if regex is not None and regex != (member.regex or ""):
             member.regex = regex or None     # an empty regex clears it
             bump = True
+        self._admit_and_retarget(mg, member, bump, group_id)
+        self._reconcile(group, mg, member, owned)
+        mg.touch(member.member_id)
+        self._arm_session(group, member)
+        self._sync_group_fields(group)
+        full = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed is not None and owned is not None)
+        changed = before != member.assigned
+        return member, (member.assigned if full or changed else None)
+
+    def _admit_and_retarget(self, mg: ModernGroup, member: ModernMember, bump: bool, group_id: str,
+                            how: str = "") -> None:
+        """Add ``member`` if it is new; bump the group epoch if its subscription changed (``bump``)
+        or the subscribed topics did; recompute the target if the group epoch is ahead of it."""
         if member.member_id not in mg.members:
             mg.members[member.member_id] = member
             if member.instance_id is not None:
                 mg.static[member.instance_id] = member.member_id
-            log.info("member %s joined consumer group %s (instance %s)", member.member_id, group_id,
+            log.info("member %s joined consumer group %s%s (instance %s)", member.member_id, group_id, how,
                      member.instance_id)
         metadata = self._subscription_metadata(mg)
         if metadata != mg.metadata:
@@ -361,13 +383,6 @@ class ConsumerProtocolMixin:
             self.consumer_rebalances += 1
         if mg.group_epoch > mg.assignment_epoch:
             self._compute_target(mg)
-        self._reconcile(group, mg, member, owned)
-        mg.touch(member.member_id)
-        self._arm_session(group, member)
-        self._sync_group_fields(group)
-        full = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed is not None and owned is not None)
-        changed = before != member.assigned
-        return member, (member.assigned if full or changed else None)
 
     def _modern_member(self, group, mg: ModernGroup, member_id, member_epoch, instance_id, owned) -> ModernMember:
         if member_epoch == 0:
@@ -430,7 +445,8 @@ class ConsumerProtocolMixin:
         mg.release(old)
         del mg.members[old.member_id]
         new = ModernMember(new_id)
-        for attr in ("instance_id", "rack_id", "rebalance_timeout_ms", "subscribed", "regex", "server_assignor"):
+        for attr in ("instance_id", "rack_id", "rebalance_timeout_ms", "subscribed", "regex", "server_assignor",
+                     "classic"):
             setattr(new, attr, getattr(old, attr))
         new.assigned = old.assigned
         new.epoch = new.previous_epoch = 0
@@ -538,8 +554,9 @@ class ConsumerProtocolMixin:
         return (M_UNRELEASED if unreleased else M_STABLE), target_epoch, assigned, {}
 
     def _after_reconcile(self, group: Group, mg: ModernGroup, member: ModernMember) -> None:
-        """The rebalance timer runs while the member has partitions to revoke."""
-        if member.state == M_UNREVOKED:
+        """The rebalance timer runs while the member has partitions to revoke (a classic member
+        has its join and sync timers instead, ``migration.py``)."""
+        if member.state == M_UNREVOKED and member.classic is None:
             if member.rebalance_timer is None:
                 epoch = member.epoch
 
@@ -560,7 +577,11 @@ class ConsumerProtocolMixin:
         if member.session_timer is not None:
             member.session_timer.cancel()
 
-        timeout = self._group_cfg(group.group_id, "consumer.session.timeout.ms", "group.consumer.session.timeout.ms")
+        if member.classic is not None:      # a classic member keeps the session timeout it joined with
+            timeout = member.classic[0]
+        else:
+            timeout = self._group_cfg(group.group_id, "consumer.session.timeout.ms",
+                                      "group.consumer.session.timeout.ms")
 
         def expired():
             member.session_timer = None
@@ -572,8 +593,21 @@ class ConsumerProtocolMixin:
         member.session_timer = self.timers.call_later(timeout, expired)
 
     def _fence(self, group: Group, member: ModernMember) -> None:
-        """Remove ``member`` (left, expired or fenced) and bump the group epoch."""
+        """Remove ``member`` (left, expired or fenced) and bump the group epoch; when the last
+        consumer-protocol member goes and classic members remain, the group may become a classic
+        group again instead (``migration.py``)."""
         mg = group.modern
+        if self._can_downgrade(group, member):
+            self._downgrade_to_classic(group, member)
+            return
+        self._drop_member(mg, member)
+        mg.group_epoch += 1
+        self.consumer_rebalances += 1
+        self._sync_group_fields(group)
+
+    @staticmethod
+    def _drop_member(mg: ModernGroup, member: ModernMember) -> None:
+        """Take ``member`` and its partitions, target and timers out of the group (no epoch bump)."""
         member.cancel_timers()
         mg.release(member)
         mg.members.pop(member.member_id, None)
@@ -581,9 +615,6 @@ class ConsumerProtocolMixin:
         mg.touch(member.member_id)
         if member.instance_id is not None and mg.static.get(member.instance_id) == member.member_id:
             del mg.static[member.instance_id]
-        mg.group_epoch += 1
-        self.consumer_rebalances += 1
-        self._sync_group_fields(group)
 
     def _modern_leave(self, group_id, member_id, member_epoch, instance_id):
         group = self._modern_group(group_id, create=False)
@@ -624,7 +655,7 @@ class ConsumerProtocolMixin:
         def frozen(parts):
             return frozenset((t, p) for t, ps in parts.items() for p in ps)
         return ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.regex,
-                 m.rebalance_timeout_ms, m.server_assignor),
+                 m.rebalance_timeout_ms, m.server_assignor, m.classic),
                 frozen(mg.target.get(m.member_id, {})),
                 (m.epoch, m.previous_epoch, m.state, frozen(m.assigned), frozen(m.revoking)))
 
@@ -735,9 +766,9 @@ class ConsumerProtocolMixin:
                 continue
             m = ModernMember(mid)
             (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.regex, m.rebalance_timeout_ms,
-             m.server_assignor) = (meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
-                                   tuple(meta.subscribed), meta.regex, meta.rebalance_timeout_ms,
-                                   meta.server_assignor)
+             m.server_assignor, m.classic) = (meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
+                                              tuple(meta.subscribed), meta.regex, meta.rebalance_timeout_ms,
+                                              meta.server_assignor, meta.classic)
             cur = recs.get(MR.CURRENT_ASSIGNMENT)
             if cur is not None:
                 m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking = (
@@ -776,10 +807,10 @@ class ConsumerProtocolMixin:
         member = mg.members.get(member_id or "")
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        if not transactional and api_version is not None and api_version < 9:
+        if not transactional and member.classic is None and api_version is not None and api_version < 9:
             return E.UNSUPPORTED_VERSION
-        if member_epoch != member.epoch:
-            return E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH
+        if member_epoch != member.epoch:      # a classic member's generation id is its epoch
+            return E.ILLEGAL_GENERATION if transactional or member.classic is not None else E.STALE_MEMBER_EPOCH
         return E.NONE
 
     def validate_modern_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
@@ -790,7 +821,7 @@ class ConsumerProtocolMixin:
         if member is None:
             return E.UNKNOWN_MEMBER_ID
         if member_epoch != member.epoch:
-            return E.STALE_MEMBER_EPOCH
+            return E.STALE_MEMBER_EPOCH if member.classic is None else E.ILLEGAL_GENERATION
         return E.NONE
 
     # ------------------------------------------------------------------ ConsumerGroupDescribe

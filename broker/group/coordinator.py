@@ -43,6 +43,7 @@ from broker.group.hashing import partition_for
 from broker.group.consumer_protocol import ConsumerProtocolMixin
 from broker.group.member import Member
 from broker.group.membership import MembershipMixin
+from broker.group.migration import MigrationMixin
 from broker.group.offsets import OffsetsMixin
 from broker.group.txn_offsets import TxnOffsetsMixin
 from broker.group.timers import LoopTimers
@@ -103,7 +104,7 @@ LOAD_SLICE_RECORDS = 1000
 _EMPTY_ID_OK = {"commit", "fetch", "describe", "delete"}
 
 
-class GroupCoordinator(MembershipMixin, ConsumerProtocolMixin, OffsetsMixin, TxnOffsetsMixin):
+class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, OffsetsMixin, TxnOffsetsMixin):
     """Owns every group of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(self, config, group_log: GroupLog, node_lookup: Callable[[int], "Node | None"],

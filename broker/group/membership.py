@@ -83,8 +83,12 @@ class MembershipMixin:
         is_unknown = member_id == ""
         group = self.groups.get(group_id)
         if group is not None and group.modern is not None:
-            if group.modern.members:        # Kafka would mix protocols in one group; this broker does not
-                return respond(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            if group.modern.members:        # a classic member in a consumer-protocol group: migration.py
+                if self._classic_join_refused(group, member_id):
+                    return respond(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                return self._classic_join_modern(group, respond, member_id, instance_id, client_id, client_host,
+                                                 rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                                 protocols, require_known)
             self._make_classic(group)
         if group is None:
             if not is_unknown:
@@ -495,6 +499,8 @@ class MembershipMixin:
         if err:
             return respond(SyncResult(err))
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and not group.is_(DEAD):
+            return self._classic_sync_modern(group, respond, generation_id, member_id, instance_id, ptype, pname)
         if group is None or group.modern is not None:
             return respond(SyncResult(E.UNKNOWN_MEMBER_ID))
         if group.is_(DEAD):
@@ -555,6 +561,8 @@ class MembershipMixin:
         if err:
             return err
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and not group.is_(DEAD):
+            return self._classic_heartbeat_modern(group, member_id, group_instance_id, generation_id)
         if group is None or group.modern is not None:
             return E.UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
@@ -580,6 +588,8 @@ class MembershipMixin:
         if err:
             return err, []
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and not group.is_(DEAD):
+            return self._classic_leave_modern(group, members)
         if group is None or group.modern is not None:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_(DEAD):

@@ -12,7 +12,9 @@ key  record                                 key fields         value fields
                                                                partition metadata[] (partition, racks[])
 5    ConsumerGroupMemberMetadata            group, member      instance?, rack?, client id, client host,
                                                                subscribed names[], regex?, rebalance
-                                                               timeout int32, server assignor?
+                                                               timeout int32, server assignor?; tag 0:
+                                                               classic member metadata (session timeout
+                                                               int32, protocols[]: name, metadata bytes)
 6    ConsumerGroupTargetAssignmentMetadata  group              assignment epoch int32
 7    ConsumerGroupTargetAssignmentMember    group, member      topic partitions[]: id uuid, partitions[]
 8    ConsumerGroupCurrentMemberAssignment   group, member      epoch, previous epoch int32, state int8
@@ -55,6 +57,9 @@ class MemberMetadata:
     regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # a member that joined with JoinGroup (online migration): (session timeout ms,
+    # ((protocol name, metadata bytes), ...)); None for a consumer-protocol member
+    classic: tuple | None = None
 
 
 @dataclass
@@ -138,7 +143,23 @@ def member_metadata_value(m: MemberMetadata) -> bytes:
     w.string(m.regex)
     w.i32(m.rebalance_timeout_ms)
     w.string(m.server_assignor)
-    w.tags()
+    if m.classic is None:
+        w.tags()
+    else:                               # tagged field 0, ClassicMemberMetadata
+        inner = _w()
+        del inner.out[:2]               # a struct: no version prefix
+        session, protocols = m.classic
+        inner.i32(session)
+        inner.array_len(len(protocols))
+        for name, meta in protocols:
+            inner.string(name)
+            inner.bytes_(bytes(meta))
+            inner.tags()
+        inner.tags()
+        w.uvarint(1)
+        w.uvarint(0)
+        w.uvarint(len(inner.out))
+        w.out += inner.out
     return bytes(w.out)
 
 
@@ -216,8 +237,24 @@ def parse_member_metadata_value(data) -> MemberMetadata:
     regex = r.string(nullable=True)
     rebalance = r.i32()
     assignor = r.string(nullable=True)
-    r.skip_tags()
-    return MemberMetadata(instance, rack, client_id, client_host, subscribed, regex, rebalance, assignor)
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 0:
+            session = r.i32()
+            protocols = []
+            for _ in range(r.array_len()):
+                name = r.string()
+                protocols.append((name, r.bytes_()))
+                r.skip_tags()
+            r.skip_tags()
+            classic = (session, tuple(protocols))
+        if r.pos > end:
+            raise RecordFormatError("ClassicMemberMetadata longer than its tag")
+        r.pos = end
+        r._take(0)
+    return MemberMetadata(instance, rack, client_id, client_host, subscribed, regex, rebalance, assignor, classic)
 
 
 def parse_target_member_value(data) -> dict:

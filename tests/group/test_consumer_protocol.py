@@ -296,8 +296,9 @@ async def test_offsets_of_a_consumer_protocol_group():
 
 
 @run
-async def test_classic_and_consumer_protocols_do_not_mix():
-    coord, _, _ = await coordinator()
+async def test_classic_and_consumer_protocols_do_not_mix_when_migration_is_disabled():
+    # (the default policy, bidirectional, mixes them: tests/group/test_migration.py)
+    coord, _, _ = await coordinator(group_consumer_migration_policy="disabled")
     a = Member(coord)
     await a.beat()
     res = await coord.join_group("g", "", None, client_id="c", client_host="/h", rebalance_timeout_ms=1000,

@@ -9,7 +9,8 @@ process, driven by confluent-kafka (librdkafka 2.x sends ConsumerGroupHeartbeat 
   their assignments (ConsumerGroupDescribe); kafka-consumer-groups.sh shows them too;
 * a static member (group.instance.id) that closes keeps its partitions reserved and gets them
   back under a new member id; after a broker restart a member goes on at its epoch;
-* raw requests: a classic JoinGroup into the live group gets INCONSISTENT_GROUP_PROTOCOL, a
+* raw requests: a classic JoinGroup of another protocol type (connect) into the live group gets
+  INCONSISTENT_GROUP_PROTOCOL (consumers join it: test_group_migration.py), a
   heartbeat with a made-up epoch FENCED_MEMBER_EPOCH, and a broker with the protocol disabled
   answers UNSUPPORTED_VERSION.
 """
@@ -205,7 +206,7 @@ def test_raw_protocol_errors(kafka):
         r = conn.request(68, 0, heartbeat(group, "", 0, [topic]))      # v0: the broker makes the id
         assert r.error_code == E.NONE and len(r.member_id) == 22
         join = JoinGroupRequest(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
-                                group_instance_id=None, protocol_type="consumer", reason=None,
+                                group_instance_id=None, protocol_type="connect", reason=None,
                                 protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
         r = conn.request(11, 9, join)
         assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
