@@ -148,7 +148,16 @@ class MigrationMixin:
             mm.rebalance_timeout_ms = m.rebalance_timeout_ms
             mm.client_id, mm.client_host = m.client_id, m.client_host
             mm.subscribed = tuple(sorted(set(sub.topics)))
-            mm.assigned = self._ids_of(parts)
+            # in CompletingRebalance the assignments are the previous generation's and may overlap
+            # (a member that joined since holds none): a partition goes to the first member listing it
+            mm.assigned = {}
+            for tid, ps in self._ids_of(parts).items():
+                free = {p for p in ps if (tid, p) not in mg.owners}
+                if free != ps:
+                    log.info("member %s of group %s: partitions %s of topic %s are already held by another "
+                             "member", m.member_id, gid, sorted(ps - free), tid)
+                if free:
+                    mm.assigned[tid] = free
             mm.classic = (m.session_timeout_ms, tuple((n, bytes(md)) for n, md in m.protocols))
             mg.target[mm.member_id] = {t: set(ps) for t, ps in mm.assigned.items()}
             mg.members[mm.member_id] = mm

@@ -273,3 +273,29 @@ def test_embedded_subscription_versions():
     assert encode_assignment({"t": [3, 0]}, 3) == (b"\x00\x03\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x02"
                                                   b"\x00\x00\x00\x00\x00\x00\x00\x03\xff\xff\xff\xff")
     assert decode_assignment(encode_assignment({"t": [3, 0]}, 1)) == {"t": [0, 3]}
+
+
+@run
+async def test_upgrade_of_a_group_completing_a_rebalance():
+    """Members waiting in CompletingRebalance are told to rejoin; overlapping old assignments are
+    held by one member only."""
+    coord, timers, _ = await coordinator()
+    (a, b), _ = await classic_group(coord)
+    # a third classic member joins: a new generation is being completed, nobody has synced yet
+    x = Client(coord, client_id="x")
+    tx = asyncio.ensure_future(x.join())
+    await settle()
+    results = await asyncio.wait_for(asyncio.gather(tx, a.join(), b.join()), 5)
+    assert all(r.error == E.NONE for r in results)
+    group = coord.groups["g"]
+    # give x the old assignment of a as well (as if it had synced a stale plan)
+    group.members[x.member_id].assignment = group.members[a.member_id].assignment
+    followers = [m for m, r in zip((x, a, b), results) if not r.members]
+    syncs = [m.start_sync() for m in followers]      # the leader never sends its plan
+    await settle()
+    c = Member(coord, member_id="m-c")
+    assert (await c.beat())["error"] == E.NONE
+    assert [(await s).error for s in syncs] == [E.REBALANCE_IN_PROGRESS] * 2
+    mg = coord.groups["g"].modern
+    held = [(t, p) for m in mg.members.values() for t, ps in m.assigned.items() for p in ps]
+    assert len(held) == len(set(held)) == 6
