@@ -787,6 +787,9 @@ class ConsumerProtocolMixin:
         group.modern = mg
         group.protocol_type = CONSUMER
         self._sync_group_fields(group)
+        if mg.members:
+            log.info("loaded consumer group %s at epoch %d: %d members (%d classic)", group.group_id,
+                     mg.group_epoch, len(mg.members), sum(m.classic is not None for m in mg.members.values()))
 
     def _on_modern_loaded(self, group: Group) -> None:
         for m in group.modern.members.values():

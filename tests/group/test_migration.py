@@ -299,3 +299,29 @@ async def test_upgrade_of_a_group_completing_a_rebalance():
     mg = coord.groups["g"].modern
     held = [(t, p) for m in mg.members.values() for t, ps in m.assigned.items() for p in ps]
     assert len(held) == len(set(held)) == 6
+
+
+@run
+async def test_static_classic_member_in_a_consumer_group():
+    """A static classic member that restarts (unknown member id, same instance id) takes over its
+    old member's partitions under a new member id; the old id is fenced."""
+    coord, _, _ = await coordinator()
+    c = Member(coord, member_id="m-c")
+    await c.beat()
+    s = Client(coord, client_id="s", instance="inst-1")
+    r = s.join_done(await s.start_join())
+    assert r.error == E.NONE                        # static members need no MEMBER_ID_REQUIRED
+    await c.beat()
+    await c.beat()
+    assert s.heartbeat() == E.REBALANCE_IN_PROGRESS
+    got = await classic_rejoin(coord, s)
+    assert len(got) == 3
+    old_id, old_gen = s.member_id, s.generation
+    s.member_id = ""
+    r = s.join_done(await s.start_join())
+    assert r.error == E.NONE and r.member_id != old_id
+    sync = await s.start_sync()
+    assert sync.error == E.NONE and parts_of(sync.assignment) == got
+    assert coord.heartbeat("g", old_id, "inst-1", old_gen) == E.FENCED_INSTANCE_ID
+    assert coord.heartbeat("g", s.member_id, "inst-1", s.generation) == E.NONE
+    assert coord.heartbeat("g", s.member_id, "inst-2", s.generation) == E.UNKNOWN_MEMBER_ID

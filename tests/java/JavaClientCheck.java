@@ -45,6 +45,7 @@ public class JavaClientCheck {
         checks.put("cooperative_two_members", JavaClientCheck::cooperativeTwoMembers);
         checks.put("static_member", JavaClientCheck::staticMember);
         checks.put("consumer_protocol", JavaClientCheck::consumerProtocol);
+        checks.put("group_migration", JavaClientCheck::groupMigration);
         checks.put("transactions", JavaClientCheck::transactions);
         checks.put("admin_groups", JavaClientCheck::adminGroups);
         checks.put("admin_configs_and_records", JavaClientCheck::adminConfigsAndRecords);
@@ -455,6 +456,49 @@ public class JavaClientCheck {
             c2.commitSync();
             return "4 partitions split 2/2 by the coordinator; commits with member epochs";
         }
+    }
+
+    /** The group's type as the admin client lists it ("classic", "consumer"; "" when not listed). */
+    static String groupType(Admin a, String g) throws Exception {
+        for (ConsumerGroupListing l : a.listConsumerGroups().all().get())
+            if (l.groupId().equals(g)) return l.type().map(x -> x.toString()).orElse("?");
+        return "";
+    }
+
+    /** A classic member (eager range) is joined by a consumer-protocol member: the group is
+     *  converted online and split; when the new member leaves it is classic again. */
+    static String groupMigration() throws Exception {
+        String t = topic("j-migrate"), g = topic("jg");
+        try (Admin a = admin()) {
+            create(a, t, 4);
+            produceValues(t, "v", 40);
+            try (KafkaConsumer<byte[], byte[]> classic = consumer(Map.of("group.id", g))) {
+                classic.subscribe(List.of(t));
+                int read = 0;
+                long deadline = System.currentTimeMillis() + 30000;
+                while ((classic.assignment().size() < 4 || read < 40) && System.currentTimeMillis() < deadline)
+                    read += classic.poll(Duration.ofMillis(100)).count();
+                require(classic.assignment().size() == 4 && read == 40,
+                        "the classic member holds " + classic.assignment() + ", read " + read);
+                classic.commitSync();
+                require(groupType(a, g).equalsIgnoreCase("classic"), "type " + groupType(a, g));
+                try (KafkaConsumer<byte[], byte[]> modern = consumer(Map.of("group.id", g, "group.protocol", "consumer"))) {
+                    modern.subscribe(List.of(t));
+                    requireSplit(classic, modern, 60000);
+                    classic.commitSync();      // its generation id is its member epoch now
+                    modern.commitSync();
+                    require(groupType(a, g).equalsIgnoreCase("consumer"), "type " + groupType(a, g));
+                }
+                deadline = System.currentTimeMillis() + 60000;
+                while (classic.assignment().size() < 4 && System.currentTimeMillis() < deadline)
+                    classic.poll(Duration.ofMillis(100));
+                require(classic.assignment().size() == 4, "after the downgrade the classic member holds "
+                        + classic.assignment());
+                classic.commitSync();
+                require(groupType(a, g).equalsIgnoreCase("classic"), "type after leaving " + groupType(a, g));
+            }
+        }
+        return "classic group upgraded by a consumer-protocol join, split 2/2, commits from both; downgraded when it left";
     }
 
     static String staticMember() throws Exception {
