@@ -282,7 +282,8 @@ class MigrationMixin:
         is_unknown = member_id == ""
         if is_unknown:
             member_id = _new_member_id()
-        if member_id not in mg.members and len(mg.members) >= self._cfg("group.consumer.max.size"):
+        rejoining = member_id in mg.members or (instance_id is not None and instance_id in mg.static)
+        if not rejoining and len(mg.members) >= self._cfg("group.consumer.max.size"):
             return respond(JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id))
         names = [n for n, _ in protocols]
         supported = Counter()

@@ -325,3 +325,15 @@ async def test_static_classic_member_in_a_consumer_group():
     assert coord.heartbeat("g", old_id, "inst-1", old_gen) == E.FENCED_INSTANCE_ID
     assert coord.heartbeat("g", s.member_id, "inst-1", s.generation) == E.NONE
     assert coord.heartbeat("g", s.member_id, "inst-2", s.generation) == E.UNKNOWN_MEMBER_ID
+
+
+@run
+async def test_full_consumer_group_refuses_a_new_classic_member_but_not_a_static_rejoin():
+    coord, _, _ = await coordinator(group_consumer_max_size=2)
+    await Member(coord, member_id="m-c").beat()
+    s = Client(coord, client_id="s", instance="inst-1")
+    assert s.join_done(await s.start_join()).error == E.NONE
+    x = Client(coord, client_id="x")
+    assert (await x.start_join(require_known=False)).error == E.GROUP_MAX_SIZE_REACHED
+    s.member_id = ""                                  # the static member restarts
+    assert s.join_done(await s.start_join()).error == E.NONE
