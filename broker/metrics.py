@@ -292,7 +292,7 @@ class _Snapshot:
     """Every number of one scrape, taken on the loop; plain data, safe to read from any thread."""
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
-                 "exempt_request_time", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs",
+                 "exempt_request_time", "replication_throttle_rates", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs",
                  "client_metrics", "client_series")
 
 
@@ -367,6 +367,9 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.quotas = _quota_values(broker)
     rq = broker.request_quota
     snap.exempt_request_time = rq.exempt_time.rate(rq.clock()) if rq is not None else None
+    rm = getattr(getattr(broker, "replicas", None), "replication", None)     # cluster mode only
+    snap.replication_throttle_rates = (rm.leader_quota.current_rate(), rm.follower_quota.current_rate()) \
+        if rm is not None and getattr(rm, "leader_quota", None) is not None else None
     snap.groups, snap.group_epoch_bumps = _group_counts(broker)
     lm = getattr(broker, "log_manager", None)
     snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
@@ -584,6 +587,14 @@ def families(snap: _Snapshot):
                 _quota_sample(tok, tags, t)
             yield tok
     # kafka.server:type=Request exempt-request-time
+    if snap.replication_throttle_rates is not None:
+        # kafka.server:type=LeaderReplication / FollowerReplication, name=byte-rate
+        for kind, rate in zip(("leader", "follower"), snap.replication_throttle_rates):
+            yield GaugeMetricFamily(f"kafka_server_{kind}replication_byte_rate",
+                                    f"Bytes per second of throttled replicas' data this broker "
+                                    f"{'sent to followers' if kind == 'leader' else 'fetched as a follower'}, "
+                                    f"over the replication quota windows ({kind}.replication.throttled.rate "
+                                    f"caps it).", value=rate)
     if snap.exempt_request_time is not None:
         yield GaugeMetricFamily("kafka_server_request_exempt_request_time",
                                 "Time of requests exempt from the request quota (inter-broker, follower "

@@ -78,6 +78,10 @@ def test_cluster_metrics(cluster_factory):
         inn = sum(x["kafka_server_brokertopicmetrics_replicationbytesin_total"] for x in s.values())
         return s if out > 0 and inn > 0 else None
     wait_until(replicated, what="replication bytes in and out")
+    # nothing is throttled: the replication quota rates are there, at zero
+    for x in all_scrapes().values():
+        assert x["kafka_server_leaderreplication_byte_rate"] == 0
+        assert x["kafka_server_followerreplication_byte_rate"] == 0
 
     # every follower replica is fetched through a fetch session with its leader (KIP-227)
     FS = "kafka_server_fetchsessioncache_"

@@ -12,6 +12,9 @@ import time
 
 import pytest
 
+from tests.support.net import free_port
+
+from .test_cluster_metrics import scrape
 from .test_cluster_tools import tool, write_json
 
 pytestmark = pytest.mark.cluster
@@ -68,7 +71,13 @@ def verify(c, plan):
 
 @pytest.mark.slow     # ~30 s: the slow tier, to keep .ci/run's default tier well inside its limit
 def test_throttled_reassignment_runs_at_the_rate_and_others_do_not(cluster_factory, tmp_path):
-    c = cluster_factory(4, props={"replica.fetch.max.bytes": CHUNK})
+    c = cluster_factory(4, props={"replica.fetch.max.bytes": CHUNK}, start=False)
+    ports = {}
+    for i in (1, 4):
+        ports[i] = free_port()
+        c.brokers[i].props["odradek.metrics.prometheus.port"] = str(ports[i])
+        c.brokers[i].props["odradek.metrics.prometheus.host"] = "127.0.0.1"
+    c.start()
     bs = c.bootstrap
     c.create_topic("slow", assignment={0: [1, 2, 3]})
     c.create_topic("busy", assignment={0: [1, 4, 2]})      # follower 4 fetches it from 1 too
@@ -100,6 +109,11 @@ def test_throttled_reassignment_runs_at_the_rate_and_others_do_not(cluster_facto
     elapsed = time.monotonic() - t0
     assert moved < size, "the throttled copy finished already"
     assert moved <= RATE * elapsed * 2 + 4 * CHUNK, (moved, elapsed)
+    # the throttled bytes show in the quota rates (kafka.server:type=Leader/FollowerReplication)
+    follower = scrape(ports[4])["kafka_server_followerreplication_byte_rate"]
+    leader = scrape(ports[1])["kafka_server_leaderreplication_byte_rate"]
+    assert 0 < follower <= 2 * RATE + CHUNK, follower
+    assert 0 < leader <= 2 * RATE + CHUNK, leader
 
     wait_copied(c, "slow", 0, 1, 4, 60, interval=0.2)
     took = time.monotonic() - t0
