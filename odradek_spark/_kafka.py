@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterable, Iterator, Mapping
 
 from protocol import records as rec
-from protocol.client import ClusterClient, KafkaConnectionError, UnsupportedVersionError
+from protocol.client import ClusterClient, KafkaConnectionError, UnsupportedVersionError, security_from_properties
 from protocol.errors import ErrorCode as E, KafkaError, error_for, is_retriable
 from protocol.messages import (FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
                                ProduceRequest)
@@ -119,6 +119,14 @@ class ConnectorOptions:
         self.client_id = o.get("kafka.client.id") or o.get("client.id") or "odradek-spark"
         self.request_timeout = _int(o.get("kafka.request.timeout.ms", 30000),
                                     "kafka.request.timeout.ms", 1) / 1000.0
+        # TLS and SASL, as Spark's connector passes them to its clients: kafka.security.protocol,
+        # kafka.ssl.*, kafka.sasl.* (read where a client is made: an SSL context does not pickle)
+        self.security = {k[len("kafka."):]: str(v) for k, v in o.items()
+                         if k.startswith(("kafka.security.", "kafka.ssl.", "kafka.sasl."))}
+        proto = self.security.get("security.protocol", "PLAINTEXT").strip().upper()
+        if proto not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConnectorError(f"kafka.security.protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, "
+                                 f"not {self.security['security.protocol']!r}")
         # -- source
         subscribe = o.get("subscribe") or ""
         self.topics = [t.strip() for t in subscribe.split(",") if t.strip()]
@@ -184,8 +192,14 @@ class ConnectorOptions:
                 '(JSON like {"topic":[0,1]})' + (f"; got {', '.join(given)}" if given else ""))
 
     def client(self) -> ClusterClient:
-        return ClusterClient(self.bootstrap, client_id=self.client_id,
-                             timeout=self.request_timeout, request_timeout=self.request_timeout)
+        ssl = sasl = None
+        if self.security:
+            try:
+                ssl, sasl = security_from_properties(self.security)
+            except (ValueError, OSError) as e:
+                raise ConnectorError(f"kafka.security.protocol / kafka.ssl.* / kafka.sasl.* options: {e}") from None
+        return ClusterClient(self.bootstrap, client_id=self.client_id, timeout=self.request_timeout,
+                             request_timeout=self.request_timeout, ssl=ssl, sasl=sasl)
 
 
 # =============================================================================================
