@@ -106,6 +106,28 @@ def parse_offsets_option(value: str | None, name: str, default: str):
     return out
 
 
+def parse_timestamps_option(o: Mapping[str, str], which: str):
+    """``<which>Timestamp`` (one timestamp for every partition: an int) or
+    ``<which>OffsetsByTimestamp`` (JSON ``{"topic": {"0": ms}}``: {(topic, partition): ms}), or
+    None when neither is given."""
+    single, name = o.get(f"{which}timestamp"), f"{which}Timestamp"
+    if single not in (None, ""):
+        return _int(single, name, 0)
+    by, name = o.get(f"{which}offsetsbytimestamp"), f"{which}OffsetsByTimestamp"
+    if by in (None, ""):
+        return None
+    try:
+        doc = json.loads(by)
+        out = {(str(t), int(p)): int(ts) for t, parts in doc.items() for p, ts in parts.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise ConnectorError(f'option {name} must be JSON like {{"topic":{{"0":1700000000000}}}}, '
+                             f"not {by!r}") from None
+    bad = sorted(tp for tp, ts in out.items() if ts < 0)
+    if bad:
+        raise ConnectorError(f"option {name}: negative timestamps for {bad}")
+    return out
+
+
 class ConnectorOptions:
     """The data source options, parsed.  Plain data: safe to pickle."""
 
@@ -147,6 +169,14 @@ class ConnectorOptions:
                                      f'not {o["assign"]!r}') from None
         self.starting = parse_offsets_option(o.get("startingoffsets"), "startingOffsets", "latest")
         self.ending = parse_offsets_option(o.get("endingoffsets"), "endingOffsets", "latest")
+        # by timestamp: one for every partition (…Timestamp) or per partition (…OffsetsByTimestamp);
+        # they take precedence over the offsets options, the single timestamp first (as in Spark)
+        self.starting_ts = parse_timestamps_option(o, "starting")
+        self.ending_ts = parse_timestamps_option(o, "ending")
+        strategy = str(o.get("startingoffsetsbytimestampstrategy", "error")).lower()
+        if strategy not in ("error", "latest"):
+            raise ConnectorError(f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
+        self.ts_strategy = strategy
         mopt = o.get("maxoffsetspertrigger")
         self.max_offsets_per_trigger = None if mopt in (None, "") else _int(
             mopt, "maxOffsetsPerTrigger", 1)

@@ -170,6 +170,44 @@ class _ReaderBase:
             raise ConnectorError(f"invalid offsets for {bad} (use -2 for earliest, -1 for latest)")
         return out
 
+    def resolve_start(self, tps, default_missing: int, spec=None) -> dict[tuple[str, int], int]:
+        """Start offsets: by timestamp when startingTimestamp / startingOffsetsByTimestamp is
+        given, else ``spec`` (startingOffsets)."""
+        if self.opts.starting_ts is None:
+            return self.resolve(self.opts.starting if spec is None else spec, tps, default_missing)
+        return self.by_timestamp(self.opts.starting_ts, tps, "starting", self.opts.ts_strategy)
+
+    def resolve_end(self, tps) -> dict[tuple[str, int], int]:
+        if self.opts.ending_ts is None:
+            return self.resolve(self.opts.ending, tps, default_missing=LATEST)
+        return self.by_timestamp(self.opts.ending_ts, tps, "ending", "latest")
+
+    def by_timestamp(self, ts, tps, which: str, strategy: str) -> dict[tuple[str, int], int]:
+        """The first offset at or after each partition's timestamp (ListOffsets by time).  Where
+        none is (every record is older), ``strategy`` decides: ``latest`` takes the log end,
+        ``error`` fails the query (Spark's startingOffsetsByTimestampStrategy)."""
+        if isinstance(ts, dict):
+            if set(ts) != set(tps):
+                raise ConnectorError(
+                    f"If {which}OffsetsByTimestamp contains specific offsets, you must specify all "
+                    f"TopicPartitions. Use -1 for latest, -2 for earliest. Specified: {sorted(ts)} "
+                    f"Assigned: {sorted(tps)}")
+            wanted = dict(ts)
+        else:
+            wanted = dict.fromkeys(tps, ts)
+        out: dict[tuple[str, int], int] = {}
+        for value in sorted(set(wanted.values())):
+            group = [tp for tp, v in wanted.items() if v == value]
+            out.update(self.kafka.offsets(group, value))
+        missing = sorted(tp for tp, off in out.items() if off < 0)
+        if missing:
+            if strategy == "error":
+                raise ConnectorError(f"No offset matched the {which} timestamp for partitions {missing} "
+                                     f"(their records are all older); set "
+                                     f"startingOffsetsByTimestampStrategy=latest to start at their end")
+            out.update(self.kafka.offsets(missing, LATEST))
+        return out
+
     def read(self, partition: TopicPartitionRange) -> Iterator:
         """Executor side: the records of one range, as Arrow batches (or rows with
         ``useArrow=false``)."""
@@ -195,7 +233,7 @@ class OdradekStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
 
     def initialOffset(self) -> dict:
         tps = self.current_partitions(must_exist=True)
-        start = self.resolve(self.opts.starting, tps, default_missing=LATEST)
+        start = self.resolve_start(tps, default_missing=LATEST)
         self._last = to_offset_dict(start)
         return self._last
 
@@ -259,8 +297,8 @@ class OdradekBatchReader(_ReaderBase, DataSourceReader):
         try:
             tps = self.current_partitions(must_exist=True)
             starting = self.opts.starting if "startingoffsets" in self.opts.raw else "earliest"
-            start = self.resolve(starting, tps, default_missing=EARLIEST)
-            end = self.resolve(self.opts.ending, tps, default_missing=LATEST)
+            start = self.resolve_start(tps, default_missing=EARLIEST, spec=starting)
+            end = self.resolve_end(tps)
         finally:
             self._close()
         for tp in tps:
@@ -276,8 +314,9 @@ class OdradekDataSource(DataSource):
     """``format("odradek")``.  Options follow Spark's Kafka connector:
 
     ``kafka.bootstrap.servers`` (or ``bootstrap.servers``), one of ``subscribe`` /
-    ``subscribePattern`` / ``assign``, ``startingOffsets``,
-    ``endingOffsets`` (batch), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``,
+    ``subscribePattern`` / ``assign``, ``startingOffsets``, ``startingTimestamp``,
+    ``startingOffsetsByTimestamp`` (with ``startingOffsetsByTimestampStrategy``),
+    ``endingOffsets``, ``endingTimestamp``, ``endingOffsetsByTimestamp`` (batch), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``,
     ``minPartitions``, ``kafka.isolation.level``, ``kafkaConsumer.pollTimeoutMs``; for writing
     ``topic``, ``kafka.acks``, ``kafka.enable.idempotence``, ``kafka.batch.size``,
     ``kafka.compression.type``.

@@ -163,6 +163,35 @@ def test_starting_offsets_latest_and_json(spark, spark_broker, topic_name, tmp_p
     assert sorted((r.partition, r.offset) for r in table(spark, out)) == sorted(placed)
 
 
+def test_starting_and_ending_by_timestamp(spark, spark_broker, topic_name, tmp_path):
+    """startingTimestamp / startingOffsetsByTimestamp / endingTimestamp: the first offset at or
+    after the time (ListOffsets by timestamp); none there fails the query unless
+    startingOffsetsByTimestampStrategy=latest."""
+    bs = spark_broker.bootstrap
+    topic = topic_name("bytime")
+    create_topic(bs, topic, 3)
+    produce(bs, topic, records_for(30))       # record i: partition i % 3, offset i // 3, time T0 + i
+
+    def offsets(df):
+        return sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    # T0 + 15 is record 15, 16, 17 on partitions 0, 1, 2: offset 5 everywhere; T0 + 24: offset 8
+    got = offsets(batch(spark, bs, topic, startingTimestamp=T0 + 15, endingTimestamp=T0 + 24,
+                        startingOffsets="latest"))      # the timestamp wins over startingOffsets
+    assert got == [(p, o) for p in range(3) for o in range(5, 8)]
+    by = json.dumps({topic: {"0": T0, "1": T0 + 10_000, "2": T0 + 27}})
+    with pytest.raises(Exception, match="No offset matched the starting timestamp"):
+        batch(spark, bs, topic, startingOffsetsByTimestamp=by).collect()
+    got = offsets(batch(spark, bs, topic, startingOffsetsByTimestamp=by,
+                        startingOffsetsByTimestampStrategy="latest"))
+    assert got == [(0, o) for o in range(10)] + [(2, 9)]
+    with pytest.raises(Exception, match="you must specify all TopicPartitions"):
+        batch(spark, bs, topic, startingOffsetsByTimestamp=json.dumps({topic: {"0": T0}})).collect()
+    # a stream starts there too, then reads on
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    run_available_now(stream(spark, bs, topic, startingTimestamp=T0 + 27), out, ckpt)
+    assert sorted((r.partition, r.offset) for r in table(spark, out)) == [(0, 9), (1, 9), (2, 9)]
+
+
 def batch(spark, bootstrap, topic, **options):
     r = spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
     if topic is not None:

@@ -37,6 +37,23 @@ def test_options_parse_like_sparks_kafka_connector():
     assert not ConnectorOptions({"bootstrap.servers": "h:1", "kafka.acks": "1"}).idempotence
 
 
+def test_timestamp_options():
+    o = ConnectorOptions({"bootstrap.servers": "h:1", "startingTimestamp": "1000",
+                          "startingOffsetsByTimestamp": '{"t": {"0": 5}}', "endingOffsetsByTimestamp": '{"t": {"1": 7}}'})
+    assert o.starting_ts == 1000 and o.ending_ts == {("t", 1): 7} and o.ts_strategy == "error"
+    o = ConnectorOptions({"bootstrap.servers": "h:1", "startingOffsetsByTimestamp": '{"t": {"0": 5, "2": 9}}',
+                          "startingOffsetsByTimestampStrategy": "LATEST"})
+    assert o.starting_ts == {("t", 0): 5, ("t", 2): 9} and o.ending_ts is None and o.ts_strategy == "latest"
+    with pytest.raises(ConnectorError, match="startingOffsetsByTimestamp must be JSON"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "startingOffsetsByTimestamp": "[1]"})
+    with pytest.raises(ConnectorError, match="negative timestamps"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "endingOffsetsByTimestamp": '{"t": {"0": -1}}'})
+    with pytest.raises(ConnectorError, match="startingOffsetsByTimestampStrategy"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "startingOffsetsByTimestampStrategy": "earliest"})
+    with pytest.raises(ConnectorError, match="startingTimestamp"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "startingTimestamp": "-5"})
+
+
 def test_offsets_json():
     assert parse_offsets_option('{"t": {"0": 5, "1": -2}}', "x", "latest") == \
         {("t", 0): 5, ("t", 1): -2}
