@@ -19,6 +19,7 @@ import re
 import sys
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 from protocol.client import KafkaConnectionError
 from protocol.errors import KafkaError, error_name
@@ -309,44 +310,8 @@ class Service:
     # -- groups ---------------------------------------------------------------------------------
     async def list_groups(self, states=(), types=()) -> list[tuple[str, str, str]]:
         """[(group_id, state, type)] of consumer groups on every broker, sorted by id."""
-        await self.client.refresh_metadata(topics=[])
-        nodes = sorted(self.client.nodes)
-
-        async def ask(node):
-            deadline = time.monotonic() + self.timeout
-            conn = await self.client.connection(node)
-            version = conn.pick_version(ListGroupsRequest.API_KEY)
-            if types and version < 5:
-                raise ToolError("The broker does not support listing groups by type")
-            while True:
-                req = ListGroupsRequest(states_filter=list(states) if version >= 4 else [],
-                                        types_filter=[t.lower() for t in types]
-                                        if version >= 5 else [])
-                resp = await conn.send(req, version=version)
-                if resp.error_code in RETRY_COORDINATOR and time.monotonic() < deadline:
-                    await asyncio.sleep(0.1)
-                    continue
-                if resp.error_code in RETRY_COORDINATOR:
-                    return []         # no coordinator yet: no groups there either
-                if resp.error_code:
-                    raise KafkaErrorText(resp.error_code)
-                out = []
-                for g in resp.groups:
-                    if g.protocol_type not in ("consumer", ""):
-                        continue
-                    state = getattr(g, "group_state", "") if version >= 4 else ""
-                    gtype = getattr(g, "group_type", "") if version >= 5 else ""
-                    if states and version < 4 and state not in states:
-                        continue
-                    out.append((g.group_id, state, gtype.capitalize() if gtype else "Classic"))
-                return out
-
-        results = await asyncio.gather(*(ask(n) for n in nodes))
-        seen = {}
-        for rows in results:
-            for gid, state, gtype in rows:
-                seen[gid] = (gid, state, gtype)
-        return [seen[g] for g in sorted(seen)]
+        rows = await list_all_groups(self.client, self.timeout, states, types)
+        return [(g.group_id, g.state, g.type or "Classic") for g in rows if g.protocol_type in ("consumer", "")]
 
     async def describe(self, group: str) -> dict:
         """{state, protocol, members: [(id, instance, client, host, {topic: [p]})], coordinator}.
@@ -477,6 +442,52 @@ class Service:
         known = [tp for tp in tps if self.client.leader_for(*tp) >= 0]
         res = await list_offsets(self.client, known, spec) if known else {}
         return {tp: v[0] for tp, v in res.items() if not isinstance(v, BaseException)}
+
+
+class GroupRow(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str          # "" before ListGroups v4
+    type: str           # "Classic", "Consumer", ... as Java's GroupType prints it; "" before v5
+
+
+async def list_all_groups(client, timeout: float, states=(), types=()) -> list[GroupRow]:
+    """Every group of every protocol type that some broker coordinates (ListGroups to each
+    broker, retried while a coordinator is loading), sorted by id."""
+    await client.refresh_metadata(topics=[])
+    nodes = sorted(client.nodes)
+
+    async def ask(node):
+        deadline = time.monotonic() + timeout
+        conn = await client.connection(node)
+        version = conn.pick_version(ListGroupsRequest.API_KEY)
+        if types and version < 5:
+            raise ToolError("The broker does not support listing groups by type")
+        while True:
+            req = ListGroupsRequest(states_filter=list(states) if version >= 4 else [],
+                                    types_filter=[t.lower() for t in types] if version >= 5 else [])
+            resp = await conn.send(req, version=version)
+            if resp.error_code in RETRY_COORDINATOR and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                continue
+            if resp.error_code in RETRY_COORDINATOR:
+                return []         # no coordinator yet: no groups there either
+            if resp.error_code:
+                raise KafkaErrorText(resp.error_code)
+            out = []
+            for g in resp.groups:
+                state = getattr(g, "group_state", "") if version >= 4 else ""
+                gtype = getattr(g, "group_type", "") if version >= 5 else ""
+                if states and version < 4 and state not in states:
+                    continue
+                out.append(GroupRow(g.group_id, g.protocol_type or "", state, gtype.capitalize()))
+            return out
+
+    seen = {}
+    for rows in await asyncio.gather(*(ask(n) for n in nodes)):
+        for row in rows:
+            seen[row.group_id] = row
+    return [seen[g] for g in sorted(seen)]
 
 
 class KafkaErrorText(ToolError):
