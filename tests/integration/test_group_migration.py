@@ -3,7 +3,7 @@ process, as a rolling upgrade of consumers does it (``group.consumer.migration.p
 Kafka 4.0's default ``bidirectional``):
 
 * a classic group (confluent-kafka with ``group.protocol=classic``, eager ``range`` or
-  ``cooperative-sticky``; kafka-python) is joined by a confluent-kafka member with
+  ``cooperative-sticky``; kafka-python; aiokafka) is joined by a confluent-kafka member with
   ``group.protocol=consumer``: the group becomes a consumer-protocol group, the partitions are
   split between the old and the new member, and records produced afterwards reach the member
   that owns their partition;
@@ -22,8 +22,8 @@ import pytest
 from protocol.errors import ErrorCode as E
 from protocol.messages import JoinGroupRequest, ListGroupsRequest
 from tests.integration.test_consumer_protocol import PROPS
-from tests.integration.test_groups import (PARTITIONS, WAIT, ThreadedConsumer, confluent_consumer, create_topic,
-                                           kafka_python_consumer, produce, unique, wait_split)
+from tests.integration.test_groups import (PARTITIONS, SESSION_MS, WAIT, ThreadedConsumer, confluent_consumer,
+                                           create_topic, kafka_python_consumer, produce, unique, wait_split)
 from tests.support import BrokerProcess
 from tests.support.broker import running
 from tests.support.net import wait_for
@@ -153,6 +153,39 @@ def test_cooperative_confluent_member_upgrades_and_downgrades(kafka):
 
 def test_kafka_python_member_upgrades_and_downgrades(kafka):
     rolling_upgrade_and_back(kafka, kafka_python_consumer, "kpy")
+
+
+def aiokafka_consumer(bootstrap, topic, group):
+    """aiokafka on an event loop of the consumer's thread (run only inside its calls)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    def factory():
+        loop = asyncio.new_event_loop()
+
+        async def start():
+            c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500)
+            await c.start()
+            return c
+        c = loop.run_until_complete(start())
+        c.loop_ = loop
+        return c
+
+    def poll(c):
+        batches = c.loop_.run_until_complete(c.getmany(timeout_ms=100))
+        return [r.value.decode() for recs in batches.values() for r in recs]
+
+    def close(c):
+        c.loop_.run_until_complete(c.stop())
+        c.loop_.close()
+
+    return ThreadedConsumer(factory, poll, lambda c: {tp.partition for tp in c.assignment()}, close)
+
+
+def test_aiokafka_member_upgrades_and_downgrades(kafka):
+    rolling_upgrade_and_back(kafka, aiokafka_consumer, "aio")
 
 
 def test_disabled_policy_refuses_the_consumer_member(tmp_path):
