@@ -300,6 +300,10 @@ class ConsumerProtocolMixin:
             if create and group.is_(EMPTY):
                 self._make_modern(group)
             elif create and self._can_upgrade(group):
+                limit = self._cfg("group.consumer.max.size")
+                if group.size >= limit:     # Kafka's join would fail after the conversion: none happens
+                    raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum "
+                                                                   f"capacity of {limit} members.")
                 self._upgrade_to_consumer(group)      # online migration, migration.py
             else:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")

@@ -337,3 +337,12 @@ async def test_full_consumer_group_refuses_a_new_classic_member_but_not_a_static
     assert (await x.start_join(require_known=False)).error == E.GROUP_MAX_SIZE_REACHED
     s.member_id = ""                                  # the static member restarts
     assert s.join_done(await s.start_join()).error == E.NONE
+
+
+@run
+async def test_no_upgrade_when_the_joining_member_would_not_fit():
+    coord, _, _ = await coordinator(group_consumer_max_size=2)
+    await classic_group(coord)
+    out = await Member(coord).beat()
+    assert out["error"] == E.GROUP_MAX_SIZE_REACHED
+    assert coord.groups["g"].modern is None and coord.groups["g"].is_(STABLE)
