@@ -9,11 +9,14 @@ Kafka 4.0's default ``bidirectional``):
   that owns their partition;
 * when the consumer-protocol member leaves, the group is a classic group again and the classic
   member owns every partition;
+* a kill -9 of the broker under a mixed group: it is loaded back as it was, both members read
+  on and keep their commits;
 * with the policy ``disabled`` the consumer-protocol member is refused (GROUP_ID_NOT_FOUND) and
   the classic group goes on untouched.
 """
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -186,6 +189,61 @@ def aiokafka_consumer(bootstrap, topic, group):
 
 def test_aiokafka_member_upgrades_and_downgrades(kafka):
     rolling_upgrade_and_back(kafka, aiokafka_consumer, "aio")
+
+
+def test_mixed_group_survives_a_kill_9_of_the_broker(broker_factory):
+    """kill -9 under a mixed group: the restarted broker loads it from __consumer_offsets (the
+    classic member with its ClassicMemberMetadata), both members read on and keep their commits,
+    and the group still downgrades when the consumer-protocol member leaves."""
+    b = broker_factory(props=PROPS)
+    topic, group = unique("mig-kill"), unique("g")
+    create_topic(b.bootstrap, topic)
+    first = [f"a{i}" for i in range(40)]
+    produce(b.bootstrap, topic, first)
+    a = confluent_consumer(b.bootstrap, topic, group, **{"partition.assignment.strategy": "range"})
+    m = None
+    try:
+        wait_owns(a, set(range(PARTITIONS)))
+        wait_read(a, first)
+        m = modern_consumer(b.bootstrap, topic, group)
+        _, mine = wait_split([a, m])
+        wait_read(m, [v for i, v in enumerate(first) if i % PARTITIONS in mine])    # nothing was committed
+        for c in (a, m):
+            c.call(lambda k: k.commit(asynchronous=False))
+        committed_before = _committed(b.bootstrap, group, topic)
+        assert sum(committed_before.values()) > 0, committed_before
+
+        b.restart(clean=False)
+        assert re.search(rf"loaded consumer group {group} at epoch \d+: 2 members \(1 classic\)",
+                         b.log_text().split("===== start")[-1]), "the mixed group was not loaded as it was"
+        assert group_type(b.bootstrap, group) == "consumer"
+        sets = wait_split([a, m])
+        later = [f"b{i}" for i in range(40)]
+        produce(b.bootstrap, topic, later)
+        for owner, owned in zip((a, m), sets):
+            wait_read(owner, [v for i, v in enumerate(later) if i % PARTITIONS in owned])
+        committed_after = _committed(b.bootstrap, group, topic)
+        assert all(committed_after[p] >= committed_before[p] for p in committed_before), \
+            (committed_before, committed_after)
+
+        m.close()
+        m = None
+        wait_owns(a, set(range(PARTITIONS)))
+        wait_type(b.bootstrap, group, "classic")
+    finally:
+        if m is not None:
+            m.close()
+        a.close()
+
+
+def _committed(bootstrap, group, topic) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        c.close()
 
 
 def test_disabled_policy_refuses_the_consumer_member(tmp_path):
