@@ -63,7 +63,10 @@ def kafka(tmp_path_factory):
         pytest.skip(why)
     with running(BrokerProcess(tmp_path_factory.mktemp("kafkajs-broker"), name="broker",
                                props={"num.partitions": PARTITIONS,
-                                      "group.initial.rebalance.delay.ms": 0})) as b:
+                                      "group.initial.rebalance.delay.ms": 0,
+                                      # for the consumer-protocol member of the migration test
+                                      "group.consumer.heartbeat.interval.ms": 500,
+                                      "group.consumer.min.heartbeat.interval.ms": 500})) as b:
         yield b
 
 
@@ -300,6 +303,45 @@ def test_two_members_split_the_partitions(kafka):
     assert a and b and not (a & b) and a | b == {0, 1, 2}, (outs[0]["assignments"], outs[1]["assignments"])
     seen = set(_values(outs[0]["records"]) + _values(outs[1]["records"]))
     assert seen == {v.decode() for _, v, _, _ in values}
+
+
+def test_kafkajs_member_in_a_group_migrated_online_and_back(kafka):
+    """A KafkaJS (classic, eager) member owns every partition; a confluent-kafka
+    group.protocol=consumer member joins, the group is upgraded online and split; when that member
+    leaves the group is classic again and the KafkaJS member owns everything once more."""
+    from tests.integration.test_group_migration import group_type, modern_consumer, wait_type
+    topic, group = "kafkajs-migrate", "kafkajs-migrate-g"
+    run(kafka, "produce", topic=topic, records=wire([(b"k", b"first", [], 1_700_000_000_000)]),
+        partitions=PARTITIONS, acks=1)
+    path = os.path.join(str(kafka.log_dir), "..", "kafkajs-migrate.json")
+    with open(path, "w") as f:
+        json.dump(dict(command="consume", topic=topic, count=10**9, groupId=group, timeoutMs=15000,
+                       brokers=[kafka.bootstrap]), f)
+    proc = subprocess.Popen(["node", DRIVER, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=DRIVER_DIR, env=dict(os.environ, KAFKAJS_NO_PARTITIONER_WARNING="1"))
+    m = None
+    try:
+        wait_type(kafka.bootstrap, group, "classic", timeout=20)
+        time.sleep(2)                                   # its first generation is assigned by now
+        m = modern_consumer(kafka.bootstrap, topic, group)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (m.snapshot()[0] and m.snapshot()[0] != set(range(PARTITIONS))):
+            time.sleep(0.1)
+        mine = m.snapshot()[0]
+        assert mine and mine != set(range(PARTITIONS)), mine
+        assert group_type(kafka.bootstrap, group) == "consumer"
+        m.close()
+        m = None
+        wait_type(kafka.bootstrap, group, "classic", timeout=20)
+    finally:
+        if m is not None:
+            m.close()
+        out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err[-3000:]
+    assignments = [set(a) for _, a in json.loads(out.strip().splitlines()[-1])["assignments"]]
+    everything = set(range(PARTITIONS))
+    assert assignments[0] == everything and assignments[-1] == everything, assignments
+    assert any(a and a < everything and not (a & mine) for a in assignments), (assignments, mine)
 
 
 # -- transactions ---------------------------------------------------------------------------
