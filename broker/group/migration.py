@@ -36,6 +36,11 @@ the protocols (name, embedded subscription) they joined with.
   assignment encoded for its protocol, then a rebalance so that the classic members rejoin.  The
   consumer-protocol records get tombstones and a GroupMetadata record is written.
 
+Not like Kafka: a consumer-protocol join that converts a group and then fails for another reason
+(its instance id held by a classic member) leaves the group converted, where Kafka discards the
+conversion with the join's records; a classic member's LeaveGroup is answered before its records
+are written (Kafka answers after).
+
 Kafka 4.0's default policy is ``bidirectional`` (Kafka 3.9 had the same option, internal and
 ``disabled``).  With ``disabled``, a classic JoinGroup into a non-empty consumer-protocol group is
 refused with INCONSISTENT_GROUP_PROTOCOL (as Kafka 4.0.x does since KAFKA-20640); members already
