@@ -106,6 +106,18 @@ def parse_offsets_option(value: str | None, name: str, default: str):
     return out
 
 
+_DURATION_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration_seconds(value, name: str) -> float:
+    """Spark's time strings (``timeStringAsMs``): a number with ``us``, ``ms``, ``s``, ``m`` /
+    ``min``, ``h`` or ``d``; a bare number is milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(value).lower())
+    if not m or m.group(2) not in ("",) + tuple(_DURATION_UNITS):
+        raise ConnectorError(f"option {name}: {value!r} is not a duration like 15m, 30s or 500ms")
+    return int(m.group(1)) * _DURATION_UNITS.get(m.group(2) or "ms")
+
+
 def parse_timestamps_option(o: Mapping[str, str], which: str):
     """``<which>Timestamp`` (one timestamp for every partition: an int) or
     ``<which>OffsetsByTimestamp`` (JSON ``{"topic": {"0": ms}}``: {(topic, partition): ms}), or
@@ -180,6 +192,14 @@ class ConnectorOptions:
         mopt = o.get("maxoffsetspertrigger")
         self.max_offsets_per_trigger = None if mopt in (None, "") else _int(
             mopt, "maxOffsetsPerTrigger", 1)
+        mopt = o.get("minoffsetspertrigger")
+        self.min_offsets_per_trigger = None if mopt in (None, "") else _int(
+            mopt, "minOffsetsPerTrigger", 1)
+        self.max_trigger_delay = duration_seconds(o.get("maxtriggerdelay", "15m"), "maxTriggerDelay")
+        if (self.min_offsets_per_trigger and self.max_offsets_per_trigger
+                and self.min_offsets_per_trigger > self.max_offsets_per_trigger):
+            raise ConnectorError(f"minOffsetsPerTrigger ({self.min_offsets_per_trigger}) is more than "
+                                 f"maxOffsetsPerTrigger ({self.max_offsets_per_trigger})")
         self.fail_on_data_loss = _bool(o.get("failondataloss", "true"), "failOnDataLoss")
         self.include_headers = _bool(o.get("includeheaders", "false"), "includeHeaders")
         iso = str(o.get("kafka.isolation.level", "read_uncommitted")).lower()

@@ -9,6 +9,7 @@ exactly the next unread record.  Batch reads (``spark.read.format("odradek")``) 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterator
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
@@ -228,6 +229,7 @@ class OdradekStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
         super().__init__(opts)
         self._target: dict[tuple[str, int], int] | None = None   # Trigger.AvailableNow
         self._last: dict | None = None                            # for PySpark < 4.2
+        self._last_batch: float | None = None     # monotonic time of the last batch with data
         if self.opts.max_offsets_per_trigger and ReadMaxRows is None:
             log.warning("maxOffsetsPerTrigger needs PySpark 4.2 or later; ignored")
 
@@ -263,6 +265,8 @@ class OdradekStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
             end[tp] = off if b is None else max(b, off)
         for tp, b in begin.items():
             end.setdefault(tp, b)             # a partition that vanished keeps its offset
+        if self._hold_batch(begin, end):
+            end = dict(begin)
         # PySpark < 4.2 passes no limit and no start: maxOffsetsPerTrigger cannot be honoured
         # safely there (after a restart the checkpointed start is unknown), so it is ignored.
         max_rows = getattr(limit, "max_rows", None)
@@ -271,6 +275,21 @@ class OdradekStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
         result = to_offset_dict(end)
         self._last = result
         return result
+
+    def _hold_batch(self, begin, end) -> bool:
+        """minOffsetsPerTrigger: hold back a batch that would have fewer new offsets, unless
+        maxTriggerDelay has passed since the last batch with data (the first one never waits;
+        Trigger.AvailableNow never waits)."""
+        new = sum(off - begin.get(tp, 0) for tp, off in end.items())
+        if new <= 0:
+            return False
+        now = time.monotonic()
+        minimum = self.opts.min_offsets_per_trigger
+        if minimum and self._target is None and new < minimum and self._last_batch is not None \
+                and now - self._last_batch < self.opts.max_trigger_delay:
+            return True
+        self._last_batch = now
+        return False
 
     def reportLatestOffset(self):
         try:
@@ -316,8 +335,10 @@ class OdradekDataSource(DataSource):
     ``kafka.bootstrap.servers`` (or ``bootstrap.servers``), one of ``subscribe`` /
     ``subscribePattern`` / ``assign``, ``startingOffsets``, ``startingTimestamp``,
     ``startingOffsetsByTimestamp`` (with ``startingOffsetsByTimestampStrategy``),
-    ``endingOffsets``, ``endingTimestamp``, ``endingOffsetsByTimestamp`` (batch), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``,
-    ``minPartitions``, ``kafka.isolation.level``, ``kafkaConsumer.pollTimeoutMs``; for writing
+    ``endingOffsets``, ``endingTimestamp``, ``endingOffsetsByTimestamp`` (batch),
+    ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` with ``maxTriggerDelay``, ``failOnDataLoss``,
+    ``includeHeaders``, ``minPartitions``, ``kafka.isolation.level``, ``kafkaConsumer.pollTimeoutMs``,
+    ``kafka.security.protocol`` with ``kafka.ssl.*`` / ``kafka.sasl.*``; for writing
     ``topic``, ``kafka.acks``, ``kafka.enable.idempotence``, ``kafka.batch.size``,
     ``kafka.compression.type``.
     """

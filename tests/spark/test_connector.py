@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -138,6 +139,51 @@ def test_max_offsets_per_trigger_splits_batches(spark, spark_broker, topic_name,
     assert sum(sizes) == 100 and max(sizes) <= 25 and len(sizes) >= 4, sizes
     rows = table(spark, tmp_path / "out")
     assert len({(r.partition, r.offset) for r in rows}) == len(rows) == 100
+
+
+def test_min_offsets_per_trigger_waits_for_enough_data_or_the_delay(spark, spark_broker, topic_name, tmp_path):
+    """minOffsetsPerTrigger=20: after the first batch, 5 new records wait (maxTriggerDelay 1h)
+    until 20 more arrive, then one batch reads all 25; with maxTriggerDelay=1s a small batch runs
+    once the delay has passed."""
+    bs = spark_broker.bootstrap
+    topic = topic_name("minrows")
+    create_topic(bs, topic, 3)
+    produce(bs, topic, records_for(30))
+
+    def run(delay, out):
+        q = (stream(spark, bs, topic, startingOffsets="earliest", minOffsetsPerTrigger=20, maxTriggerDelay=delay)
+             .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(out) + "-ck")
+             .trigger(processingTime="100 milliseconds").start())
+        return q
+
+    def rows(q):
+        return sum(p["numInputRows"] for p in q.recentProgress)
+
+    def wait_rows(q, n, timeout=60):
+        deadline = time.monotonic() + timeout
+        while rows(q) < n and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return rows(q)
+
+    q = run("1h", tmp_path / "out")
+    try:
+        assert wait_rows(q, 30) == 30                  # the first batch never waits
+        produce(bs, topic, records_for(5, start=30))
+        time.sleep(3)                                 # about 30 triggers: none may read the 5
+        assert rows(q) == 30, q.recentProgress[-3:]
+        produce(bs, topic, records_for(20, start=35))
+        assert wait_rows(q, 31) >= 50                 # a batch ran once 20 were there: the 5 and 15+
+        sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+        assert sizes[0] == 30 and all(n >= 20 for n in sizes[1:]), sizes
+    finally:
+        q.stop()
+    q = run("1s", tmp_path / "out2")
+    try:
+        assert wait_rows(q, 55) == 55
+        produce(bs, topic, records_for(5, start=55))
+        assert wait_rows(q, 60) == 60                  # 5 < 20, read once a second has passed
+    finally:
+        q.stop()
 
 
 def test_starting_offsets_latest_and_json(spark, spark_broker, topic_name, tmp_path):

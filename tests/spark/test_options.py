@@ -54,6 +54,18 @@ def test_timestamp_options():
         ConnectorOptions({"bootstrap.servers": "h:1", "startingTimestamp": "-5"})
 
 
+def test_trigger_options():
+    from odradek_spark._kafka import duration_seconds
+    o = ConnectorOptions({"bootstrap.servers": "h:1", "minOffsetsPerTrigger": "20"})
+    assert o.min_offsets_per_trigger == 20 and o.max_trigger_delay == 900.0
+    assert [duration_seconds(v, "x") for v in ("15m", "30s", "500ms", "2h", "1d", "250", "3 min")] == \
+        [900.0, 30.0, 0.5, 7200.0, 86400.0, 0.25, 180.0]
+    with pytest.raises(ConnectorError, match="maxTriggerDelay"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "maxTriggerDelay": "soon"})
+    with pytest.raises(ConnectorError, match="is more than maxOffsetsPerTrigger"):
+        ConnectorOptions({"bootstrap.servers": "h:1", "minOffsetsPerTrigger": "30", "maxOffsetsPerTrigger": "20"})
+
+
 def test_offsets_json():
     assert parse_offsets_option('{"t": {"0": 5, "1": -2}}', "x", "latest") == \
         {("t", 0): 5, ("t", 1): -2}
