@@ -288,7 +288,8 @@ class ConsumerProtocolMixin:
                                  f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
                                  f"{', '.join(self._assignors())}.")
 
-    def _modern_group(self, group_id: str, create: bool) -> Group:
+    def _modern_group(self, group_id: str, create: bool, member_id: str | None = None,
+                      instance_id: str | None = None) -> Group:
         group = self.groups.get(group_id)
         if group is not None and group.is_(DEAD):
             group = None
@@ -301,9 +302,17 @@ class ConsumerProtocolMixin:
                 self._make_modern(group)
             elif create and self._can_upgrade(group):
                 limit = self._cfg("group.consumer.max.size")
-                if group.size >= limit:     # Kafka's join would fail after the conversion: none happens
+                # joins that Kafka would refuse after converting (discarding the conversion) are
+                # refused before: the group stays classic
+                if group.size >= limit:
                     raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum "
                                                                    f"capacity of {limit} members.")
+                holder = group.current_static_member_id(instance_id) if instance_id is not None else None
+                if holder is not None:
+                    raise HeartbeatError(
+                        E.UNRELEASED_INSTANCE_ID,
+                        f"Static member {member_id or '<new>'} with instance id {instance_id} cannot join the group "
+                        f"because the instance id is owned by {holder} member.")
                 self._upgrade_to_consumer(group)      # online migration, migration.py
             else:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
@@ -337,7 +346,7 @@ class ConsumerProtocolMixin:
 
     def _modern_heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                           subscribed, server_assignor, owned, client_id, client_host, regex=None):
-        group = self._modern_group(group_id, create=member_epoch == 0)
+        group = self._modern_group(group_id, create=member_epoch == 0, member_id=member_id, instance_id=instance_id)
         mg: ModernGroup = group.modern
         member = self._modern_member(group, mg, member_id, member_epoch, instance_id, owned)
         before = {t: set(ps) for t, ps in member.assigned.items()}

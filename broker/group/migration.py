@@ -36,10 +36,13 @@ the protocols (name, embedded subscription) they joined with.
   assignment encoded for its protocol, then a rebalance so that the classic members rejoin.  The
   consumer-protocol records get tombstones and a GroupMetadata record is written.
 
-Not like Kafka: a consumer-protocol join that converts a group and then fails for another reason
-(its instance id held by a classic member) leaves the group converted, where Kafka discards the
-conversion with the join's records; a classic member's LeaveGroup is answered before its records
-are written (Kafka answers after).
+A join that Kafka would refuse after converting (so that the conversion's records are dropped
+with the join's) is refused before converting here: a group it would take past
+``group.consumer.max.size`` (GROUP_MAX_SIZE_REACHED) or an instance id a classic member holds
+(UNRELEASED_INSTANCE_ID); the group stays classic either way.
+
+Not like Kafka: a classic member's LeaveGroup is answered before its records are written (Kafka
+answers after the write).
 
 Kafka 4.0's default policy is ``bidirectional`` (Kafka 3.9 had the same option, internal and
 ``disabled``).  With ``disabled``, a classic JoinGroup into a non-empty consumer-protocol group is

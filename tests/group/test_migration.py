@@ -17,10 +17,13 @@ def parts_of(assignment: bytes) -> set:
     return {(t, p) for t, ps in decode_assignment(assignment).items() for p in ps}
 
 
-async def classic_group(coord, n=2, **kw):
+async def classic_group(coord, n=2, instances=None, **kw):
     """A Stable classic group of ``n`` range members on topic t (6 partitions), split evenly."""
-    clients = [Client(coord, client_id=f"c{i}", **kw) for i in range(n)]
-    tasks = [asyncio.ensure_future(c.join()) for c in clients]
+    clients = [Client(coord, client_id=f"c{i}", instance=instances[i] if instances else None, **kw)
+               for i in range(n)]
+    # all join in the same loop iteration (no MEMBER_ID_REQUIRED round), so the initial join,
+    # due at once with group.initial.rebalance.delay.ms=0, sees every one of them
+    tasks = [asyncio.ensure_future(c.join(require_known=False)) for c in clients]
     await settle(50)
     for t in tasks:
         r = await t
@@ -346,3 +349,16 @@ async def test_no_upgrade_when_the_joining_member_would_not_fit():
     out = await Member(coord).beat()
     assert out["error"] == E.GROUP_MAX_SIZE_REACHED
     assert coord.groups["g"].modern is None and coord.groups["g"].is_(STABLE)
+
+
+@run
+async def test_no_upgrade_when_a_classic_member_holds_the_joining_instance_id():
+    coord, _, _ = await coordinator()
+    (a, b), _ = await classic_group(coord, instances=("inst-1", None))
+    out = await Member(coord, member_id="m-c", instance="inst-1").beat()
+    assert (out["error"], out["message"]) == (
+        E.UNRELEASED_INSTANCE_ID, f"Static member m-c with instance id inst-1 cannot join the group because the "
+                                  f"instance id is owned by {a.member_id} member.")
+    assert coord.groups["g"].modern is None and coord.groups["g"].is_(STABLE)      # still classic
+    assert (await Member(coord, instance="inst-2").beat())["error"] == E.NONE
+    assert coord.groups["g"].modern is not None
