@@ -756,14 +756,19 @@ class ConsumerProtocolMixin:
         mg = group.modern
         if mg is None or mg.persisted is None:
             return []
-        gid = group.group_id
+        out = self._modern_tombstones_for(group.group_id, mg.persisted["members"])
+        mg.persisted = None
+        return out
+
+    @staticmethod
+    def _modern_tombstones_for(gid: str, member_ids) -> list:
+        """Tombstones for the consumer-protocol records of group ``gid`` and of ``member_ids``."""
         out = []
-        for mid in mg.persisted["members"]:
+        for mid in sorted(member_ids):
             out += [(MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), None), (MR.key(MR.TARGET_MEMBER, gid, mid), None),
                     (MR.key(MR.MEMBER_METADATA, gid, mid), None)]
         out += [(MR.key(MR.TARGET_METADATA, gid), None), (MR.key(MR.PARTITION_METADATA, gid), None),
                 (MR.key(MR.GROUP_METADATA, gid), None)]
-        mg.persisted = None
         return out
 
     def _load_modern(self, group: Group, data: dict) -> None:

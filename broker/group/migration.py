@@ -258,31 +258,15 @@ class MigrationMixin:
                  "(member %s left)", gid, group.generation_id, group.size, leaving.member_id)
         self._prepare_rebalance(group, f"Downgrade group {gid} from consumer to classic.")
 
-    def _modern_tombstones_for(self, gid: str, member_ids) -> list:
-        from broker.group import modern_records as MR
-        out = []
-        for mid in sorted(member_ids):
-            out += [(MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), None), (MR.key(MR.TARGET_MEMBER, gid, mid), None),
-                    (MR.key(MR.MEMBER_METADATA, gid, mid), None)]
-        out += [(MR.key(MR.TARGET_METADATA, gid), None), (MR.key(MR.PARTITION_METADATA, gid), None),
-                (MR.key(MR.GROUP_METADATA, gid), None)]
-        return out
-
     # ------------------------------------------------------------------ classic requests to a consumer group
     def _classic_member(self, mg: ModernGroup, group_id: str, member_id: str, instance_id: str | None):
-        """(error, member) for a SyncGroup / Heartbeat / LeaveGroup naming a member."""
-        if instance_id is not None:
-            holder = mg.static.get(instance_id)
-            if holder is None:
-                return E.UNKNOWN_MEMBER_ID, None
-            if holder != member_id:
-                log.info("static member %s with instance id %s of group %s is fenced by %s", member_id,
-                         instance_id, group_id, holder)
-                return E.FENCED_INSTANCE_ID, None
-        member = mg.members.get(member_id)
-        if member is None or member.classic is None:
-            return E.UNKNOWN_MEMBER_ID, None
-        return E.NONE, member
+        """(error, member) for a SyncGroup / Heartbeat naming a member: the consumer protocol's
+        lookup (``_known_member``), and the member must be a classic one."""
+        try:
+            member = self._known_member(mg, group_id, member_id, instance_id)
+        except HeartbeatError as e:
+            return e.code, None
+        return (E.NONE, member) if member.classic is not None else (E.UNKNOWN_MEMBER_ID, None)
 
     def _classic_join_modern(self, group: Group, respond, member_id, instance_id, client_id, client_host,
                              rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, require_known):

@@ -362,3 +362,28 @@ async def test_no_upgrade_when_a_classic_member_holds_the_joining_instance_id():
     assert coord.groups["g"].modern is None and coord.groups["g"].is_(STABLE)      # still classic
     assert (await Member(coord, instance="inst-2").beat())["error"] == E.NONE
     assert coord.groups["g"].modern is not None
+
+
+@run
+async def test_malformed_embedded_protocol_refuses_the_upgrade_and_the_join():
+    """A classic group whose members' subscriptions do not parse is not converted (Kafka's
+    GROUP_ID_NOT_FOUND and message; it stays classic, nothing written); a classic JoinGroup with
+    a malformed subscription into a consumer group gets UNKNOWN_SERVER_ERROR and joins nothing."""
+    coord, _, _ = await coordinator()
+    await classic_group(coord, protocols=[("range", b"\x00")])
+    before = len(coord.log.read(coord.partition_for("g")))
+    out = await Member(coord).beat()
+    assert (out["error"], out["message"]) == (
+        E.GROUP_ID_NOT_FOUND, "Cannot upgrade the classic group g to consumer group because the embedded consumer "
+                              "protocol is malformed.")
+    assert coord.groups["g"].modern is None and coord.groups["g"].is_(STABLE)
+    await coord.idle()
+    assert len(coord.log.read(coord.partition_for("g"))) == before
+
+    coord, _, _ = await coordinator()
+    c = Member(coord, member_id="m-c")
+    await c.beat()
+    bad = Client(coord, protocols=[("range", b"\x00\x00\x00\x00\x00\x09")])
+    r = await bad.start_join(require_known=False)
+    assert r.error == E.UNKNOWN_SERVER_ERROR
+    assert set(coord.groups["g"].modern.members) == {c.member_id}

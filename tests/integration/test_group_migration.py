@@ -299,3 +299,10 @@ def test_raw_classic_join_into_a_consumer_group(kafka):
         r = conn.request(11, 9, join(r.member_id))
         assert (r.error_code, r.generation_id, r.protocol_type, r.protocol_name, r.leader, r.members) == \
             (E.NONE, 2, "consumer", "range", "", [])
+        # a subscription that does not parse: Kafka's UNKNOWN_SERVER_ERROR, and the member is not added
+        bad = join(uuid.uuid4().hex[:22])
+        bad.protocols[0].metadata = b"\x00\x00\x00\x00\x00\x09"
+        assert conn.request(11, 9, bad).error_code == E.UNKNOWN_SERVER_ERROR
+        from protocol.messages import ConsumerGroupDescribeRequest
+        d = conn.request(69, 0, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False))
+        assert len(d.groups[0].members) == 2, d                  # the consumer member and the first classic one
