@@ -581,9 +581,23 @@ class MembershipMixin:
         return E.NONE
 
     # ================================================================== LeaveGroup
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]) -> tuple[int, list[int]]:
+    async def leave_group(self, group_id: str,
+                          members: list[tuple[str, str | None, str | None]]) -> tuple[int, list[int]]:
         """``members``: (member id, group instance id, reason).  Returns (group error, per-member
-        errors); with a group error the per-member list is empty."""
+        errors); with a group error the per-member list is empty.  Classic members leaving a
+        consumer-protocol group are answered once their records are written, as Kafka answers
+        after its write (a failed write fails the whole request).  A classic group's leave is
+        answered at once, as by Kafka's classic coordinator: what it changes is written when the
+        rebalance it starts completes."""
+        err, errors = self._leave_group(group_id, members)
+        group = self.groups.get(group_id)
+        if not err and E.NONE in errors and group is not None and group.modern is not None:
+            werr = await self._persist_modern(group)
+            if werr:
+                return werr, []
+        return err, errors
+
+    def _leave_group(self, group_id: str, members) -> tuple[int, list[int]]:
         err = self._validate_group_status(group_id, "leave")
         if err:
             return err, []

@@ -27,7 +27,8 @@ the protocols (name, embedded subscription) they joined with.
   - Heartbeat answers REBALANCE_IN_PROGRESS when the member must rejoin: the group epoch is ahead
     of it, it has partitions to revoke, or partitions it waits for have been released.  From then
     on it must rejoin within its rebalance timeout.
-  - LeaveGroup removes the member and bumps the group epoch.
+  - LeaveGroup removes the member and bumps the group epoch; it is answered once the records
+    are written.
   - Offset commits carry the generation id, checked against the member epoch
     (ILLEGAL_GENERATION); any OffsetCommit version is accepted from them.
 * **Downgrade.** When the last consumer-protocol member leaves or is fenced and classic members
@@ -40,9 +41,6 @@ A join that Kafka would refuse after converting (so that the conversion's record
 with the join's) is refused before converting here: a group it would take past
 ``group.consumer.max.size`` (GROUP_MAX_SIZE_REACHED) or an instance id a classic member holds
 (UNRELEASED_INSTANCE_ID); the group stays classic either way.
-
-Not like Kafka: a classic member's LeaveGroup is answered before its records are written (Kafka
-answers after the write).
 
 Kafka 4.0's default policy is ``bidirectional`` (Kafka 3.9 had the same option, internal and
 ``disabled``).  With ``disabled``, a classic JoinGroup into a non-empty consumer-protocol group is
@@ -427,8 +425,7 @@ class MigrationMixin:
             mg.metadata = self._subscription_metadata(mg)
             mg.group_epoch += 1
             self.consumer_rebalances += 1
-            self._sync_group_fields(group)
-            self._spawn(self._persist_modern(group))
+            self._sync_group_fields(group)     # written by leave_group before it answers
         return E.NONE, errors
 
     # ------------------------------------------------------------------ the join and sync timers

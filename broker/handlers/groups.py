@@ -191,7 +191,7 @@ async def leave_group(ctx, req):
     if coord is None:
         err, errors = E.COORDINATOR_NOT_AVAILABLE, []
     else:
-        err, errors = coord.leave_group(req.group_id, leaving)
+        err, errors = await coord.leave_group(req.group_id, leaving)
     if v >= 3:
         members = [] if err else [
             LeaveGroupResponse.MemberResponse(member_id=mid, group_instance_id=iid, error_code=e)

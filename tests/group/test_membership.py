@@ -301,15 +301,15 @@ async def test_pending_sync_timeout_removes_silent_members():
 async def test_leave_group_single_and_batch():
     coord, _, _ = await started()
     a, b, c = await stable_group(coord, 3)
-    assert b.leave() == (E.NONE, [E.NONE])
+    assert await b.leave() == (E.NONE, [E.NONE])
     assert coord.groups["g"].state == PREPARING_REBALANCE
-    err, errs = coord.leave_group("g", [(a.member_id, None, "bye"), ("ghost", None, None), (c.member_id, None, None)])
+    err, errs = await coord.leave_group("g", [(a.member_id, None, "bye"), ("ghost", None, None), (c.member_id, None, None)])
     assert err == E.NONE and errs == [E.NONE, E.UNKNOWN_MEMBER_ID, E.NONE]
     await settle()
     g = coord.groups["g"]
     assert g.size == 0 and g.state == EMPTY and g.generation_id == 2
-    assert coord.leave_group("nogroup", [("x", None, None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
-    assert coord.leave_group("", [("x", None, None)])[0] == E.INVALID_GROUP_ID
+    assert await coord.leave_group("nogroup", [("x", None, None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
+    assert (await coord.leave_group("", [("x", None, None)]))[0] == E.INVALID_GROUP_ID
 
 
 @run
@@ -319,7 +319,7 @@ async def test_leave_answers_a_waiting_join_and_completes_the_rebalance():
     ta = a.start_join()
     await settle()
     assert not ta.done()
-    assert b.leave() == (E.NONE, [E.NONE])     # b was the one not yet rejoined
+    assert await b.leave() == (E.NONE, [E.NONE])     # b was the one not yet rejoined
     await settle()
     r = await ta
     assert r.error == E.NONE and r.generation_id == 2 and len(r.members) == 1
@@ -429,8 +429,8 @@ async def test_fenced_static_member_join_and_leave_by_instance_id():
     impostor.member_id = "i1-old"
     assert (await impostor.start_join()).error == E.FENCED_INSTANCE_ID
     # admin removal by instance id only (LeaveGroup v3+)
-    assert coord.leave_group("g", [("", "i1", "admin")]) == (E.NONE, [E.NONE])
-    assert coord.leave_group("g", [("", "i1", None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
+    assert await coord.leave_group("g", [("", "i1", "admin")]) == (E.NONE, [E.NONE])
+    assert await coord.leave_group("g", [("", "i1", None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
 
 
 @run

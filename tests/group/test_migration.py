@@ -8,7 +8,7 @@ from broker.group import modern_records as MR
 from broker.group import records as R
 from broker.group.embedded import decode_assignment, encode_assignment
 from broker.group.group import PREPARING_REBALANCE, STABLE
-from protocol.errors import ErrorCode as E
+from protocol.errors import ErrorCode as E, NotLeaderOrFollowerError
 from tests.group.support import Client, run, settle, subscription
 from tests.group.test_consumer_protocol import Member, coordinator, reloaded
 
@@ -206,11 +206,11 @@ async def test_classic_member_errors_in_a_consumer_group():
         {("t", 0): E.ILLEGAL_GENERATION}
     # LeaveGroup removes it and bumps the epoch
     epoch = coord.groups["g"].modern.group_epoch
-    err, errors = d.leave()
+    err, errors = await d.leave()
     assert (err, errors) == (E.NONE, [E.NONE])
     assert d.member_id not in coord.groups["g"].modern.members
     assert coord.groups["g"].modern.group_epoch == epoch + 1
-    assert coord.leave_group("g", [(c.member_id, None, None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
+    assert await coord.leave_group("g", [(c.member_id, None, None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
 
 
 @run
@@ -387,3 +387,26 @@ async def test_malformed_embedded_protocol_refuses_the_upgrade_and_the_join():
     r = await bad.start_join(require_known=False)
     assert r.error == E.UNKNOWN_SERVER_ERROR
     assert set(coord.groups["g"].modern.members) == {c.member_id}
+
+
+@run
+async def test_classic_leave_from_a_consumer_group_is_answered_after_its_write():
+    """Kafka answers a classic member's LeaveGroup in a consumer-protocol group once the
+    member's tombstones are written; a failed write fails the request."""
+    coord, _, _ = await coordinator()
+    (a, b), _ = await classic_group(coord)
+    await Member(coord, member_id="m-c").beat()
+    await coord.idle()
+    part = coord.partition_for("g")
+    tombstone = (bytes(MR.key(MR.MEMBER_METADATA, "g", a.member_id)), None)
+    coord.log.gate = asyncio.Event()
+    leaving = asyncio.ensure_future(a.leave())
+    await settle(20)
+    assert not leaving.done()                      # held until the write completes
+    assert tombstone not in [(k, v) for _, k, v in coord.log.read(part)]
+    coord.log.gate.set()
+    assert await leaving == (E.NONE, [E.NONE])
+    assert tombstone in [(k, v) for _, k, v in coord.log.read(part)]
+    # the log refuses the next write: the whole request fails, as the write's error
+    coord.log.fail_with = NotLeaderOrFollowerError()
+    assert await b.leave() == (E.NOT_COORDINATOR, [])

@@ -139,7 +139,7 @@ async def test_offset_delete():
     assert (R.offset_key("g", "u", 0), None) in [(k, v) for _, k, v in log.partitions[p]]
     assert (await coord.delete_offsets("nope", [("t", 0)])) == (E.GROUP_ID_NOT_FOUND, {})
     # an Empty group: everything may go, and the group goes with its last offset
-    assert a.leave() == (E.NONE, [E.NONE])
+    assert await a.leave() == (E.NONE, [E.NONE])
     await settle()
     assert coord.groups["g"].state == EMPTY
     err, res = await coord.delete_offsets("g", [("t", 0)])
@@ -167,7 +167,7 @@ async def test_delete_groups():
     assert res == {"g": E.NON_EMPTY_GROUP, "simple": E.NONE, "nope": E.GROUP_ID_NOT_FOUND, "": E.GROUP_ID_NOT_FOUND}
     assert "simple" not in coord.groups
     assert coord.fetch_offsets("simple", None) == (E.NONE, [])
-    a.leave()
+    await a.leave()
     await settle()
     assert (await coord.delete_groups(["g"])) == {"g": E.NONE}
     p = partition_for("g", log.num_partitions)
@@ -216,7 +216,7 @@ async def test_offsets_of_empty_groups_expire():
     await coord.idle()
     assert "simple" not in coord.groups
     assert coord.fetch_offsets("g", [("t", 0)])[1][0][1].offset == 1
-    a.leave()
+    await a.leave()
     await settle()
     timers.advance(50_000)
     await settle()
