@@ -5,6 +5,8 @@
 #   scripts/test.sh --slow          the slow tier only (drills, soak tests: -m slow)
 #   scripts/test.sh --all           both tiers
 #   scripts/test.sh --java          Apache Kafka's Java client (-m java; needs ODRADEK_KAFKA_CLIENTS_CP)
+#   scripts/test.sh --container     the Docker image and compose cluster under podman (-m container;
+#                                   builds the images first with scripts/container-images.sh)
 #   scripts/test.sh --no-install    skip scripts/install-test-deps.sh
 #   scripts/test.sh [...] -- ARGS   extra pytest arguments (e.g. -- -k golden -x)
 #
@@ -24,9 +26,10 @@ while (($#)); do
         --slow) tier=slow ;;
         --all) tier=all ;;
         --java) tier=java ;;
+        --container) tier=container ;;
         --no-install) install=0 ;;
         --) shift; extra+=("$@"); break ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) extra+=("$1") ;;
     esac
     shift
@@ -39,8 +42,10 @@ fi
 marker=()
 case "$tier" in
     slow) marker=(-m slow) ;;
-    all) marker=(-m "not java") ;;
+    all) marker=(-m "not java and not container") ;;
     java) marker=(-m java) ;;
+    container) marker=(-m container)
+        scripts/container-images.sh || { echo "test.sh: building the images failed" >&2; exit 2; } ;;
 esac
 
 # A missing java/ZooKeeper is an error here, not a skip.
