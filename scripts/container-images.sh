@@ -8,6 +8,7 @@
 #                    pip, `python`/`pip` on PATH and this machine's CA certificates
 #   zookeeper:3.8    likewise; the stand-in runs Debian's ZooKeeper 3.8 standalone, honours
 #                    ZOO_MY_ID and has zkServer.sh on PATH for the healthcheck
+#   prom/prometheus:v2.53.0  likewise; the stand-in runs Debian's Prometheus on the mounted config
 #
 # Run as root (apt-get, debootstrap).  Installs podman, podman-compose, runc and debootstrap.
 # Environment: ODRADEK_CONTAINERS_CONF (default: docker/standin/containers.conf) is exported as
@@ -68,6 +69,14 @@ if ! have_image docker.io/library/zookeeper:3.8 && ! podman pull -q docker.io/li
         -f "$repo/docker/standin/zookeeper.Containerfile" "$repo/docker/standin" >/dev/null
 fi
 
+prom=docker.io/prom/prometheus:v2.53.0
+if ! have_image "$prom" && ! podman pull -q "$prom" >/dev/null 2>&1; then
+    have_image localhost/odradek-standin-base:bookworm || standin_base
+    log "building the stand-in $prom (Debian's prometheus package)"
+    podman build -q --format docker --pull=never -t "$prom" \
+        -f "$repo/docker/standin/prometheus.Containerfile" "$repo/docker/standin" >/dev/null
+fi
+
 log "building odradek:latest from docker/Dockerfile"
 podman build -q --format docker --pull=never -f "$repo/docker/Dockerfile" -t localhost/odradek:latest "$repo" >/dev/null
-podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E 'odradek|python|zookeeper' >&2
+podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E 'odradek|python|zookeeper|prometheus' >&2

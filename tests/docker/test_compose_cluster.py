@@ -13,6 +13,8 @@ runs scripts/container-images.sh), then driven from the host the way its README 
 * Preferred leader election from the host's kafka-leader-election.sh, the tools inside a
   container over the INTERNAL listener, and every acknowledged record read back exactly once,
   in order per partition.
+* The ``monitoring`` profile's Prometheus scrapes all three brokers with docker/prometheus.yml:
+  its query API reports the three targets up and one active controller.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -91,6 +95,17 @@ def produce(tag: str, n: int) -> list[tuple[int, int, bytes]]:
     return acked
 
 
+def prometheus_query(q: str) -> list:
+    url = "http://127.0.0.1:9090/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = json.load(r)
+    except OSError:
+        return []
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
 def under_replicated() -> float:
     return sum(val(metrics(b), "kafka_server_replicamanager_underreplicatedpartitions") for b in BROKERS)
 
@@ -103,12 +118,12 @@ def cluster():
     for image in ("localhost/odradek:latest", "docker.io/library/zookeeper:3.8"):
         if podman("image", "exists", image, check=False).returncode != 0:
             pytest.fail(f"image {image} missing: run scripts/container-images.sh")
-    busy = [p for p in [*BROKERS.values(), *METRICS.values()] if port_open("127.0.0.1", p)]
+    busy = [p for p in [*BROKERS.values(), *METRICS.values(), 9090] if port_open("127.0.0.1", p)]
     if busy:
-        pytest.fail(f"host ports {busy} are taken; the compose file publishes 9092-9094 and 9404-9406")
+        pytest.fail(f"host ports {busy} are taken; the compose file publishes 9092-9094, 9404-9406 and 9090")
     compose("down", "-v")
-    # podman-compose 1.0.x ignores profiles: name the services, leaving Prometheus out
-    up = compose("up", "-d", "zookeeper", "broker-1", "broker-2", "broker-3")
+    # podman-compose 1.0.x ignores profiles and health conditions: name the services, in order
+    up = compose("up", "-d", "zookeeper", "broker-1", "broker-2", "broker-3", "prometheus")
     try:
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         names = {s: container(s) for s in ("zookeeper", "broker-1", "broker-2", "broker-3")}
@@ -203,3 +218,12 @@ def test_compose_cluster(cluster):
     assert all(ix == sorted(ix) for ix in order.values())
     by_partition = {p: sum(1 for q, _, _ in seen if q == p) for p in range(6)}
     print(json.dumps({"records": len(seen), "partitions": by_partition}))
+
+    # Prometheus (profile "monitoring") scrapes the three brokers: all up, one active controller
+    def scraped():
+        up = prometheus_query('up{job="odradek"}')
+        ctl = prometheus_query("sum(kafka_controller_kafkacontroller_activecontrollercount)")
+        return (len(up) == 3 and all(r["value"][1] == "1" for r in up) and ctl and ctl[0]["value"][1] == "1"
+                and sorted(r["metric"]["instance"] for r in up))
+    assert wait_for(scraped, timeout=90, interval=2, what="Prometheus scraping three brokers") == \
+        ["broker-1:9404", "broker-2:9404", "broker-3:9404"]
