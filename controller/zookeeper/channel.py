@@ -47,6 +47,7 @@ class BrokerChannel:
 
     async def _run(self) -> None:
         backoff = 0.05
+        failures = 0
         while not self.closed:
             request, callback = await self.queue.get()
             resp = None
@@ -60,6 +61,10 @@ class BrokerChannel:
                         else:
                             self.conn = await KafkaClientConnection.connect(self.host, self.port, **kw)
                     resp = await self.conn.send(request)
+                    if failures:
+                        log.info("controller %d reached broker %d at %s:%d after %d failed attempts",
+                                 self.controller_id, self.broker_id, self.host, self.port, failures)
+                        failures = 0
                     backoff = 0.05
                     break
                 except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
@@ -69,8 +74,14 @@ class BrokerChannel:
                         self._last_tls_error = str(e)
                         log.warning("controller channel to broker %d at %s:%d: TLS handshake failed: %s",
                                     self.broker_id, self.host, self.port, e)
-                    log.debug("request %s to broker %d failed (%s); retrying", type(request).__name__,
-                              self.broker_id, e)
+                    if failures == 0:      # Kafka warns too; the retries that follow are debug
+                        log.warning("controller %d's connection to broker %d at %s:%d was unsuccessful "
+                                    "(%s: %s); retrying %s", self.controller_id, self.broker_id, self.host,
+                                    self.port, type(e).__name__, e, type(request).__name__)
+                    else:
+                        log.debug("request %s to broker %d failed (%s); retrying", type(request).__name__,
+                                  self.broker_id, e)
+                    failures += 1
                     if self.conn is not None:
                         await self.conn.close()
                         self.conn = None
