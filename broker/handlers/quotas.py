@@ -95,6 +95,9 @@ def _entity_order(entity):
 @handler(48, 0, 1)
 async def describe_client_quotas(ctx, req):
     R = DescribeClientQuotasResponse
+    refresh = getattr(ctx.broker.controller, "refresh_client_quotas", None)
+    if refresh is not None:     # ZooKeeper mode: read from ZooKeeper, as Kafka does
+        await refresh()
     try:
         selected = describe(ctx.broker.controller.client_quotas(), req.components or [], req.strict)
     except _FilterError as e:

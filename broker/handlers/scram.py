@@ -22,6 +22,9 @@ from protocol.messages import AlterUserScramCredentialsResponse, DescribeUserScr
 @handler(50, 0, 0)
 async def describe_user_scram_credentials(ctx, req):
     R = DescribeUserScramCredentialsResponse
+    refresh = getattr(ctx.broker.controller, "refresh_scram_credentials", None)
+    if refresh is not None and ctx.authorize(A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+        await refresh([u.name for u in req.users] if req.users else None)   # from ZooKeeper, as Kafka
     store = ctx.broker.controller.scram_credentials()
     names = [u.name for u in req.users] if req.users else sorted(store)
     if not ctx.authorize(A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):

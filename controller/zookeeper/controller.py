@@ -56,6 +56,7 @@ CLIENT_METRICS_TYPE = "client-metrics"          # Kafka's ConfigType.CLIENT_METR
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOLS.items()}
 PROPAGATION_WAIT_S = 10.0
+REFRESH_TIMEOUT_S = 5.0        # a describe that re-reads ZooKeeper waits this long before using the cache
 
 
 class ZkStartupError(RuntimeError):
@@ -474,6 +475,31 @@ class ZkController(Controller):
         for name in set(names):
             if name not in self._topic_configs:
                 await self._read_topic_config(name)
+
+    # Kafka's ZooKeeper-mode DescribeConfigs (topics), DescribeUserScramCredentials and
+    # DescribeClientQuotas read ZooKeeper on each request, so a write through one broker is seen at
+    # once through another; these re-read what such a request names before it is answered.  The
+    # change notification that follows still applies the change (it does not compare with the cache).
+    # If ZooKeeper cannot be read within REFRESH_TIMEOUT_S, the request is answered from the cache.
+    async def refresh_topic_configs(self, names: Iterable[str]) -> None:
+        async def read():
+            for name in dict.fromkeys(names):
+                if name in self._topics:
+                    await self._read_topic_config(name)
+        await self._refresh("topic configs", read())
+
+    async def refresh_scram_credentials(self, users: Iterable[str] | None) -> None:
+        await self._refresh("SCRAM credentials", self.security.refresh_users(users))
+
+    async def refresh_client_quotas(self) -> None:
+        await self._refresh("client quotas", self.quota_store.refresh())
+
+    async def _refresh(self, what: str, reading) -> None:
+        try:
+            await asyncio.wait_for(reading, REFRESH_TIMEOUT_S)
+        except Exception as e:
+            log.info("reading %s from ZooKeeper failed (%s: %s); answering from the cache", what,
+                     type(e).__name__, e)
 
     async def _read_topic_config(self, name: str) -> dict[str, str]:
         try:

@@ -59,6 +59,19 @@ class ZkQuotaStore:
             return []
 
     async def load(self) -> None:
+        self.quotas = await self._read_all()
+        if self.quotas:
+            log.info("Loaded client quotas of %d entities from ZooKeeper", len(self.quotas))
+
+    async def refresh(self) -> None:
+        """Re-read every entity; each one that changed is set (and applied) as its change
+        notification would."""
+        fresh = await self._read_all()
+        for entity in set(fresh) | set(self.quotas):
+            if fresh.get(entity, {}) != self.quotas.get(entity, {}):
+                self._set(entity, fresh.get(entity, {}))
+
+    async def _read_all(self) -> dict[tuple, dict[str, float]]:
         quotas: dict[tuple, dict[str, float]] = {}
         paths = [f"clients/{c}" for c in await self._children("clients")]
         paths += [f"ips/{i}" for i in await self._children("ips")]
@@ -72,9 +85,7 @@ class ZkQuotaStore:
             values = quota_values_from_config(await self._read(path))
             if values:
                 quotas[entity] = values
-        self.quotas = quotas
-        if quotas:
-            log.info("Loaded client quotas of %d entities from ZooKeeper", len(quotas))
+        return quotas
 
     async def entity_changed(self, path: str) -> None:
         """A /config/changes notification for ``clients/...``, ``users/...`` or ``ips/...``."""

@@ -230,14 +230,14 @@ class ZkSecurityStore:
         return ApiResult(UNKNOWN_SERVER_ERROR, "Too many concurrent ACL updates; try again.")
 
     # ------------------------------------------------------------------ SCRAM credentials
-    async def load_users(self) -> None:
+    async def load_users(self, quiet: bool = False) -> None:
         scram: dict[str, dict[str, str]] = {}
         for child in await self.bridge.get_children(f"{Z.CONFIG}/users"):
             creds = await self._read_user(child)
             if creds:
                 scram[Z.desanitize(child)] = creds
         self.scram = scram
-        if scram:
+        if scram and not quiet:
             log.info("Loaded SCRAM credentials of %d users from ZooKeeper", len(scram))
 
     async def _read_user(self, sanitized: str, with_version: bool = False):
@@ -251,6 +251,14 @@ class ZkSecurityStore:
             log.error("%s", e)
             return ({}, -2) if with_version else {}
         return (cfg, stat.version) if with_version else {k: v for k, v in cfg.items() if k in SCRAM_MECHANISMS}
+
+    async def refresh_users(self, users) -> None:
+        """Re-read the credentials of ``users`` (all users for None) from ZooKeeper."""
+        if users is None:
+            await self.load_users(quiet=True)
+            return
+        for user in dict.fromkeys(users):
+            await self.user_changed(Z.sanitize(user))
 
     async def user_changed(self, entity: str) -> None:
         """A /config/changes notification for ``users/<entity>`` (quota entities nested under a user,
