@@ -286,6 +286,8 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("log.retention.hours", "int", 168, "Retention in hours.", H),
     _k("log.retention.bytes", "long", -1, "Size per partition before old segments are deleted; -1 = unlimited.", H, CW),
     _k("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", validator=at_least(1)),
+    _k("log.initial.task.delay.ms", "long", 30000, "How long after start-up the first retention pass runs.",
+       validator=at_least(0), internal=True),
     _k("log.cleanup.policy", "list", ["delete"], "delete and/or compact.", mode=CW, validator=list_of(*_CLEANUP)),
     _k("log.index.size.max.bytes", "int", 10485760, "Pre-allocated size of each index file.", mode=CW, validator=at_least(4)),
     _k("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", mode=CW, validator=at_least(0)),

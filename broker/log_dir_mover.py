@@ -90,6 +90,9 @@ class LogDirMover:
         cur = lm.get_log(topic, partition)
         if part is None or cur is None:
             lm.preferred_dir[tp] = dest             # the log will be created there
+            info = self.broker.controller.topic(topic)
+            if info is None or partition not in info.partitions:
+                return E.UNKNOWN_TOPIC_OR_PARTITION  # as Kafka: not in the metadata at all
             return E.REPLICA_NOT_AVAILABLE
         if lm.log_dir_of[tp] == dest:
             return E.NONE

@@ -265,10 +265,13 @@ class Broker:
         self.replicas.sync(self.controller.topics())
 
     # -- background work ----------------------------------------------------------------------
-    def _every(self, ms, fn, name):
+    def _every(self, ms, fn, name, first_ms=None):
+        """Run ``fn`` every ``ms``; the first time after ``first_ms`` (default: ``ms``)."""
         async def run():
+            wait = ms if first_ms is None else first_ms
             while True:
-                await asyncio.sleep(ms / 1000)
+                await asyncio.sleep(wait / 1000)
+                wait = ms
                 try:
                     r = fn()
                     if asyncio.iscoroutine(r):
@@ -280,7 +283,9 @@ class Broker:
     def _schedule_background(self) -> None:
         cfg = self.config
         lm = self.log_manager
-        self._every(cfg.get("log.retention.check.interval.ms"), lm.cleanup_logs, "retention")
+        # as Kafka's LogManager: the first pass log.initial.task.delay.ms (30 s) after start-up
+        interval = cfg.get("log.retention.check.interval.ms")
+        self._every(interval, lm.cleanup_logs, "retention", first_ms=min(cfg.get("log.initial.task.delay.ms"), interval))
         # Checkpoint files are fsynced (twice: the file, then its directory).  On ext4 under
         # write load one such fsync waited 10+ ms for a journal commit, with the loop stopped,
         # every replica.high.watermark.checkpoint.interval.ms (5 s).  The offsets are read here

@@ -571,12 +571,34 @@ def resolve_topic_to_delete(item, by_id: dict, existing) -> tuple[str | None, "T
     return item, None
 
 
+def reassignment_replicas_error(original, target, live) -> str | None:
+    """Kafka's checks of an AlterPartitionReassignments replica list (KafkaController's
+    validateReplicas): the message of the INVALID_REPLICA_ASSIGNMENT, or None.  Only replicas
+    being added must be alive; ``original`` is the partition's replica set before any
+    reassignment in progress."""
+    if not target:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(target)) != len(target):
+        return f"Duplicate replica ids in partition reassignment replica list: {list(target)}"
+    if any(b < 0 for b in target):
+        return f"Invalid broker id in replica list: {list(target)}"
+    adding = [b for b in target if b not in original]
+    if any(b not in live for b in adding):
+        return (f"Replica assignment has brokers that are not alive. Replica list: {adding}, "
+                f"live broker list: {sorted(live)}")
+    return None
+
+
 def check_added_partition_assignments(topic: str, cur: int, new_total: int, rf: int,
                                       assignments, live) -> tuple["TopicResult | None", dict | None]:
     """CreatePartitions with explicit assignments: (error result, None) or (None, {partition:
     replicas}) for the partitions from ``cur`` to ``new_total`` - 1.  ``rf`` is the topic's
     replication factor, ``live`` the live broker ids."""
     add = new_total - cur
+    unknown = sorted({b for r in assignments for b in r} - set(live))
+    if unknown:                        # Kafka's first check
+        return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
+                           f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."), None
     if len(assignments) != add:
         return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
                            f"Increasing the number of partitions by {add} but {len(assignments)} "

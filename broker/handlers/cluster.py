@@ -39,6 +39,9 @@ ENDPOINT_BROKERS = 1
 # AclOperation codes a CLUSTER resource supports: CREATE(5) ALTER(7) DESCRIBE(8)
 # CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# a topic's (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS): what
+# Kafka reports as a topic's authorized operations when no authorizer is configured
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
 @handler(60, 0, 1)

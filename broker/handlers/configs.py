@@ -266,6 +266,9 @@ async def describe_configs(ctx, req):
     v = ctx.api_version
     synonyms = bool(req.include_synonyms) if v >= 1 else False
     docs = bool(req.include_documentation) if v >= 3 else False
+    refresh = getattr(ctx.broker.controller, "refresh_topic_configs", None)
+    if refresh is not None:     # ZooKeeper mode: read as Kafka does, from ZooKeeper
+        await refresh([r.resource_name for r in req.resources if r.resource_type == TOPIC])
     results = []
     for res in req.resources:
         out = DR.DescribeConfigsResult(error_code=0, error_message=None,
@@ -312,6 +315,8 @@ async def _checked(ctx, rtype: str, name: str, entries: dict, attempt, validate_
 
 async def _alter_topic(ctx, name: str, new_configs: dict, validate_only: bool, entries: dict) -> None:
     ctrl = ctx.broker.controller
+    if name == "":
+        raise ResourceError(E.INVALID_REQUEST, "Default topic resources are not allowed.")
     if ctrl.topic(name) is None:
         raise ResourceError(E.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     _check_topic_values(name, new_configs)

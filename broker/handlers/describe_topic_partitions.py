@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from broker.dispatch import handler
 from broker.security import acl as A
+from broker.handlers.cluster import TOPIC_OPERATIONS
 from broker.handlers.metadata import live_broker_ids, offline_replicas
 from controller.api import is_internal_topic, validate_topic_name
 from protocol.errors import ErrorCode as E
@@ -99,8 +100,8 @@ async def describe_topic_partitions(ctx, req):
 
 def _operations(ctx, name: str) -> int:
     authz = ctx.authorizer
-    if authz is None:
-        return INT_MIN
+    if authz is None:       # as Kafka: every operation a topic supports
+        return TOPIC_OPERATIONS
     return authz.authorized_operations(ctx.principal, ctx.client_host, A.TOPIC, name)
 
 

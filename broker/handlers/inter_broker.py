@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from broker.dispatch import handler
 from broker.security import acl as A
+from controller.api import reassignment_replicas_error
 from protocol.errors import ErrorCode as E
 from protocol.messages import (AllocateProducerIdsResponse, AlterPartitionReassignmentsResponse,
                                AlterPartitionResponse, ControlledShutdownResponse, ElectLeadersResponse, LeaderAndIsrResponse,
@@ -184,10 +185,8 @@ async def elect_leaders(ctx, req):
         tps = [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
     if not hasattr(ctrl, "role"):
         # single node: the only replica always leads
-        if tps is None:
-            tps = [(n, p) for n, info in ctrl.topics().items() for p in info.partitions]
         res = {}
-        for tp in tps:
+        for tp in tps if tps is not None else [(n, p) for n, info in ctrl.topics().items() for p in info.partitions]:
             info = ctrl.topic(tp[0])
             res[tp] = E.ELECTION_NOT_NEEDED if info and tp[1] in info.partitions else E.UNKNOWN_TOPIC_OR_PARTITION
     elif role is None:
@@ -252,11 +251,8 @@ def _single_node_reassignments(broker, items) -> dict:
             out[(t, p)] = (E.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
         elif target is None:
             out[(t, p)] = (E.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress for this partition.")
-        elif not target or len(set(target)) != len(target):
-            out[(t, p)] = (E.INVALID_REPLICA_ASSIGNMENT, "The replica list is empty or has duplicates.")
-        elif any(b != broker.broker_id for b in target):
-            out[(t, p)] = (E.INVALID_REPLICA_ASSIGNMENT, "Replica assignment has brokers that are not alive: "
-                           f"{[b for b in target if b != broker.broker_id]}")
+        elif why := reassignment_replicas_error(info.partitions[p].replicas, target, {broker.broker_id}):
+            out[(t, p)] = (E.INVALID_REPLICA_ASSIGNMENT, why)
         else:
             out[(t, p)] = (E.NONE, None)
     return out

@@ -15,7 +15,8 @@ Their partitions count against the client's ``controller_mutation_rate`` quota a
 from __future__ import annotations
 
 from broker.dispatch import handler
-from controller.api import CreatableTopic, validate_topic_name
+from broker.handlers.cluster import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from controller.api import CreatableTopic, is_internal_topic, validate_topic_name
 from protocol.errors import ErrorCode as E
 from protocol.messages import MetadataResponse
 from protocol.primitives import UUID0
@@ -83,19 +84,24 @@ async def metadata(ctx, req):
                      error_code=E.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id,
                      is_internal=False, partitions=[], topic_authorized_operations=INT_MIN)
                      for t in req.topics])
+    elif any(t.topic_id != UUID0 for t in req.topics):
+        # as Kafka: once any topic id is given, the ids alone say which topics are meant (the
+        # Java client sends name "" beside each id); an id asked twice is answered once
+        for tid in dict.fromkeys(t.topic_id for t in req.topics if t.topic_id != UUID0):
+            info = ctrl.topic_by_id(tid)
+            if info is None:
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=E.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, topic_authorized_operations=INT_MIN))
+            else:
+                topics_out.append(topic_entry(info, v))
     else:
         auto = broker.config.get("auto.create.topics.enable") and (v < 4 or req.allow_auto_topic_creation)
         to_create = []
         for t in req.topics:
             name = t.name
-            if name is None:
-                info = ctrl.topic_by_id(t.topic_id) if t.topic_id != UUID0 else None
-                if info is None:
-                    topics_out.append(R.MetadataResponseTopic(
-                        error_code=E.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id,
-                        topic_authorized_operations=INT_MIN))
-                else:
-                    topics_out.append(topic_entry(info, v))
+            if name is None:         # v12+: neither a name nor an id
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=E.UNKNOWN_TOPIC_ID, name=None, topic_id=UUID0, topic_authorized_operations=INT_MIN))
                 continue
             info = ctrl.topic(name)
             if info is not None:
@@ -104,7 +110,8 @@ async def metadata(ctx, req):
                 topics_out.append(R.MetadataResponseTopic(
                     error_code=E.INVALID_TOPIC_EXCEPTION, name=name, topic_id=UUID0,
                     topic_authorized_operations=INT_MIN))
-            elif auto and not name.startswith("__"):
+            elif auto and not is_internal_topic(name):   # any valid name, as Kafka; the coordinators
+                # create their own topics (with their partition counts and configs)
                 if name not in to_create:    # a name asked twice is created once
                     to_create.append(name)
                 topics_out.append(name)      # placeholder, filled below
@@ -161,6 +168,16 @@ async def metadata(ctx, req):
                 # the leader's replica is offline (single broker): no leader, as Kafka answers
                 p.leader_id = -1
                 p.error_code = E.LEADER_NOT_AVAILABLE
+    cluster_ops = INT_MIN
+    if v >= 8 and ctx.authorizer is None:
+        # as Kafka with no authorizer: every operation the resource supports (with one, the
+        # authorizer's answer is filled in by broker/security/enforce.py)
+        if req.include_topic_authorized_operations:
+            for t in topics_out:
+                if t.name is not None and t.topic_authorized_operations == INT_MIN:
+                    t.topic_authorized_operations = TOPIC_OPERATIONS
+        if v <= 10 and req.include_cluster_authorized_operations:
+            cluster_ops = CLUSTER_OPERATIONS
     return R(throttle_time_ms=0, brokers=broker_list(broker, ctx.connection.listener_name),
              cluster_id=ctrl.cluster_id, controller_id=ctrl.controller_id, topics=topics_out,
-             cluster_authorized_operations=INT_MIN)
+             cluster_authorized_operations=cluster_ops)

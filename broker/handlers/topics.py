@@ -94,8 +94,8 @@ def _spec_from_request(t):
     """(CreatableTopic, None) or (None, (error_code, message)) for one request entry."""
     nulls = [c.name for c in t.configs or () if c.value is None]
     if nulls:
-        return None, (E.INVALID_REQUEST,
-                      "Null value not supported for topic configs : " + ",".join(nulls))
+        return None, (E.INVALID_CONFIG,      # Kafka's InvalidConfigurationException
+                      "Null value not supported for topic configs: " + ",".join(nulls))
     configs = {c.name: c.value for c in t.configs or ()}
     assignments = None
     if t.assignments:

@@ -348,8 +348,8 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ FindCoordinator
     async def find_coordinator(self, key: str):
-        if not key:
-            return E.INVALID_REQUEST, None
+        # an empty transactional id is found like any other (Kafka checks it in the request
+        # that uses it: InitProducerId, DescribeTransactions ... answer INVALID_REQUEST)
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE, None
         ensure = getattr(self.log, "ensure_created", None)

@@ -32,7 +32,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from controller.api import (
     BROKER_ID_NOT_REGISTERED, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST,
     INVALID_UPDATE_VERSION, NONE, NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH,
-    UNKNOWN_TOPIC_OR_PARTITION, random_kafka_uuid,
+    UNKNOWN_TOPIC_OR_PARTITION, random_kafka_uuid, reassignment_replicas_error,
 )
 from controller.zookeeper import znodes as Z
 from controller.zookeeper.channel import BrokerChannel
@@ -1022,12 +1022,10 @@ class ControllerRole:
                 await self._start_reassignment(batch, tp, original)
                 out[tp] = (NONE, None)
                 continue
-            if not target or len(set(target)) != len(target):
-                out[tp] = (INVALID_REPLICA_ASSIGNMENT, "The replica list is empty or has duplicates.")
-                continue
-            unknown = [b for b in target if b not in self.live]
-            if unknown:
-                out[tp] = (INVALID_REPLICA_ASSIGNMENT, f"Replica assignment has brokers that are not alive: {unknown}")
+            why = reassignment_replicas_error(
+                [b for b in a.partitions[p] if b not in a.adding.get(p, [])], target, self.live)
+            if why:
+                out[tp] = (INVALID_REPLICA_ASSIGNMENT, why)
                 continue
             self.zk_reassignments.discard(tp)
             await self._start_reassignment(batch, tp, list(target))

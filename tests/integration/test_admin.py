@@ -537,6 +537,30 @@ def test_config_change_retention_takes_effect(srv, kp):
         c.close()
 
 
+def test_first_retention_pass_runs_after_the_initial_task_delay(tmp_path):
+    """As Kafka's LogManager: retention first runs log.initial.task.delay.ms after start-up (30 s
+    by default; 1 s here), not a whole log.retention.check.interval.ms (5 min here) later."""
+    b = BrokerProcess(tmp_path / "b", props={"log.retention.check.interval.ms": "300000",
+                                             "log.initial.task.delay.ms": "300000"})
+    with running(b):            # no pass in this run: records past their retention.ms stay
+        a = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=15000)
+        a.create_topics({"old": {"num_partitions": 1, "configs": {"segment.bytes": "1024", "retention.ms": "1"}}})
+        a.close()
+        _produce(b, "old", 30, size=200)
+    assert (b.log_dir / "old-0" / "00000000000000000000.log").exists()
+    b.props["log.initial.task.delay.ms"] = "1000"
+    with running(b):
+        c = KafkaConsumer(bootstrap_servers=b.bootstrap)
+        tp = TopicPartition("old", 0)
+        try:
+            deadline = time.time() + 20
+            while time.time() < deadline and c.beginning_offsets([tp])[tp] == 0:
+                time.sleep(0.2)
+            assert 0 < c.beginning_offsets([tp])[tp] <= 30
+        finally:
+            c.close()
+
+
 # ----------------------------------------------------------------------------- CreatePartitions
 
 def test_create_partitions(srv, kp, ck):
@@ -778,8 +802,9 @@ def test_create_topics_rejects_null_config_and_duplicate_assignment(raw):
         C.CreatableTopic(name=t3, num_partitions=1, replication_factor=1, assignments=[], configs=[]),
     ], timeout_ms=5000, validate_only=False))
     codes = [(r.name, r.error_code) for r in resp.topics]
-    assert codes == [(t1, INVALID_REQUEST), (t2, INVALID_REPLICA_ASSIGNMENT),
+    assert codes == [(t1, INVALID_CONFIG), (t2, INVALID_REPLICA_ASSIGNMENT),     # INVALID_CONFIG, as Kafka
                      (t3, INVALID_REQUEST), (t3, INVALID_REQUEST)]
+    assert resp.topics[0].error_message == "Null value not supported for topic configs: retention.ms"
 
 
 def test_broker_logger_describe_and_set(raw):
@@ -839,3 +864,62 @@ def test_an_excessively_large_create_fails_whole(kp, ck, raw):
     out = _wait(ck.create_partitions([CNewPartitions(cp, 10_002)]))       # 10,001 new partitions
     assert out[cp].code() == KafkaError.POLICY_VIOLATION
     assert _partitions(kp, cp) == [0]
+
+
+# ------------------------------------------------------- answers checked against Kafka 3.9's handlers
+
+def test_admin_answers_as_kafka_without_an_authorizer_and_for_corner_cases(srv, ck, raw):
+    """Found by a sweep of every Java Admin method and fixed: each answer here is Kafka 3.9's."""
+    from confluent_kafka import ElectionType, TopicCollection
+    from confluent_kafka.admin import AclOperation
+    from protocol.messages import DescribeTransactionsRequest, FindCoordinatorRequest
+    topic = _name("asis")
+    ck.create_topics([CNewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(15)
+
+    # no authorizer: a topic's authorized operations are all it supports (not left out)
+    desc = ck.describe_topics(TopicCollection([topic]), request_timeout=15,
+                              include_authorized_operations=True)[topic].result(15)
+    assert {op.name for op in desc.authorized_operations} == {
+        "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+    assert AclOperation.IDEMPOTENT_WRITE not in desc.authorized_operations
+
+    # preferred election over every partition: nothing needed, so nothing listed (one broker)
+    assert ck.elect_leaders(ElectionType.PREFERRED, None).result(15) == {}
+    named = ck.elect_leaders(ElectionType.PREFERRED, [CTopicPartition(topic, 0)]).result(15)
+    assert named[CTopicPartition(topic, 0)].code() == KafkaError.ELECTION_NOT_NEEDED
+
+    # the default topic resource cannot be altered
+    # (raw: confluent-kafka refuses an empty resource name itself)
+    Inc, Alt = IncrementalAlterConfigsRequest, AlterConfigsRequest
+    inc = raw.call(44, 1, Inc(validate_only=False, resources=[Inc.AlterConfigsResource(
+        resource_type=2, resource_name="", configs=[Inc.AlterableConfig(name="retention.ms", config_operation=0,
+                                                                        value="1000")])]))
+    alt = raw.call(33, 2, Alt(validate_only=False, resources=[Alt.AlterConfigsResource(
+        resource_type=2, resource_name="", configs=[Alt.AlterableConfig(name="retention.ms", value="1000")])]))
+    for resp in (inc, alt):
+        assert [(x.error_code, x.error_message) for x in resp.responses] == [
+            (INVALID_REQUEST, "Default topic resources are not allowed.")]
+
+    # CreatePartitions names an unknown broker first, before the replication factor
+    r = raw.call(37, 3, CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+        name=topic, count=3, assignments=[CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=[99, 98])])],
+        timeout_ms=5000, validate_only=False))
+    assert (r.results[0].error_code, r.results[0].error_message) == (
+        INVALID_REPLICA_ASSIGNMENT, "Unknown broker(s) in replica assignment: 98, 99.")
+
+    # an empty transactional id: FindCoordinator finds it, the request that uses it is refused
+    fc = raw.call(10, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=[""]))
+    assert [(c.key, c.error_code, c.node_id) for c in fc.coordinators] == [("", 0, srv_node_id(raw))]
+    dt = raw.call(65, 0, DescribeTransactionsRequest(transactional_ids=[""]))
+    assert [(s.transactional_id, s.error_code) for s in dt.transaction_states] == [("", INVALID_REQUEST)]
+
+    # automatic creation takes any valid name, "__"-prefixed ones too (not the coordinators' topics)
+    from protocol.messages import MetadataRequest as M
+    name = "__" + _name("under")
+    md = raw.call(3, 12, M(topics=[M.MetadataRequestTopic(name=name)], allow_auto_topic_creation=True,
+                           include_topic_authorized_operations=False))
+    assert [(t.name, t.error_code, len(t.partitions)) for t in md.topics] == [(name, 0, 2)]
+
+
+def srv_node_id(raw) -> int:
+    return raw.call(60, 0, DescribeClusterRequest(include_cluster_authorized_operations=False)).brokers[0].broker_id

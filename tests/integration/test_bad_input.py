@@ -234,13 +234,16 @@ def test_metadata_null_name_or_topic_id_before_v12_is_invalid_request(kafka, top
     """Metadata v10-11 carry a topic id field but cannot look topics up by it: a null name or a
     set id is Kafka's InvalidRequestException, every requested topic answered INVALID_REQUEST
     (null name as ""); it used to fail in encoding the answer and close the connection.  v12
-    looks the id up."""
+    looks the id up and, as Kafka, once any id is given answers by the ids alone (the Java
+    client sends name "" beside each id)."""
     import uuid
     T = MetadataRequest.MetadataRequestTopic
     with conn(kafka) as c:
         tid = c.metadata([topic], version=12).topics[0].topic_id
+        unknown = uuid.UUID(int=12345)
         for entries in ([T(name=None, topic_id=tid), T(name=topic)],
                         [T(name=topic, topic_id=tid)],
+                        [T(name="", topic_id=tid), T(name="", topic_id=unknown), T(name="", topic_id=tid)],
                         [T(name=None, topic_id=uuid.UUID(int=0))]):
             resp = c.request(3, version, MetadataRequest(
                 topics=entries, allow_auto_topic_creation=False,
@@ -249,8 +252,10 @@ def test_metadata_null_name_or_topic_id_before_v12_is_invalid_request(kafka, top
             if version < 12:
                 assert got == [(E.INVALID_REQUEST, e.name or "", e.topic_id) for e in entries]
                 assert resp.brokers == []
-            elif entries[0].name is None and entries[0].topic_id == tid:
-                assert got[0] == (0, topic, tid) and got[1][:2] == (0, topic)
+            elif len(entries) == 3:
+                assert got == [(0, topic, tid), (E.UNKNOWN_TOPIC_ID, None, unknown)]
+            elif entries[0].topic_id == tid:
+                assert got == [(0, topic, tid)]       # the name beside it is not looked up
         assert c.metadata([topic], version=version).topics[0].error_code == 0      # still served
 
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
-from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
+from kafka.errors import LogDirNotFoundError, NoError, UnknownTopicOrPartitionError
 
 from tests.support import BrokerProcess
 
@@ -193,7 +193,7 @@ def test_alter_replica_log_dirs_answers(tmp_path):
         })
         by = {(k.topic, k.partition): v for k, v in res.items()}
         assert by == {(topic, 0): LogDirNotFoundError, (topic, 1): NoError,
-                      ("no-such-topic", 0): ReplicaNotAvailableError}
+                      ("no-such-topic", 0): UnknownTopicOrPartitionError}     # as Kafka: not in the metadata
         assert {p: d for d, ps in _where(admin, topic).items() for p, f, _, _ in ps if not f} == where
         # a replica created after the request goes to the dir it named (Kafka's preferred dir)
         admin.create_topics({"no-such-topic": {"num_partitions": 1}})

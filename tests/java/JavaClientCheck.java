@@ -14,6 +14,7 @@ import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.*;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.*;
 import org.apache.kafka.common.header.Header;
@@ -211,6 +212,21 @@ public class JavaClientCheck {
             TopicDescription d = a.describeTopics(List.of(t)).allTopicNames().get().get(t);
             require(d.partitions().size() == 3, "partitions " + d.partitions().size());
             require(d.topicId() != null && !d.topicId().equals(Uuid.ZERO_UUID), "no topic id");
+            // by id (Metadata v12 with name "" beside the id), with authorized operations: no
+            // authorizer, so all a topic supports; an unknown id is UnknownTopicIdException
+            TopicDescription byId = a.describeTopics(TopicCollection.ofTopicIds(List.of(d.topicId())),
+                    new DescribeTopicsOptions().includeAuthorizedOperations(true)).allTopicIds().get().get(d.topicId());
+            require(byId.name().equals(t) && byId.partitions().size() == 3, "by id: " + byId);
+            require(byId.authorizedOperations() != null && byId.authorizedOperations().containsAll(Set.of(
+                    AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+                    AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS))
+                    && byId.authorizedOperations().size() == 8, "authorized operations " + byId.authorizedOperations());
+            try {
+                a.describeTopics(TopicCollection.ofTopicIds(List.of(Uuid.randomUuid()))).allTopicIds().get();
+                throw new IllegalStateException("an unknown topic id was described");
+            } catch (ExecutionException e) {
+                require(e.getCause() instanceof UnknownTopicIdException, "unknown id: " + e.getCause());
+            }
             a.createPartitions(Map.of(t, NewPartitions.increaseTo(5))).all().get();
             int now = a.describeTopics(List.of(t)).allTopicNames().get().get(t).partitions().size();
             require(now == 5, "after CreatePartitions " + now);

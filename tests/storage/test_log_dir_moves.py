@@ -175,11 +175,20 @@ class _Replicas:
         self.removals += 1
 
 
+class _Metadata:
+    """The topics the broker's metadata knows: TP's topic, and "known" (partition 0), which this
+    broker does not host."""
+    def topic(self, name):
+        from types import SimpleNamespace
+        return SimpleNamespace(partitions={0: None}) if name in (TP[0], "known") else None
+
+
 class _Broker:
     def __init__(self, lm):
         self.log_manager = lm
         self.config = {}        # no replica.alter.log.dirs.io.max.bytes.per.second: unpaced
         self.replicas = _Replicas({TP: _Part(lm.logs[TP])})
+        self.controller = _Metadata()
 
 
 @pytest.mark.parametrize("meanwhile", ["appends", "truncation", "start offset past the copy"])
@@ -231,8 +240,10 @@ def test_alter_answers(tmp_path, clock):
     assert mover.alter(*TP, str(tmp_path / "elsewhere")) == 57          # LOG_DIR_NOT_FOUND
     assert mover.alter(*TP, there + "/") == 57                         # compared as given
     assert mover.alter(*TP, here) == 0 and not lm.future_logs           # already there
-    assert mover.alter("unknown", 0, there) == 9                       # REPLICA_NOT_AVAILABLE
-    assert lm.preferred_dir[("unknown", 0)] == there
+    assert mover.alter("known", 0, there) == 9                         # REPLICA_NOT_AVAILABLE: not hosted yet
+    assert lm.preferred_dir[("known", 0)] == there
+    assert mover.alter("unknown", 0, there) == 3                       # UNKNOWN_TOPIC_OR_PARTITION, as Kafka
+    assert mover.alter("known", 1, there) == 3
     assert mover.alter("x" * 249, 0, there) == 17                      # INVALID_TOPIC_EXCEPTION
     lm.offline_dirs.add(there)
     assert mover.alter(*TP, there) == 56                               # KAFKA_STORAGE_ERROR
