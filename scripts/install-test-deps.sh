@@ -9,6 +9,8 @@
 #   apt:  krb5-kdc, krb5-admin-server, krb5-user, libkrb5-dev and libsasl2-modules-gssapi-mit
 #         for the GSSAPI tests (a KDC of their own, the gssapi package's build, kcat's plugin)
 #   pip:  this project in editable mode with its [test], [kerberos], [telemetry] and [spark] extras
+#   venv: Quix Streams in tests/quix/.venv for tests/integration/test_quixstreams.py (pinned by
+#         tests/quix/requirements.txt; it needs an older confluent-kafka than the suite uses)
 #
 # Environment: PYTHON (default python3), SKIP_APT=1 to skip the apt part,
 #              SKIP_PIP=1 to skip the pip part; SKIP_SPARK=1 to leave PySpark out.
@@ -86,6 +88,19 @@ if [[ -f "$repo/tests/kafkajs/node_modules/kafkajs/package.json" ]] &&
 else
     log "npm ci in tests/kafkajs"
     (cd "$repo/tests/kafkajs" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+if [[ "${SKIP_PIP:-0}" != 1 ]]; then
+    quix_venv="$repo/tests/quix/.venv"
+    want="$(sed -n 's/^quixstreams==//p' "$repo/tests/quix/requirements.txt")"
+    if [[ -x "$quix_venv/bin/python" ]] &&
+        [[ "$("$quix_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("quixstreams"))' 2>/dev/null)" == "$want" ]]; then
+        log "quixstreams $want already installed in tests/quix/.venv"
+    else
+        log "quixstreams $want into tests/quix/.venv"
+        "$python" -m venv "$quix_venv"
+        "$quix_venv/bin/python" -m pip install --disable-pip-version-check -q -r "$repo/tests/quix/requirements.txt"
+    fi
 fi
 
 log "java: $(java -version 2>&1 | head -n1)"
