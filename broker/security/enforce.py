@@ -60,6 +60,7 @@ import logging
 from broker.security import acl as A
 from controller.api import is_internal_topic
 from protocol.messages import RESPONSES
+from protocol.primitives import UUID0
 
 log = logging.getLogger("odradek.authorizer")
 
@@ -214,7 +215,24 @@ async def _metadata(ctx, req, call):
     ctrl = ctx.broker.controller
     existing = ctrl.topics()
     denied = []
-    if req.topics is not None and req.topics:
+    denied_ids = []
+    if req.topics is not None and req.topics and v >= 12 and any(t.topic_id != UUID0 for t in req.topics):
+        # by topic id (names ignored, as by the handler): an unknown id is the handler's
+        # UNKNOWN_TOPIC_ID; a known one needs DESCRIBE, else TOPIC_AUTHORIZATION_FAILED with the
+        # id and no name (Kafka: topic ids are not sensitive)
+        names = _topic_names_by_id(ctx)
+        keep = []
+        for t in req.topics:
+            name = names.get(t.topic_id)
+            if name is not None and not _ok(ctx, A.DESCRIBE, A.TOPIC, name):
+                if t.topic_id not in denied_ids:
+                    denied_ids.append(t.topic_id)
+            elif t.topic_id != UUID0:
+                keep.append(t)
+        req.topics = keep
+        if not keep:        # every id denied: nothing left to look up (an empty list asks for none)
+            req.topics = []
+    elif req.topics is not None and req.topics:
         names = _topic_names_by_id(ctx) if v >= 10 else {}
         keep = []
         for t in req.topics:
@@ -235,6 +253,9 @@ async def _metadata(ctx, req, call):
     for name in denied:
         topics.append(R.MetadataResponseTopic(error_code=T_AUTH, name=name, is_internal=False, partitions=[],
                                               topic_authorized_operations=INT_MIN))
+    for tid in denied_ids:
+        topics.append(R.MetadataResponseTopic(error_code=T_AUTH, name=None, topic_id=tid, is_internal=False,
+                                              partitions=[], topic_authorized_operations=INT_MIN))
     authz = ctx.authorizer
     if v >= 8:
         for t in topics:

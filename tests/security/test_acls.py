@@ -202,6 +202,49 @@ def test_describe_topic_partitions_hides_what_the_principal_may_not_describe(aut
         a.close()
 
 
+def test_metadata_by_topic_id_needs_describe(authz_broker):
+    """Metadata v12 by topic id (as the Java admin's describeTopics by id sends it, name "" beside
+    each id): a topic the principal may describe is answered by name; one it may not is
+    TOPIC_AUTHORIZATION_FAILED with its id and no name, as Kafka answers (ids are not secret);
+    an unknown id is UNKNOWN_TOPIC_ID."""
+    import asyncio
+    import protocol.messages as m
+    from protocol.client import KafkaClientConnection, security_from_properties
+    b = authz_broker
+    _create_topic(b, "byid-seen", 1)
+    _create_topic(b, "byid-hidden", 1)
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+                "--topic", "byid-seen").returncode == 0
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+    _, sasl = security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="alice" password="alice-secret";'})
+    _, admin_sasl = security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="admin" password="admin-secret";'})
+    M = m.MetadataRequest
+
+    async def ask(settings, topics):
+        c = await KafkaClientConnection.connect(host, int(port), timeout=10, sasl=settings)
+        try:
+            return await c.send(M(topics=topics, allow_auto_topic_creation=False,
+                                  include_topic_authorized_operations=False), version=12)
+        finally:
+            await c.close()
+
+    ids = {t.name: t.topic_id for t in asyncio.run(ask(admin_sasl, [M.MetadataRequestTopic(name="byid-seen"),
+                                                                    M.MetadataRequestTopic(name="byid-hidden")])).topics}
+    unknown = uuid.UUID(int=77)
+    r = asyncio.run(ask(sasl, [M.MetadataRequestTopic(name="", topic_id=ids["byid-seen"]),
+                               M.MetadataRequestTopic(name="", topic_id=ids["byid-hidden"]),
+                               M.MetadataRequestTopic(name="", topic_id=unknown)]))
+    got = sorted((t.error_code, t.name or "", str(t.topic_id)) for t in r.topics)
+    assert got == sorted([(0, "byid-seen", str(ids["byid-seen"])), (29, "", str(ids["byid-hidden"])),
+                          (100, "", str(unknown))])
+
+
 def test_consumer_protocol_needs_group_read_and_topic_describe(authz_broker):
     """group.protocol=consumer (ConsumerGroupHeartbeat): READ on the group, DESCRIBE on the
     subscribed topics; ConsumerGroupDescribe: DESCRIBE on the group."""
