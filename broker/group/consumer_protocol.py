@@ -64,6 +64,20 @@ M_STABLE, M_UNREVOKED, M_UNRELEASED, M_UNKNOWN = "stable", "unrevoked_partitions
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
 
+
+def partition_racks(info, racks_of: dict) -> tuple:
+    """((partition, (rack, ...)), ...) for the partitions of ``info`` whose replicas' brokers have
+    racks, as Kafka 3.9 records them in a group's subscription metadata (a rack moving changes
+    the metadata, and so bumps the group epoch)."""
+    if not racks_of:
+        return ()
+    out = []
+    for p in sorted(info.partitions):
+        racks = sorted({racks_of[b] for b in getattr(info.partitions[p], "replicas", ()) or () if racks_of.get(b)})
+        if racks:
+            out.append((p, tuple(racks)))
+    return tuple(out)
+
 class HeartbeatError(Exception):
     def __init__(self, code: int, message: str | None = None):
         super().__init__(message)
@@ -482,10 +496,11 @@ class ConsumerProtocolMixin:
                 pattern = re.compile(rx)
                 mg.regex_matches[rx] = frozenset(t for t in names if pattern.fullmatch(t))
         out = {}
+        racks_of = self.broker_racks() if self.broker_racks is not None else {}
         for name in mg.subscribed_topics():
             info = self.topic_lookup(name) if self.topic_lookup is not None else None
             if info is not None:
-                out[name] = (info.topic_id, len(info.partitions))
+                out[name] = (info.topic_id, len(info.partitions), partition_racks(info, racks_of))
         return out
 
     def _compute_target(self, mg: ModernGroup) -> None:
@@ -494,7 +509,7 @@ class ConsumerProtocolMixin:
         mg.assignor = votes.most_common(1)[0][0] if votes else names[0]
         subs = {mid: {mg.metadata[t][0] for t in mg.topics_of(m) if t in mg.metadata}
                 for mid, m in mg.members.items()}
-        topics = {tid: n for tid, n in mg.metadata.values()}
+        topics = {meta[0]: meta[1] for meta in mg.metadata.values()}
         before = mg.target
         mg.target = ASSIGNORS[mg.assignor](subs, topics, mg.target)
         for mid in set(before) | set(mg.target):

@@ -125,6 +125,7 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         self.topic_by_id: Callable | None = None
         self.topic_names: Callable | None = None       # () -> iterable of every topic name
         self.group_configs: Callable | None = None     # group id -> its dynamic configs (KIP-848)
+        self.broker_racks: Callable | None = None      # () -> {broker id: rack} of the brokers with one
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name):

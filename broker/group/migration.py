@@ -199,7 +199,7 @@ class MigrationMixin:
 
     def _names_of(self, mg: ModernGroup, parts: dict) -> dict[str, list[int]]:
         """{topic id: partitions} -> {topic name: sorted partitions} through the group's metadata."""
-        names = {tid: name for name, (tid, _n) in mg.metadata.items()}
+        names = {meta[0]: name for name, meta in mg.metadata.items()}
         out: dict[str, list[int]] = {}
         for tid, ps in parts.items():
             name = names.get(tid)

@@ -118,14 +118,24 @@ def epoch_value(epoch: int) -> bytes:
 
 
 def partition_metadata_value(topics: dict) -> bytes:
-    """``topics``: {name: (topic id, partitions)}; no rack information is kept."""
+    """``topics``: {name: (topic id, partitions, racks)}, ``racks`` ((partition, (rack, ...)), ...)
+    for the partitions whose replicas have racks (Kafka 3.9 writes them; its assignors do not
+    read them yet); a 2-tuple (no racks) is accepted too."""
     w = _w()
     w.array_len(len(topics))
-    for name, (tid, n) in sorted(topics.items()):
+    for name, meta in sorted(topics.items()):
+        tid, n = meta[0], meta[1]
+        racks = meta[2] if len(meta) > 2 else ()
         _uuid(w, tid)
         w.string(name)
         w.i32(n)
-        w.array_len(0)
+        w.array_len(len(racks))
+        for partition, names in racks:
+            w.i32(partition)
+            w.array_len(len(names))
+            for rack in names:
+                w.string(rack)
+            w.tags()
         w.tags()
     w.tags()
     return bytes(w.out)
@@ -216,13 +226,13 @@ def parse_partition_metadata_value(data) -> dict:
         tid = _read_uuid(r)
         name = r.string()
         n = r.i32()
+        racks = []
         for _ in range(r.array_len()):
-            r.i32()
-            for _ in range(r.array_len()):
-                r.string()
+            partition = r.i32()
+            racks.append((partition, tuple(r.string() for _ in range(r.array_len()))))
             r.skip_tags()
         r.skip_tags()
-        out[name] = (tid, n)
+        out[name] = (tid, n, tuple(racks))
     r.skip_tags()
     return out
 

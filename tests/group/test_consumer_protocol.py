@@ -432,7 +432,46 @@ def test_record_layouts():
     assert (c.epoch, c.previous_epoch, c.state, c.assigned, c.revoking) == (3, 2, "unrevoked_partitions", {t: {0, 1}}, {})
     m = MR.MemberMetadata("i", None, "cid", "/h", ("a", "b"), "r.*", 3000, "range")
     assert MR.parse_member_metadata_value(MR.member_metadata_value(m)) == m
-    assert MR.parse_partition_metadata_value(MR.partition_metadata_value({"a": (t, 4)})) == {"a": (t, 4)}
+    assert MR.parse_partition_metadata_value(MR.partition_metadata_value({"a": (t, 4)})) == {"a": (t, 4, ())}
+    # with racks, byte for byte as ConsumerGroupPartitionMetadataValue v0 lays them out
+    v = MR.partition_metadata_value({"a": (t, 2, ((1, ("r1", "r2")),))})
+    assert v == (b"\x00\x00" + b"\x02" + t.bytes + b"\x02a" + b"\x00\x00\x00\x02"
+                 + b"\x02" + b"\x00\x00\x00\x01" + b"\x03" + b"\x03r1" + b"\x03r2" + b"\x00"
+                 + b"\x00" + b"\x00")
+    assert MR.parse_partition_metadata_value(v) == {"a": (t, 2, ((1, ("r1", "r2")),))}
+
+
+@run
+async def test_subscription_metadata_records_partition_racks():
+    """As Kafka 3.9: the racks of each partition's replicas are part of the subscription metadata
+    (written in the PartitionMetadata record); a broker changing rack changes it, which bumps the
+    group epoch (the assignors do not use racks, as in 3.9)."""
+    from broker.group import modern_records as MR
+
+    @dataclass
+    class Part:
+        replicas: list
+    topics = {"t": Info("t", T1, {0: Part([1, 2]), 1: Part([2, 3]), 2: Part([3])})}
+    coord, _, _ = await coordinator(topics)
+    racks = {1: "a", 2: "b"}                          # broker 3 has no rack
+    coord.broker_racks = lambda: dict(racks)
+    a = Member(coord)
+    await a.beat()
+    await coord.idle()
+    mg = coord.groups["g"].modern
+    assert mg.metadata == {"t": (T1, 3, ((0, ("a", "b")), (1, ("b",))))}
+    recs = [v for _, k, v in coord.log.read(coord.partition_for("g"))
+            if v is not None and MR.parse_key(k).kind == MR.PARTITION_METADATA]
+    assert MR.parse_partition_metadata_value(recs[-1]) == mg.metadata
+    epoch = mg.group_epoch
+    await a.beat()
+    assert mg.group_epoch == epoch                   # nothing moved
+    racks[3] = "c"
+    await a.beat()
+    assert mg.group_epoch == epoch + 1
+    assert mg.metadata["t"][2] == ((0, ("a", "b")), (1, ("b", "c")), (2, ("c",)))
+    coord2, _ = await reloaded(coord, topics)
+    assert coord2.groups["g"].modern.metadata == mg.metadata
 
 
 # every step of a random run: what the log holds equals the group, and a reload rebuilds it
