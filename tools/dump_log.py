@@ -241,25 +241,30 @@ def _assignment_json(data) -> dict:
 
 
 def txn_parser(key, value):
+    """A __transaction_state record as Kafka 3.9's TransactionLog.formatRecordKeyAndValue prints
+    it: ``transaction_metadata::transactionalId=<id>`` and ``producerId:..,producerEpoch:..,
+    state=..,partitions=[t-0,..],txnLastUpdateTimestamp=..,txnTimeoutMs=..``."""
+    from broker.txn import records as TR
+    from broker.txn.metadata import TxnState
     if key is None:
         return "NO_KEY", "NO_PAYLOAD"
-    k = _R(key)
-    kv = k.i(">h")
-    key_s = _j({"type": str(kv), "data": {"transactionalId": k.s()}})
-    if value is None:
-        return key_s, "<DELETE>"
-    v = _R(value)
-    vv = v.i(">h")
     try:
-        if vv >= 1:
-            data = {"producerId": v.i(">q"), "producerEpoch": v.i(">h"),
-                    "transactionTimeoutMs": v.i(">i"), "transactionStatus": v.i(">b")}
-        else:
-            data = {"producerId": v.i(">q"), "producerEpoch": v.i(">h"),
-                    "transactionTimeoutMs": v.i(">i"), "transactionStatus": v.i(">b")}
-    except (struct.error, IndexError):
+        tid = TR.parse_key(key)
+    except TR.RecordFormatError:
+        return "<unparseable>", None
+    if tid is None:
+        return f"unknown::version={struct.unpack_from('>h', bytes(key))[0]}", None
+    key_s = f"transaction_metadata::transactionalId={tid}"
+    try:
+        v = TR.parse_value(value)
+    except TR.RecordFormatError:
         return key_s, "<unparseable>"
-    return key_s, _j({"version": str(vv), "data": data})
+    if v is None:
+        return key_s, "<DELETE>"
+    parts = ",".join(f"{t}-{p}" for t, ps in (v.partitions or {}).items() for p in ps)
+    return key_s, (f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},"
+                   f"state={TxnState(v.state).display},partitions=[{parts}],"
+                   f"txnLastUpdateTimestamp={v.last_update_ms},txnTimeoutMs={v.timeout_ms}")
 
 
 def string_parser(key, value):
@@ -361,7 +366,8 @@ def emit_batch(buf, h, position, o, parser, deep, out):
                 key, payload = parser(r.key, r.value)
                 if key is not None:
                     parts.append(f"key: {key}")
-                parts.append(f"payload: {payload}")
+                if payload is not None:          # none for a key Kafka's parser does not know
+                    parts.append(f"payload: {payload}")
             out.append("| " + " ".join(parts))
     else:
         end = h.pos + h.size
@@ -387,7 +393,8 @@ def emit_batch(buf, h, position, o, parser, deep, out):
                     key, payload = parser(lm.key, lm.value)
                     if key is not None:
                         line += f" key: {key}"
-                    line += f" payload: {payload}"
+                    if payload is not None:
+                        line += f" payload: {payload}"
                 out.append(line)
 
 
