@@ -109,7 +109,10 @@ def _create_problem(b: A.AclBinding) -> str | None:
     """AclAuthorizer's validateAclBinding, plus the broker's own checks."""
     if "/" in b.name:
         return f"ACL binding contains invalid resource name: {b.name}"
-    return A.validate_binding(b)
+    problem = A.validate_binding(b)
+    if problem is None:
+        return None
+    return problem[1] or f"expected a string in format principalType:principalName but got {b.principal}"
 
 
 def execute_zk(p, o) -> int:

@@ -5,14 +5,21 @@
 * CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE on the cluster;
   otherwise CLUSTER_AUTHORIZATION_FAILED.
 * v0 has no pattern type: creations are LITERAL and filters match LITERAL bindings only.
-* CreateAcls checks each binding (``acl.validate_binding``: LITERAL/PREFIXED pattern, a
-  concrete operation and permission, a ``Type:name`` principal, ``kafka-cluster`` as the only
-  CLUSTER name) and answers INVALID_REQUEST per bad one; the good ones are stored together.
+* CreateAcls as Kafka 3.9 with its AclAuthorizer: a binding holding a filter's value (ANY,
+  MATCH) fails the whole request (UNKNOWN_SERVER_ERROR, nothing stored); otherwise each binding
+  is checked (``acl.validate_binding``: ``kafka-cluster`` as the only CLUSTER name, a non-empty
+  name, known elements and no "/" in the name are INVALID_REQUEST per binding); a principal that
+  is not ``Type:name`` fails, with UNKNOWN_SERVER_ERROR, every binding of its resource in the
+  request (Kafka stores a resource's new ACLs in one update); the rest are stored together.
+* DescribeAcls and DeleteAcls close the connection for a filter with an UNKNOWN (0) element, as
+  Kafka's request classes refuse one.
 * DescribeAcls groups the matching bindings by resource pattern; DeleteAcls answers, per
   filter, the bindings it removed.  Bindings live in the controller's store
   (``Controller.acls``/``create_acls``/``delete_acls``).
 """
 from __future__ import annotations
+
+import logging
 
 from broker.dispatch import handler
 from broker.security import acl as A
@@ -20,6 +27,18 @@ from protocol.errors import ErrorCode as E
 from protocol.messages import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
 NO_AUTHORIZER = "No Authorizer is configured."
+log = logging.getLogger("odradek.acls")
+
+
+def _unknown_element(f: A.AclFilter) -> bool:
+    """Kafka's DescribeAcls/DeleteAcls request classes refuse a filter with an UNKNOWN (0) element
+    when they are built, and the socket server then closes the connection."""
+    return 0 in (f.resource_type, f.pattern_type, f.operation, f.permission)
+
+
+def _close_for(ctx, f: A.AclFilter, what: str) -> None:
+    log.info("closing connection from %s: %s filter with an UNKNOWN element (%s)", ctx.client_host, what, f)
+    ctx.connection.close()
 
 
 def _filter(req, version) -> A.AclFilter:
@@ -38,14 +57,24 @@ async def create_acls(ctx, req):
     if not ctx.authorize(A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
         return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=E.CLUSTER_AUTHORIZATION_FAILED,
                                                                   error_message=None)] * n)
+    bindings = [A.AclBinding(c.resource_type, c.resource_name or "",
+                             c.resource_pattern_type if ctx.api_version >= 1 else A.LITERAL,
+                             c.principal or "", c.host or "", c.operation, c.permission_type)
+                for c in req.creations]
+    if any(A.is_filter_only(b) for b in bindings):
+        # Kafka cannot even build such a binding (ANY or MATCH is a filter's value): the whole
+        # request fails with UNKNOWN_SERVER_ERROR and nothing is stored
+        return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=E.UNKNOWN_SERVER_ERROR,
+                                                                  error_message=None)] * n)
+    problems = [A.validate_binding(b) for b in bindings]
+    # a principal Kafka cannot parse fails its resource's whole update (every binding on it)
+    failed_patterns = {b.pattern for b, pr in zip(bindings, problems) if pr and pr[0] == E.UNKNOWN_SERVER_ERROR}
     results, good = [], []
-    for c in req.creations:
-        b = A.AclBinding(c.resource_type, c.resource_name or "",
-                         c.resource_pattern_type if ctx.api_version >= 1 else A.LITERAL,
-                         c.principal or "", c.host or "", c.operation, c.permission_type)
-        problem = A.validate_binding(b)
+    for b, problem in zip(bindings, problems):
+        if problem is None and b.pattern in failed_patterns:
+            problem = (E.UNKNOWN_SERVER_ERROR, None)
         if problem:
-            results.append(R.AclCreationResult(error_code=E.INVALID_REQUEST, error_message=problem))
+            results.append(R.AclCreationResult(error_code=problem[0], error_message=problem[1]))
         else:
             results.append(R.AclCreationResult(error_code=0, error_message=None))
             good.append(b)
@@ -66,6 +95,9 @@ async def describe_acls(ctx, req):
     if not ctx.authorize(A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
         return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, resources=[])
     f = _filter(req, ctx.api_version)
+    if _unknown_element(f):
+        _close_for(ctx, f, "DescribeAcls")
+        return None
     problem = f.find_problem()
     if problem:
         return R(throttle_time_ms=0, error_code=E.INVALID_REQUEST, error_message=problem, resources=[])
@@ -91,6 +123,11 @@ async def delete_acls(ctx, req):
         return R(throttle_time_ms=0, filter_results=[
             R.DeleteAclsFilterResult(error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, matching_acls=[])
             for _ in req.filters])
+    filters = [_filter(fr, ctx.api_version) for fr in req.filters]
+    for f in filters:
+        if _unknown_element(f):
+            _close_for(ctx, f, "DeleteAcls")
+            return None
     current = ctx.broker.controller.acls()
     results, doomed, seen = [], [], set()
     for fr in req.filters:

@@ -140,28 +140,28 @@ class AclFilter(NamedTuple):
         return None
 
 
-def validate_binding(b: AclBinding) -> str | None:
-    """Kafka's checks on an ACL to create; None when acceptable (else INVALID_REQUEST's message)."""
-    if b.resource_type not in RESOURCE_OPERATIONS:
-        return "Invalid resource type in ACL binding"
-    if b.pattern_type not in (LITERAL, PREFIXED):
-        return f"Invalid resource pattern type {PATTERN_TYPE_NAMES.get(b.pattern_type, b.pattern_type)}"
-    if b.operation not in OPERATION_NAMES or b.operation in (0, ANY):
-        return "Invalid operation in ACL binding"
-    if b.permission not in (ALLOW, DENY):
-        return "Invalid permission type in ACL binding"
-    if not b.name:
-        return "Resource name must not be empty"
+def is_filter_only(b: AclBinding) -> bool:
+    """A binding with ANY (or MATCH) in it, which only a filter may have: Kafka's request class
+    throws building it."""
+    return b.resource_type == ANY or b.pattern_type in (ANY, MATCH) or b.operation == ANY or b.permission == ANY
+
+
+def validate_binding(b: AclBinding) -> tuple[int, str] | None:
+    """Kafka 3.9's checks of an ACL to create, in its order (AclApis, then the authorizer): None
+    when acceptable, else (error code, message).  A principal Kafka cannot parse fails when the
+    ACL is stored: UNKNOWN_SERVER_ERROR with no message.  Any host is accepted, as Kafka does."""
+    from protocol.errors import ErrorCode as E
     if b.resource_type == CLUSTER and b.name != CLUSTER_NAME:
-        return "The only valid name for the CLUSTER resource is kafka-cluster"
-    if b.pattern_type == PREFIXED and b.name == WILDCARD_RESOURCE:
-        pass   # Kafka accepts it; it simply matches names starting with '*'
-    p = b.principal or ""
-    kind, sep, name = p.partition(":")
+        return E.INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster"
+    if not b.name:
+        return E.INVALID_REQUEST, "Invalid empty resource name"
+    if (b.resource_type not in RESOURCE_OPERATIONS or b.pattern_type not in (LITERAL, PREFIXED)
+            or b.operation not in OPERATION_NAMES or b.operation == 0 or b.permission not in (ALLOW, DENY)
+            or "/" in b.name):
+        return E.INVALID_REQUEST, "Failed to create ACL"     # unknown elements, or a "/" in the name
+    kind, sep, name = (b.principal or "").partition(":")
     if not sep or not kind or not name:
-        return f"Could not parse principal from `{p}` (no colon is present separating the principal type from the principal name)"
-    if not b.host:
-        return "Host must not be empty"
+        return E.UNKNOWN_SERVER_ERROR, None
     return None
 
 

@@ -178,6 +178,7 @@ class ZkSecurityStore:
         by_pattern: dict[tuple[int, str, int], list] = {}
         for b in bindings:
             by_pattern.setdefault(b.pattern, []).append(b)
+        last = None
         for attempt in range(MAX_WRITE_ATTEMPTS):
             ops = []          # (kind, path, data, version) for the multi
             results: dict[tuple[int, str, int], tuple] = {}
@@ -226,7 +227,9 @@ class ZkSecurityStore:
                 log.info("%s %d ACL bindings on %d resources", "Added" if add else "Removed", n, len(results))
                 return ApiResult()
             log.debug("ACL update raced with another writer (%s); retrying", res)
+            last = res
             await asyncio.sleep(random.random() * 0.02 * (attempt + 1))
+        log.warning("ACL update gave up after repeated failed ZooKeeper transactions: %s", last)
         return ApiResult(UNKNOWN_SERVER_ERROR, "Too many concurrent ACL updates; try again.")
 
     # ------------------------------------------------------------------ SCRAM credentials

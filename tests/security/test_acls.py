@@ -245,6 +245,69 @@ def test_metadata_by_topic_id_needs_describe(authz_broker):
                           (100, "", str(unknown))])
 
 
+def test_create_acls_corner_cases_answer_as_kafka(authz_broker):
+    """CreateAcls/DescribeAcls answers that Kafka 3.9 with its AclAuthorizer gives (found by a
+    KafkaJS sweep): a filter value (ANY, MATCH) in a creation fails the whole request with
+    UNKNOWN_SERVER_ERROR and stores nothing; a "/" in the name is INVALID_REQUEST "Failed to
+    create ACL" (on ZooKeeper it would make a bad znode path); a principal without a type fails
+    every binding of its resource with UNKNOWN_SERVER_ERROR; an empty host is accepted; a
+    DescribeAcls filter with an UNKNOWN element closes the connection."""
+    import asyncio
+    import protocol.messages as m
+    from protocol.client import KafkaClientConnection, KafkaConnectionError, security_from_properties
+    b = authz_broker
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+    _, sasl = security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="admin" password="admin-secret";'})
+    C, D = m.CreateAclsRequest, m.DescribeAclsRequest
+    tag = uuid.uuid4().hex[:6]
+
+    def acl(name, principal="User:kjs", host="*", op=A_READ, perm=3, rtype=2, pattern=3):
+        return C.AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=pattern,
+                             principal=principal, host=host, operation=op, permission_type=perm)
+
+    def describe(name):
+        return D(resource_type_filter=2, resource_name_filter=name, pattern_type_filter=3, principal_filter=None,
+                 host_filter=None, operation=1, permission_type=1)
+
+    async def run():
+        c = await KafkaClientConnection.connect(host, int(port), timeout=10, sasl=sasl)
+        try:
+            out = {}
+            r = await c.send(C(creations=[acl(f"ok-{tag}"), acl(f"any-{tag}", op=1)]), version=1)
+            out["any"] = [(x.error_code, x.error_message) for x in r.results]
+            r = await c.send(describe(f"ok-{tag}"), version=1)
+            out["any stored"] = r.resources
+            r = await c.send(C(creations=[acl(f"a/b-{tag}"), acl(f"p-{tag}", principal="kjs"),
+                                          acl(f"p-{tag}", op=4), acl(f"h-{tag}", host="")]), version=1)
+            out["each"] = [(x.error_code, x.error_message) for x in r.results]
+            for name in (f"p-{tag}", f"h-{tag}"):
+                r = await c.send(describe(name), version=1)
+                out[name] = [(a.host, a.operation) for res in r.resources for a in res.acls]
+            try:
+                await c.send(D(resource_type_filter=0, resource_name_filter=None, pattern_type_filter=3,
+                               principal_filter=None, host_filter=None, operation=1, permission_type=1), version=1)
+                out["unknown filter"] = "answered"
+            except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                out["unknown filter"] = "closed"
+            return out
+        finally:
+            await c.close()
+
+    out = asyncio.run(run())
+    assert out["any"] == [(E_UNKNOWN, None), (E_UNKNOWN, None)]
+    assert out["any stored"] == []
+    assert out["each"] == [(E_INVALID_REQUEST, "Failed to create ACL"), (E_UNKNOWN, None), (E_UNKNOWN, None), (0, None)]
+    assert out[f"p-{tag}"] == []
+    assert out[f"h-{tag}"] == [("", A_READ)]
+    assert out["unknown filter"] == "closed"
+
+
+A_READ, E_UNKNOWN, E_INVALID_REQUEST = 3, -1, 42
+
+
 def test_consumer_protocol_needs_group_read_and_topic_describe(authz_broker):
     """group.protocol=consumer (ConsumerGroupHeartbeat): READ on the group, DESCRIBE on the
     subscribed topics; ConsumerGroupDescribe: DESCRIBE on the group."""

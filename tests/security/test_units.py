@@ -10,6 +10,7 @@ from broker.security.authorizer import AclAuthorizer
 from broker.security.jaas import parse_jaas, plain_users
 from broker.security.sasl import PlainServer, SaslFailure, ScramServer
 from protocol import scram as S
+from protocol.errors import ErrorCode as E
 
 
 def test_rfc7677_vector():
@@ -101,7 +102,13 @@ def test_filters_and_validation():
     assert [A.AclFilter(name="ord").matches(b) for b in (lit, wild, pre)] == [False, False, True]
     assert A.AclFilter(principal="User:b").matches(lit) is False
     assert A.validate_binding(lit) is None
-    assert A.validate_binding(lit._replace(pattern_type=A.MATCH))
-    assert A.validate_binding(lit._replace(principal="alice"))
-    assert A.validate_binding(B(A.CLUSTER, "other", A.LITERAL, "User:a", A.ALTER, A.ALLOW))
-    assert A.validate_binding(lit._replace(operation=A.ANY))
+    # Kafka 3.9's answers: filter values fail the whole request (the handler's is_filter_only)
+    assert A.is_filter_only(lit._replace(pattern_type=A.MATCH)) and A.is_filter_only(lit._replace(operation=A.ANY))
+    assert not A.is_filter_only(lit)
+    assert A.validate_binding(lit._replace(principal="alice")) == (E.UNKNOWN_SERVER_ERROR, None)
+    assert A.validate_binding(B(A.CLUSTER, "other", A.LITERAL, "User:a", A.ALTER, A.ALLOW)) == (
+        E.INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster")
+    assert A.validate_binding(lit._replace(name="")) == (E.INVALID_REQUEST, "Invalid empty resource name")
+    for bad in (lit._replace(name="a/b"), lit._replace(operation=0), lit._replace(resource_type=0)):
+        assert A.validate_binding(bad) == (E.INVALID_REQUEST, "Failed to create ACL"), bad
+    assert A.validate_binding(lit._replace(host="")) is None            # Kafka accepts any host
