@@ -913,7 +913,7 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
         elif op in (OP_APPEND, OP_SUBTRACT):
             word = "append" if op == OP_APPEND else "subtract"
             if _config_type(name, kind) != "list":
-                raise ConfigError(f"Config value {word} is not allowed for config key: {name}", name, INVALID_REQUEST)
+                raise ConfigError(f"Config value {word} is not allowed for config key: {name}", name, INVALID_CONFIG)
             if name in out:
                 old = [x for x in re.split(r"\s*,\s*", out[name].strip()) if x]
             else:

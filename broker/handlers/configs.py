@@ -296,7 +296,7 @@ def _check_topic_values(name: str, configs: dict) -> None:
         try:
             validate_topic_config(k, val)
         except ConfigError as e:
-            raise ResourceError(E.INVALID_REQUEST, f"Invalid config value for resource "
+            raise ResourceError(E.INVALID_CONFIG, f"Invalid config value for resource "      # as Kafka 3.9
                                 f"{_resource_str(TOPIC, name)}: {e}") from None
 
 
@@ -328,7 +328,46 @@ async def _alter_topic(ctx, name: str, new_configs: dict, validate_only: bool, e
     await _checked(ctx, "TOPIC", name, entries, attempt, validate_only)
 
 
+_THREAD_POOLS = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
+                 "num.recovery.threads.per.data.dir", "background.threads")
+
+
+def _check_thread_counts(ctx, bid, new_configs: dict) -> None:
+    """Kafka's reconfiguration checks of thread counts (DynamicThreadPool, the socket server's
+    processors, the log cleaner): at least 1, and no less than half and no more than double the
+    value this broker runs with, for a change that takes effect on this broker."""
+    cfg = ctx.broker.config
+    own = {} if bid is not None else (ctx.broker.controller.broker_configs(ctx.broker.broker_id) or {})
+    for key in (*_THREAD_POOLS, "log.cleaner.threads"):
+        value = new_configs.get(key)
+        if value is None or key in own:       # absent, or overridden for this broker
+            continue
+        try:
+            new, old = int(value), int(cfg.get(key))
+        except (TypeError, ValueError):
+            continue                          # not a number: the value check reports it
+        if new == old:
+            continue
+        if key == "log.cleaner.threads":
+            why = ("Log cleaner threads should be at least 1" if new < 1 else
+                   f"Log cleaner threads cannot be reduced to less than half the current value {old}"
+                   if new < old // 2 else
+                   f"Log cleaner threads cannot be increased to more than double the current value {old}"
+                   if new > old * 2 else None)
+        else:
+            head = f"Dynamic thread count update validation failed for {key}={value}"
+            why = (f"{head}, value should be at least 1" if new <= 0 else
+                   f"{head}, value should be at least half the current value {old}" if new < old // 2 else
+                   f"{head}, value should not be greater than double the current value {old}"
+                   if new > old * 2 else None)
+        if why:   # Kafka wraps it twice, into this odd text
+            raise ResourceError(E.INVALID_REQUEST, f"Invalid value org.apache.kafka.common.config.ConfigException: "
+                                                   f"{why} for configuration Invalid dynamic configuration")
+
+
 async def _alter_broker(ctx, bid, new_configs: dict, validate_only: bool, name: str, entries: dict) -> None:
+    _check_thread_counts(ctx, bid, new_configs)
+
     async def attempt(only: bool):
         r = await ctx.broker.controller.alter_broker_configs(bid, new_configs, validate_only=only)
         if r.error_code:
@@ -431,7 +470,7 @@ async def incremental_alter_configs(ctx, req):
                     try:
                         new = apply_incremental(ctrl.broker_configs(bid), ops, "broker")
                     except ConfigError as e:
-                        raise ResourceError(E.INVALID_REQUEST, str(e)) from None
+                        raise ResourceError(e.error_code, str(e)) from None
                     await _alter_broker(ctx, bid, new, validate_only, res.resource_name,
                                         {n: v for n, _op, v in ops})
                 elif res.resource_type == BROKER_LOGGER:

@@ -374,12 +374,16 @@ def test_incremental_alter_errors(ck):
     SET, APPEND = AlterConfigOpType.SET, AlterConfigOpType.APPEND
     assert one("nope-" + t, [ConfigEntry("retention.ms", "1", incremental_operation=SET)]) == \
         KafkaError.UNKNOWN_TOPIC_OR_PART
+    # Kafka 3.9 (ZooKeeper mode too) answers INVALID_CONFIG for a value that does not parse and
+    # for APPEND/SUBTRACT on a key that is not a list (INVALID_REQUEST was 2.8-3.0's answer)
     assert one(t, [ConfigEntry("retention.ms", "abc", incremental_operation=SET)]) == \
-        KafkaError.INVALID_REQUEST
+        KafkaError.INVALID_CONFIG
     assert one(t, [ConfigEntry("no.such.key", "1", incremental_operation=SET)]) == \
         KafkaError.INVALID_CONFIG
     assert one(t, [ConfigEntry("retention.ms", "1", incremental_operation=APPEND)]) == \
-        KafkaError.INVALID_REQUEST
+        KafkaError.INVALID_CONFIG
+    assert one("0", [ConfigEntry("num.io.threads", "1", incremental_operation=APPEND)], "broker") == \
+        KafkaError.INVALID_CONFIG
     assert one("0", [ConfigEntry("broker.id", "3", incremental_operation=SET)],
                "broker") == KafkaError.INVALID_REQUEST
 
@@ -433,7 +437,7 @@ def test_alter_configs_corner_cases_raw(kp, raw):
             A.AlterConfigsResource(resource_type=4, resource_name="",
                                    configs=[A.AlterableConfig(name="broker.id", value="1")]),
         ], validate_only=False))
-        assert [r.error_code for r in resp.responses] == [INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
+        assert [r.error_code for r in resp.responses] == [INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION,
                                                           INVALID_REQUEST], v
         assert all(r.error_message for r in resp.responses)
 
@@ -452,7 +456,7 @@ def test_legacy_alter_configs_replaces_overrides(kp):
     bad = kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t,
                                            configs={"retention.bytes": "lots"})],
                            incremental=False, raise_on_unknown=False)["topic"][t]
-    assert "InvalidRequest" in str(bad)
+    assert "InvalidConfiguration" in str(bad)            # INVALID_CONFIG, as Kafka 3.9
     missing = kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "absent-" + t,
                                                configs={"retention.bytes": "1"})],
                                incremental=False, raise_on_unknown=False)["topic"]["absent-" + t]
@@ -923,3 +927,37 @@ def test_admin_answers_as_kafka_without_an_authorizer_and_for_corner_cases(srv, 
 
 def srv_node_id(raw) -> int:
     return raw.call(60, 0, DescribeClusterRequest(include_cluster_authorized_operations=False)).brokers[0].broker_id
+
+
+def test_broker_thread_counts_follow_kafkas_reconfiguration_rules(srv, ck, raw):
+    """Kafka refuses a dynamic thread count below 1, below half or above double the current value
+    (INVALID_REQUEST, with its doubly wrapped ConfigException text); a change within the bounds is
+    accepted (found by a confluent-kafka sweep: they all used to be accepted)."""
+    def alter(key, value, name="0", validate_only=True):
+        fut = ck.incremental_alter_configs([CResource("broker", name, incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])], validate_only=validate_only)
+        try:
+            next(iter(fut.values())).result(15)
+            return None
+        except KafkaException as e:
+            return e.args[0].code(), e.args[0].str()
+
+    for key, value, why in (
+            ("num.io.threads", "100", "value should not be greater than double the current value 8"),
+            ("num.io.threads", "3", "value should be at least half the current value 8"),
+            ("num.network.threads", "0", "value should be at least 1"),
+            ("num.replica.fetchers", "0", "value should be at least 1")):
+        code, msg = alter(key, value)
+        assert code == KafkaError.INVALID_REQUEST, (key, value, msg)
+        assert msg.startswith("Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread "
+                              f"count update validation failed for {key}={value}, {why}"), msg
+        assert msg.endswith("for configuration Invalid dynamic configuration"), msg
+    # the cluster default reaches this broker too (raw: confluent-kafka refuses the empty name)
+    Inc = IncrementalAlterConfigsRequest
+    r = raw.call(44, 1, Inc(validate_only=True, resources=[Inc.AlterConfigsResource(
+        resource_type=4, resource_name="", configs=[Inc.AlterableConfig(name="log.cleaner.threads",
+                                                                        config_operation=0, value="3")])]))
+    assert r.responses[0].error_code == INVALID_REQUEST and "Log cleaner threads cannot be increased to more " \
+        "than double the current value 1" in r.responses[0].error_message, r
+    assert alter("num.io.threads", "16") is None and alter("num.io.threads", "4") is None
+    assert alter("log.cleaner.threads", "2") is None
