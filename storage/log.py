@@ -381,6 +381,14 @@ class Log:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self.bases, offset) - 1)
 
+    def batch_leader_epoch(self, offset: int) -> int:
+        """The leader epoch on the batch holding ``offset`` (-1 if none or unset), what Kafka
+        reports with a ListOffsets MAX_TIMESTAMP answer."""
+        if not self.segments:
+            return -1
+        epoch = self.segments[self._segment_index(offset)].batch_leader_epoch(offset)
+        return epoch if epoch is not None and epoch >= 0 else -1
+
     # -- appends ----------------------------------------------------------------------------
     @staticmethod
     def _writable(records):

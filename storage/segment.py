@@ -281,6 +281,15 @@ class LogSegment:
                     return r.timestamp, r.offset
         return None
 
+    def batch_leader_epoch(self, offset: int) -> int | None:
+        """The partition leader epoch stamped on the batch holding ``offset`` (None: no batch)."""
+        self._ensure_indexes()
+        _, pos = self.offset_index.lookup(offset)
+        for _, h, _buf in FileScanner(self.fd, pos, self.size):
+            if h.last_offset >= offset:
+                return h.partition_leader_epoch if h.base_offset <= offset else None
+        return None
+
     # -- roll -------------------------------------------------------------------------------
     def time_waited_for_roll(self, now_ms: int, max_timestamp_in: int) -> int:
         ts = self.rolling_based_timestamp

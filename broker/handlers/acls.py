@@ -90,8 +90,9 @@ async def create_acls(ctx, req):
 @handler(29, 0, 3)
 async def describe_acls(ctx, req):
     R = DescribeAclsResponse
-    if ctx.authorizer is None:
-        return R(throttle_time_ms=0, error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, resources=[])
+    if ctx.authorizer is None:      # (Kafka's wording differs from Create/DeleteAcls' here)
+        return R(throttle_time_ms=0, error_code=E.SECURITY_DISABLED,
+                 error_message="No Authorizer is configured on the broker", resources=[])
     if not ctx.authorize(A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
         return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, resources=[])
     f = _filter(req, ctx.api_version)

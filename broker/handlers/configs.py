@@ -164,8 +164,7 @@ def _describe_one(ctx, res, synonyms: bool, docs: bool) -> list:
             raise ResourceError(E.INVALID_TOPIC_EXCEPTION, err)
         info = broker.controller.topic(res.resource_name)
         if info is None:
-            raise ResourceError(E.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"The topic '{res.resource_name}' does not exist.")
+            raise ResourceError(E.UNKNOWN_TOPIC_OR_PARTITION, None)     # Kafka sets no message here
         return describe_topic_configs(broker.config, info.configs, include_synonyms=synonyms,
                                       include_documentation=docs, keys=keys)
     if res.resource_type == BROKER:

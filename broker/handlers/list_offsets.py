@@ -74,7 +74,11 @@ async def list_offsets(ctx, req):
                 continue
             r.timestamp, r.offset = found
             if v >= 4:
-                r.leader_epoch = (part.leader_epoch if ts in (LATEST, LATEST_TIERED)
-                                  else lg.epoch_cache.epoch_for_offset(r.offset))
+                if ts in (LATEST, LATEST_TIERED):
+                    r.leader_epoch = part.leader_epoch
+                elif ts == MAX_TS:             # as Kafka: the epoch on the batch itself
+                    r.leader_epoch = lg.batch_leader_epoch(r.offset)
+                else:
+                    r.leader_epoch = lg.epoch_cache.epoch_for_offset(r.offset)
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=out))
     return R(throttle_time_ms=0, topics=topics)

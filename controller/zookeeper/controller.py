@@ -35,7 +35,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.config import BrokerConfig, ConfigError
 from controller.api import (
-    DEFAULT_BROKER_ENTITY, INVALID_REQUEST, NONE, NOT_CONTROLLER, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
+    DEFAULT_BROKER_ENTITY, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, NONE, NOT_CONTROLLER, PRODUCER_ID_BLOCK_SIZE, REASSIGNMENT_IN_PROGRESS,
     TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED, UNKNOWN_TOPIC_OR_PARTITION, AlterPartitionResult, ApiResult,
     BrokerInfo, BrokersChanged, ConfigsChanged, Controller, CreatableTopic, Event, PartitionState, TopicInfo,
     TopicResult, TopicsChanged, altered_broker_configs, apply_dynamic_broker_configs, assign_replicas,
@@ -632,10 +632,13 @@ class ZkController(Controller):
         place = functools.partial(assign_replicas_rack_aware, live)
         for spec in specs:
             configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
-            res, assignment = check_create_topic(spec, existing, live, self._cfg, place, configs,
+            # a topic being deleted is checked first, as AdminZkClient does (the metadata cache
+            # Kafka checks before that no longer has it)
+            res, assignment = check_create_topic(spec, existing - marked, live, self._cfg, place, configs,
                                                  counts[spec.name] > 1)
             if res.error_code == NONE and spec.name in marked:
-                res = TopicResult(spec.name, TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' is marked for deletion.")
+                res, assignment = TopicResult(spec.name, TOPIC_ALREADY_EXISTS,
+                                              f"Topic '{spec.name}' is marked for deletion."), None
             results.append(res)
             if res.error_code or validate_only:
                 continue
@@ -664,7 +667,8 @@ class ZkController(Controller):
         return results
 
     async def delete_topics(self, names_or_ids: Iterable[str | uuid.UUID]) -> list[TopicResult]:
-        existing = await self._zk_topic_names()
+        # a topic whose deletion has started is unknown, as Kafka's metadata cache drops it then
+        existing = await self._zk_topic_names() - set(await self.bridge.get_children(Z.DELETE_TOPICS))
         enabled = self._cfg.get("delete.topic.enable")
         results = []
         doomed = []
@@ -699,8 +703,7 @@ class ZkController(Controller):
         except NoNodeError:
             return TopicResult(topic, UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
         if topic in set(await self.bridge.get_children(Z.DELETE_TOPICS)):
-            return TopicResult(topic, UNKNOWN_TOPIC_OR_PARTITION,
-                               f"The topic '{topic}' is queued for deletion.")
+            return TopicResult(topic, INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")   # Kafka's
         a = Z.decode_topic(topic, data)
         cur = len(a.partitions)
         rf = len(a.partitions[0])

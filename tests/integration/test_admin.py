@@ -961,3 +961,26 @@ def test_broker_thread_counts_follow_kafkas_reconfiguration_rules(srv, ck, raw):
         "than double the current value 1" in r.responses[0].error_message, r
     assert alter("num.io.threads", "16") is None and alter("num.io.threads", "4") is None
     assert alter("log.cleaner.threads", "2") is None
+
+
+def test_list_offsets_max_timestamp_reports_the_batchs_leader_epoch(srv, ck):
+    """ListOffsets MAX_TIMESTAMP (v7+) answers the leader epoch stamped on the batch, as Kafka
+    does, also when DeleteRecords has moved the log start past it (the epoch cache no longer
+    covers it)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import OffsetSpec
+    t = _name("maxts")
+    assert _wait(ck.create_topics([CNewTopic(t, 1, 1)]))[t] is None
+    p = Producer({"bootstrap.servers": srv.bootstrap})
+    now = int(time.time() * 1000) - 100_000
+    for ts in (now + 50_000, now + 1_000, now + 2_000):
+        p.produce(t, value=b"x", partition=0, timestamp=ts)
+        p.flush(10)
+    tp = CTopicPartition(t, 0)
+
+    def max_ts():
+        x = ck.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(10)
+        return x.offset, x.timestamp, x.leader_epoch
+    assert max_ts() == (0, now + 50_000, 0)
+    ck.delete_records([CTopicPartition(t, 0, 2)])[CTopicPartition(t, 0, 2)].result(10)
+    assert max_ts()[2] == 0
