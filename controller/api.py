@@ -604,6 +604,13 @@ def check_added_partition_assignments(topic: str, cur: int, new_total: int, rf: 
                            f"Increasing the number of partitions by {add} but {len(assignments)} "
                            "assignments provided."), None
     new_assign = {cur + i: list(r) for i, r in enumerate(assignments)}
+    for p, r in new_assign.items():     # AdminZkClient.validateReplicaAssignment's order and words
+        if not r:
+            return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
+                               f"Cannot have replication factor of 0 for partition id {p}."), None
+        if len(set(r)) != len(r):
+            return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT, "Duplicate brokers not allowed in replica "
+                               f"assignment: {', '.join(map(str, r))} for partition id {p}."), None
     bad = [p for p, r in new_assign.items() if len(r) != rf]
     if bad:
         return TopicResult(topic, INVALID_REPLICA_ASSIGNMENT,
@@ -624,8 +631,9 @@ def check_create_topic(spec: "CreatableTopic", existing, live, cfg: BrokerConfig
     are the overrides to validate and ``repeated`` says the request names the topic more than once."""
     name = spec.name
     if repeated:
-        return TopicResult(name, INVALID_REQUEST, "Create topics request contains multiple entries for the "
-                                                  f"following topics: {name}"), None
+        return TopicResult(name, INVALID_REQUEST, "Found multiple entries for this topic."), None   # KafkaApis
+    if name == "__cluster_metadata":
+        return TopicResult(name, INVALID_REQUEST, "Creation of internal topic __cluster_metadata is prohibited."), None
     err = validate_topic_name(name)
     if err:
         return TopicResult(name, INVALID_TOPIC_EXCEPTION, err), None
@@ -956,7 +964,7 @@ def validate_assignment(assignments: dict[int, list[int]], live_brokers: set[int
         return "Replica assignment is empty"
     parts = sorted(assignments)
     if parts != list(range(first_partition, first_partition + len(parts))):
-        return "Partitions should be a consecutive 0-based integer sequence" if first_partition == 0 else \
+        return "partitions should be a consecutive 0-based integer sequence" if first_partition == 0 else \
             f"Partitions should be consecutive integers starting at {first_partition}"
     sizes = {len(r) for r in assignments.values()}
     if 0 in sizes:

@@ -925,6 +925,29 @@ def test_admin_answers_as_kafka_without_an_authorizer_and_for_corner_cases(srv, 
     assert [(t.name, t.error_code, len(t.partitions)) for t in md.topics] == [(name, 0, 2)]
 
 
+def test_create_topics_messages_as_kafka(raw):
+    """CreateTopics and CreatePartitions messages Kafka 3.9 gives (KafkaApis, AdminZkClient)."""
+    C, P = CreateTopicsRequest, CreatePartitionsRequest
+    twice, t = _name("twice2"), _name("cp-msg")
+    r = raw.call(19, 7, C(topics=[C.CreatableTopic(name=n, num_partitions=1, replication_factor=1, assignments=[],
+                                                   configs=[]) for n in (twice, twice, "__cluster_metadata")],
+                          timeout_ms=5000, validate_only=False))
+    assert [(x.name, x.error_code, x.error_message) for x in r.topics] == [
+        (twice, INVALID_REQUEST, "Found multiple entries for this topic."),
+        (twice, INVALID_REQUEST, "Found multiple entries for this topic."),
+        ("__cluster_metadata", INVALID_REQUEST, "Creation of internal topic __cluster_metadata is prohibited.")]
+    r = raw.call(19, 7, C(topics=[C.CreatableTopic(name=t, num_partitions=1, replication_factor=1, assignments=[],
+                                                   configs=[])], timeout_ms=5000, validate_only=False))
+    assert r.topics[0].error_code == 0
+    broker = srv_node_id(raw)
+    for replicas, message in (([], "Cannot have replication factor of 0 for partition id 1."),
+                              ([broker, broker], f"Duplicate brokers not allowed in replica assignment: {broker}, "
+                                                 f"{broker} for partition id 1.")):
+        r = raw.call(37, 3, P(topics=[P.CreatePartitionsTopic(name=t, count=2, assignments=[
+            P.CreatePartitionsAssignment(broker_ids=replicas)])], timeout_ms=5000, validate_only=True))
+        assert (r.results[0].error_code, r.results[0].error_message) == (INVALID_REPLICA_ASSIGNMENT, message)
+
+
 def srv_node_id(raw) -> int:
     return raw.call(60, 0, DescribeClusterRequest(include_cluster_authorized_operations=False)).brokers[0].broker_id
 
