@@ -31,6 +31,7 @@ import pytest
 
 from tests.support import (BrokerProcess, ManagedProcess, ZooKeeperProcess,
                            broker_command_available, zookeeper_available)
+from tests.support.deps import strict_deps
 from tests.support.process import kill_all_live
 
 BROKER_FIXTURES = {"broker", "broker_factory"}
@@ -40,7 +41,7 @@ _procs_key = pytest.StashKey[list]()
 
 
 def _strict() -> bool:
-    return os.environ.get("ODRADEK_STRICT_DEPS", "") not in ("", "0")
+    return strict_deps()
 
 
 def pytest_addoption(parser):

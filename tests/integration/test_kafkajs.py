@@ -38,6 +38,7 @@ from tests.integration.test_single_broker import (expected_by_time, make_records
                                                   producer_ids_on_disk, time_targets, verify)
 from tests.support import BrokerProcess
 from tests.support.broker import running
+from tests.support.deps import missing_dependency
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER_DIR = os.path.join(os.path.dirname(HERE), "kafkajs")
@@ -58,9 +59,7 @@ def _missing() -> str | None:
 def kafka(tmp_path_factory):
     why = _missing()
     if why:
-        if os.environ.get("ODRADEK_STRICT_DEPS", "") not in ("", "0"):
-            pytest.fail(why)
-        pytest.skip(why)
+        missing_dependency(why)
     with running(BrokerProcess(tmp_path_factory.mktemp("kafkajs-broker"), name="broker",
                                props={"num.partitions": PARTITIONS,
                                       "group.initial.rebalance.delay.ms": 0,

@@ -13,7 +13,6 @@ confluent-kafka than the rest of the suite uses.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -27,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support import BrokerProcess
 from tests.support.broker import running
+from tests.support.deps import missing_dependency
 
 pytestmark = pytest.mark.integration
 
@@ -46,9 +46,7 @@ def _missing() -> str | None:
 def kafka(tmp_path_factory):
     why = _missing()
     if why:
-        if os.environ.get("ODRADEK_STRICT_DEPS", "") not in ("", "0"):
-            pytest.fail(why)
-        pytest.skip(why)
+        missing_dependency(why)
     with running(BrokerProcess(tmp_path_factory.mktemp("quix-broker"), name="broker",
                                props={"num.partitions": 3, "group.initial.rebalance.delay.ms": 0})) as b:
         yield b
