@@ -90,15 +90,15 @@ async def create_acls(ctx, req):
 @handler(29, 0, 3)
 async def describe_acls(ctx, req):
     R = DescribeAclsResponse
+    f = _filter(req, ctx.api_version)
+    if _unknown_element(f):         # refused as Kafka refuses it: before anything else
+        _close_for(ctx, f, "DescribeAcls")
+        return None
     if ctx.authorizer is None:      # (Kafka's wording differs from Create/DeleteAcls' here)
         return R(throttle_time_ms=0, error_code=E.SECURITY_DISABLED,
                  error_message="No Authorizer is configured on the broker", resources=[])
     if not ctx.authorize(A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
         return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, resources=[])
-    f = _filter(req, ctx.api_version)
-    if _unknown_element(f):
-        _close_for(ctx, f, "DescribeAcls")
-        return None
     problem = f.find_problem()
     if problem:
         return R(throttle_time_ms=0, error_code=E.INVALID_REQUEST, error_message=problem, resources=[])
@@ -116,6 +116,11 @@ async def describe_acls(ctx, req):
 @handler(31, 0, 3)
 async def delete_acls(ctx, req):
     R = DeleteAclsResponse
+    filters = [_filter(fr, ctx.api_version) for fr in req.filters]
+    for f in filters:
+        if _unknown_element(f):     # refused as Kafka refuses it: before anything else
+            _close_for(ctx, f, "DeleteAcls")
+            return None
     if ctx.authorizer is None:
         return R(throttle_time_ms=0, filter_results=[
             R.DeleteAclsFilterResult(error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])
@@ -124,15 +129,9 @@ async def delete_acls(ctx, req):
         return R(throttle_time_ms=0, filter_results=[
             R.DeleteAclsFilterResult(error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, matching_acls=[])
             for _ in req.filters])
-    filters = [_filter(fr, ctx.api_version) for fr in req.filters]
-    for f in filters:
-        if _unknown_element(f):
-            _close_for(ctx, f, "DeleteAcls")
-            return None
     current = ctx.broker.controller.acls()
     results, doomed, seen = [], [], set()
-    for fr in req.filters:
-        f = _filter(fr, ctx.api_version)
+    for f in filters:
         problem = f.find_problem()
         if problem:
             results.append(R.DeleteAclsFilterResult(error_code=E.INVALID_REQUEST, error_message=problem,
