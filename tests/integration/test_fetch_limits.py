@@ -26,7 +26,8 @@ TOPIC = "limits"
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
     with running(BrokerProcess(tmp_path_factory.mktemp("fetch-limits"), name="broker",
-                               props={"num.partitions": 2})) as b:
+                               props={"num.partitions": 2,
+                                      "log.retention.ms": -1})) as b:    # fixed 2023 timestamps
         with RawConnection(b.host, b.port) as c:
             assert c.metadata([TOPIC]).topics[0].error_code == 0
             for partition, n in ((0, 3), (1, 2)):

@@ -30,7 +30,7 @@ SLOTS = 3
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
     with running(BrokerProcess(tmp_path_factory.mktemp("fetch-sessions"), name="broker",
-                               props={"num.partitions": 3,
+                               props={"num.partitions": 3, "log.retention.ms": -1,    # fixed 2023 timestamps
                                       "max.incremental.fetch.session.cache.slots": SLOTS})) as b:
         yield b
 
@@ -159,7 +159,7 @@ def test_a_partition_that_returned_records_goes_to_the_end_of_the_session(kafka)
 
 
 def test_the_cache_holds_at_most_its_slots(broker_factory):
-    kafka = broker_factory(props={"num.partitions": 3,
+    kafka = broker_factory(props={"num.partitions": 3, "log.retention.ms": -1,
                                   "max.incremental.fetch.session.cache.slots": SLOTS})
     topic = "sessions-slots"
     with RawConnection(kafka.host, kafka.port) as c:

@@ -43,6 +43,7 @@ NAMES = st.one_of(_text, st.sampled_from([TOPIC, GROUP, "__consumer_offsets", "t
 
 # a telemetry receiver, so GetTelemetrySubscriptions / PushTelemetry are advertised too
 BROKER_PROPS = {"num.partitions": 2, "auto.create.topics.enable": "true",
+                "log.retention.ms": -1,     # the records carry a fixed 2023 timestamp (see retention)
                 "metric.reporters": "tests.integration.telemetry_receivers.RecordingTelemetry"}
 
 

@@ -19,7 +19,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="package")
 def spark_broker(tmp_path_factory):
     with running(BrokerProcess(tmp_path_factory.mktemp("spark-broker"), name="broker",
-                               props={"num.partitions": 3})) as b:
+                               props={"num.partitions": 3,
+                                      # the tests' records carry fixed 2023 timestamps: keep them
+                                      # from time retention (its first pass runs 30 s after start)
+                                      "log.retention.ms": -1})) as b:
         yield b
 
 
