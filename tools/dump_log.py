@@ -129,7 +129,7 @@ def offsets_parser(key, value):
         if mk is None:
             return _j({"type": str(kv), "data": "<unknown>"}), "<unknown>"
         kd = {"groupId": mk.group}
-        if kv in MR._WITH_MEMBER:
+        if mk.member is not None:          # the member records' keys carry the member id
             kd["memberId"] = mk.member
         key_s = _j({"type": str(kv), "data": kd})
         if value is None:

@@ -229,9 +229,7 @@ async def _metadata(ctx, req, call):
                     denied_ids.append(t.topic_id)
             elif t.topic_id != UUID0:
                 keep.append(t)
-        req.topics = keep
-        if not keep:        # every id denied: nothing left to look up (an empty list asks for none)
-            req.topics = []
+        req.topics = keep   # every id denied: an empty list, which asks for no topics
     elif req.topics is not None and req.topics:
         names = _topic_names_by_id(ctx) if v >= 10 else {}
         keep = []
