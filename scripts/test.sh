@@ -4,7 +4,8 @@
 #   scripts/test.sh                 default tier: everything not marked `slow` or `java`
 #   scripts/test.sh --slow          the slow tier only (drills, soak tests: -m slow)
 #   scripts/test.sh --all           both tiers
-#   scripts/test.sh --java          Apache Kafka's Java client (-m java; needs ODRADEK_KAFKA_CLIENTS_CP)
+#   scripts/test.sh --java          Apache Kafka's Java client and Kafka Streams (-m java; needs
+#                                   ODRADEK_KAFKA_CLIENTS_CP and ODRADEK_KAFKA_STREAMS_CP)
 #   scripts/test.sh --container     the Docker image and compose cluster under podman (-m container;
 #                                   builds the images first with scripts/container-images.sh)
 #   scripts/test.sh --no-install    skip scripts/install-test-deps.sh

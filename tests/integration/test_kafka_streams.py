@@ -1,0 +1,283 @@
+"""Apache Kafka Streams against a real broker (marker ``java``, not in the default tier).
+
+``tests/java/StreamsWordCount.java`` (ours) is a word count under exactly_once_v2: lines in,
+a repartition topic, an in-memory store with its changelog, every new count out.  It is compiled
+against ``ODRADEK_KAFKA_STREAMS_CP`` (the kafka-streams jar and the RocksDB Java classes it
+compiles against; the in-memory store never loads RocksDB's native library) joined to
+``ODRADEK_KAFKA_CLIENTS_CP`` (tests/integration/test_java_client.py), and run as processes that
+the tests start, crash and stop.  README.md, "The Java client", says how the jars were built.
+
+Under exactly-once, a consumer reading the output with read_committed sees, for every word,
+the counts 1, 2, ..., n with no gap and no repeat -- also when an instance is killed with
+SIGKILL mid-transaction, or a broker is, and the work moves to the other instance.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.integration.test_java_client import _classpath
+from tests.support import BrokerProcess
+from tests.support.broker import running
+
+pytestmark = pytest.mark.java
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(os.path.dirname(HERE), "java", "StreamsWordCount.java")
+WORDS = [f"w{i:02d}" for i in range(40)]
+
+
+def _streams_classpath() -> str:
+    clients = _classpath()
+    streams = os.environ.get("ODRADEK_KAFKA_STREAMS_CP", "")
+    if not streams:
+        pytest.fail("ODRADEK_KAFKA_STREAMS_CP is not set: it must name the kafka-streams jar and the "
+                    "RocksDB Java classes it compiles against (see this module's docstring)")
+    return clients + os.pathsep + streams
+
+
+class App:
+    """One StreamsWordCount process; its output lines are collected by a thread."""
+
+    def __init__(self, work, cp: str, classes, bootstrap: str, app_id: str, name: str, rf: int, delay_ms: int = 0):
+        self.name = name
+        self.lines: list[str] = []
+        state = work / f"state-{name}"
+        self.err = open(work / f"{name}.err", "w")
+        self.proc = subprocess.Popen(
+            ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{cp}{os.pathsep}{classes}",
+             "StreamsWordCount", bootstrap, app_id, str(state), "lines", "counts", str(rf), str(delay_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def check(self):
+        failed = [x for x in self.lines if x.startswith("FAILED")]
+        assert not failed, f"{self.name}: {failed}"
+        assert self.proc.poll() is None, f"{self.name} exited with {self.proc.returncode}: {self.lines}"
+
+    def state(self) -> str | None:
+        states = [x.split()[1] for x in self.lines if x.startswith("STATE ")]
+        return states[-1] if states else None
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(30)
+        self.err.close()
+
+    def close(self) -> int:
+        self.proc.stdin.close()
+        rc = self.proc.wait(90)
+        self._reader.join(10)
+        self.err.close()
+        return rc
+
+
+class Counts:
+    """Reads the output topic from the start (read_committed unless told): word -> counts, in order."""
+
+    def __init__(self, bootstrap: str, partitions: int, isolation: str = "read_committed"):
+        from confluent_kafka import Consumer, TopicPartition
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader-" + uuid.uuid4().hex[:6],
+                           "isolation.level": isolation, "enable.auto.commit": False})
+        self.c.assign([TopicPartition("counts", p, 0) for p in range(partitions)])
+        self.seen: dict[str, list[int]] = {}
+
+    def poll(self):
+        for m in self.c.consume(1000, 0.5):
+            if m.error():
+                continue
+            self.seen.setdefault(m.key().decode(), []).append(int.from_bytes(m.value(), "big", signed=True))
+        return self.seen
+
+    def close(self):
+        self.c.close()
+
+
+def wait_for(cond, timeout: float, what: str, apps=()):
+    deadline = time.monotonic() + timeout
+    while True:
+        for a in apps:
+            a.check()
+        got = cond()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def produce_lines(bootstrap: str, rng: random.Random, n: int, expected: dict[str, int]):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for _ in range(n):
+        words = [rng.choice(WORDS) for _ in range(5)]
+        for w in words:
+            expected[w] = expected.get(w, 0) + 1
+        p.produce("lines", value=" ".join(words).encode())
+    assert p.flush(60) == 0
+
+
+def reached(counts: Counts, expected: dict[str, int]) -> bool:
+    seen = counts.poll()
+    return all(seen.get(w, [0])[-1] >= n for w, n in expected.items())
+
+
+def exactly_once(counts: Counts, expected: dict[str, int]):
+    seen = counts.poll()
+    assert set(seen) == set(expected)
+    for w, n in expected.items():
+        assert seen[w] == list(range(1, n + 1)), (w, seen[w][:20], len(seen[w]), n)
+
+
+def transaction_states(bootstrap: str, app_id: str) -> dict[str, str]:
+    """The application's transactional ids and their states, by kafka-transactions.sh list."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    out = subprocess.run([os.path.join(root, "bin", "kafka-transactions.sh"), "--bootstrap-server", bootstrap,
+                          "list"], capture_output=True, text=True, timeout=60, check=True).stdout
+    return {f[0]: f[3] for f in (line.split() for line in out.splitlines()[1:])
+            if len(f) >= 4 and f[0].startswith(app_id + "-")}
+
+
+def compile_app(work) -> tuple[str, object]:
+    cp = _streams_classpath()
+    for tool in ("javac", "java"):
+        if not shutil.which(tool):
+            pytest.fail(f"{tool} not found (a JDK is needed)")
+    classes = work / "classes"
+    subprocess.run(["javac", "-d", str(classes), "-cp", cp, SOURCE], check=True, timeout=300)
+    return cp, classes
+
+
+def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, aborts: bool, reset: bool = False):
+    """Instance a alone, then a and b, then ``fault(a)`` while lines keep coming; b ends the
+    work.  ``aborts``: the fault leaves a transaction open, which the coordinator aborts.
+    ``reset``: then kafka-streams-application-reset.sh resets the application, and a third
+    instance counts every line again from the start."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    cp, classes = compile_app(work)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, partitions, rf) for t in ("lines", "counts")]).values():
+        f.result(30)
+    app_id = "wc-" + uuid.uuid4().hex[:6]
+    rng, expected = random.Random(7), {}
+    counts = Counts(bootstrap, partitions)
+    a = App(work, cp, classes, bootstrap, app_id, "a", rf, delay_ms=1)
+    apps = [a]
+    try:
+        wait_for(lambda: a.state() == "RUNNING", 90, "instance a RUNNING", apps)
+        produce_lines(bootstrap, rng, 600, expected)
+        wait_for(lambda: reached(counts, expected), 90, "the counts of the first lines", apps)
+
+        b = App(work, cp, classes, bootstrap, app_id, "b", rf, delay_ms=1)
+        apps.append(b)
+        wait_for(lambda: a.state() == b.state() == "RUNNING" and
+                 sum(x == "STATE REBALANCING" for x in a.lines) >= 2, 90, "both instances RUNNING", apps)
+        produce_lines(bootstrap, rng, 600, expected)
+        wait_for(lambda: reached(counts, expected), 90, "the counts with two instances", apps)
+
+        before = transaction_states(bootstrap, app_id)
+        assert before and "CompleteAbort" not in before.values(), before
+        more = threading.Thread(target=produce_lines, args=(bootstrap, rng, 1200, expected))
+        more.start()
+        time.sleep(1.0)
+        fault(a)
+        apps.remove(a)
+        more.join(120)
+        wait_for(lambda: reached(counts, expected), 180, "every count after the fault", apps)
+        exactly_once(counts, expected)
+        if aborts:
+            # the coordinator aborted what the killed instance left open (kafka-transactions.sh list)
+            wait_for(lambda: "CompleteAbort" in transaction_states(bootstrap, app_id).values(), 60,
+                     "an aborted transaction of the killed instance")
+        # the internal topics Streams created, with its configs, and the purged repartition topic
+        names = set(admin.list_topics(timeout=30).topics)
+        repart, changelog = f"{app_id}-words-repartition", f"{app_id}-counts-changelog"
+        assert {repart, changelog} <= names, names
+        res = admin.describe_configs([ConfigResource("topic", changelog), ConfigResource("topic", repart)])
+        cfg = {r.name: {k: v.value for k, v in f.result(30).items()} for r, f in res.items()}
+        assert cfg[changelog]["cleanup.policy"] == "compact"
+        assert cfg[repart]["cleanup.policy"] == "delete" and cfg[repart]["retention.ms"] == "-1"
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+        try:
+            def purged():
+                return all(c.get_watermark_offsets(TopicPartition(repart, p), timeout=30)[0] > 0
+                           for p in range(partitions))
+            wait_for(purged, 30, "Streams to purge its repartition topic with DeleteRecords", apps)
+        finally:
+            c.close()
+
+        apps.remove(b)
+        assert b.close() == 0, b.lines
+        assert b.lines[-1] == "CLOSED", b.lines
+        if reset:
+            reset_and_count_again(work, cp, classes, bootstrap, app_id, rf, admin, counts, expected, apps)
+    finally:
+        counts.close()
+        for x in apps:
+            if x.proc.poll() is None:
+                x.kill()
+
+
+def reset_and_count_again(work, cp, classes, bootstrap, app_id, rf, admin, counts, expected, apps):
+    """Odradek's kafka-streams-application-reset.sh on a real application: the input offsets go
+    back to the start and the internal topics are deleted, so a new instance with empty state
+    counts every word from 1 again."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    # --force: b's member stays in the group until its session times out (Streams does not
+    # leave the group when it closes); the tool removes it
+    out = subprocess.run([os.path.join(root, "bin", "kafka-streams-application-reset.sh"), "--bootstrap-server",
+                          bootstrap, "--application-id", app_id, "--input-topics", "lines", "--force"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    internal = {f"{app_id}-words-repartition", f"{app_id}-counts-changelog"}
+    assert not internal & set(admin.list_topics(timeout=30).topics)
+    c = App(work, cp, classes, bootstrap, app_id, "c", rf)
+    apps.append(c)
+    wait_for(lambda: all(len(counts.poll().get(w, ())) >= 2 * n for w, n in expected.items()), 180,
+             "the counts of every line again after the reset", apps)
+    for w, n in expected.items():
+        assert counts.seen[w] == 2 * list(range(1, n + 1)), (w, len(counts.seen[w]), n)
+    assert c.close() == 0, c.lines
+
+
+def test_streams_exactly_once_through_an_instance_crash(tmp_path):
+    """Instance a is killed with SIGKILL while lines keep coming: its open transactions are
+    aborted, b takes its tasks, restores the store from the changelog and carries on; every
+    word's counts are 1..n once each.  Then the application is reset with
+    kafka-streams-application-reset.sh and counts everything again."""
+    with running(BrokerProcess(tmp_path / "b", name="broker", props={"num.partitions": 1})) as b:
+        run_two_instances(tmp_path, b.bootstrap, 1, 3, lambda a: a.kill(), aborts=True, reset=True)
+
+
+def test_streams_exactly_once_on_a_cluster_through_a_broker_kill(tmp_path, zookeeper):
+    """Three brokers, everything replicated three times (min.insync.replicas=2): a broker leading
+    some partitions is killed with SIGKILL while lines keep coming and the instances go on with
+    the new leaders; then instance a is stopped and b ends the work."""
+    from tests.support.cluster import Cluster
+    c = Cluster(tmp_path / "c", zookeeper, 3, props={
+        "min.insync.replicas": 2, "offsets.topic.replication.factor": 3,
+        "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2})
+    try:
+        c.start()
+
+        def fault(a):
+            victim = next(i for i in (1, 2, 3) if i != c.controller_id())
+            c.kill(victim)
+            time.sleep(5)
+            assert a.close() == 0, a.lines
+            c.start_broker(victim)
+        run_two_instances(tmp_path, c.bootstrap, 3, 3, fault, aborts=False)
+    finally:
+        c.shutdown()

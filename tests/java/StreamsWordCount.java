@@ -1,0 +1,94 @@
+// A Kafka Streams application (kafka-streams is not shipped here) that
+// tests/integration/test_kafka_streams.py runs as a process against a broker: it counts the words
+// of the lines in topic IN and writes every new count to topic OUT, exactly once
+// (processing.guarantee=exactly_once_v2, no record cache, so each update is one output record).
+//   java -cp kafka-streams.jar:kafka-clients.jar:...:. StreamsWordCount BOOTSTRAP APP_ID STATE_DIR IN OUT RF [DELAY_MS]
+// DELAY_MS (0): a pause per word, so that a test can kill the instance mid-transaction.
+// The words go through a repartition topic (APP_ID-words-repartition) into an in-memory store
+// whose changelog is APP_ID-counts-changelog.  It prints "STATE <state>" at each state change and
+// "FAILED <exception>" if a stream thread dies; it runs until its standard input closes, then
+// closes cleanly and prints "CLOSED".
+
+import java.io.InputStream;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Properties;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.state.BuiltInDslStoreSuppliers;
+import org.apache.kafka.streams.state.Stores;
+
+public class StreamsWordCount {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], appId = args[1], stateDir = args[2], in = args[3], out = args[4];
+        int rf = Integer.parseInt(args[5]);
+        long delay = args.length > 6 ? Long.parseLong(args[6]) : 0;
+
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.stream(in, Consumed.with(Serdes.String(), Serdes.String()))
+               .flatMapValues(line -> Arrays.asList(line.split(" ")))
+               .peek((key, word) -> pause(delay))
+               .groupBy((key, word) -> word, Grouped.with("words", Serdes.String(), Serdes.String()))
+               .count(Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts"))
+                                  .withKeySerde(Serdes.String()).withValueSerde(Serdes.Long()))
+               .toStream()
+               .to(out, Produced.with(Serdes.String(), Serdes.Long()));
+
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, rf);
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
+        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 500);
+        // any store the DSL makes on its own is in memory too: the RocksDB classes are on the
+        // class path for compiling, its native library need not be
+        p.put(StreamsConfig.DSL_STORE_SUPPLIERS_CLASS_CONFIG,
+              BuiltInDslStoreSuppliers.InMemoryDslStoreSuppliers.class);
+        // a member killed by the test leaves the group within seconds, and its open
+        // transaction is aborted by the coordinator 10 s after it began
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG), 10000);
+
+        KafkaStreams streams = new KafkaStreams(builder.build(), p);
+        streams.setStateListener((now, before) -> say("STATE " + now));
+        streams.setUncaughtExceptionHandler(e -> {
+            say("FAILED " + e + (e.getCause() != null ? " / cause: " + e.getCause() : ""));
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+        streams.start();
+
+        InputStream stdin = System.in;
+        while (stdin.read() >= 0) { /* until the test closes our standard input */ }
+        streams.close(Duration.ofSeconds(60));
+        say("CLOSED");
+    }
+
+    static void pause(long ms) {
+        if (ms <= 0) return;
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    static synchronized void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+}
