@@ -5,13 +5,17 @@
 //   java -cp kafka-streams.jar:kafka-clients.jar:...:. StreamsWordCount BOOTSTRAP APP_ID STATE_DIR IN OUT RF [DELAY_MS]
 // DELAY_MS (0): a pause per word, so that a test can kill the instance mid-transaction.
 // The words go through a repartition topic (APP_ID-words-repartition) into an in-memory store
-// whose changelog is APP_ID-counts-changelog.  It prints "STATE <state>" at each state change and
+// whose changelog is APP_ID-counts-changelog, compacted as soon as a segment rolls (segment.ms
+// 500, min.cleanable.dirty.ratio 0.01), so that a restore reads a cleaned transactional log;
+// each instance also keeps a standby copy of another's store (num.standby.replicas=1).  It prints "STATE <state>" at each state change and
 // "FAILED <exception>" if a stream thread dies; it runs until its standard input closes, then
-// closes cleanly and prints "CLOSED".
+// closes and prints "CLOSED true" (or "CLOSED false" if its threads did not stop within 60 s).
 
 import java.io.InputStream;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Properties;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -34,13 +38,18 @@ public class StreamsWordCount {
         int rf = Integer.parseInt(args[5]);
         long delay = args.length > 6 ? Long.parseLong(args[6]) : 0;
 
+        Map<String, String> changelog = new HashMap<>();
+        changelog.put("segment.ms", "500");
+        changelog.put("min.cleanable.dirty.ratio", "0.01");
+
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(in, Consumed.with(Serdes.String(), Serdes.String()))
                .flatMapValues(line -> Arrays.asList(line.split(" ")))
                .peek((key, word) -> pause(delay))
                .groupBy((key, word) -> word, Grouped.with("words", Serdes.String(), Serdes.String()))
                .count(Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts"))
-                                  .withKeySerde(Serdes.String()).withValueSerde(Serdes.Long()))
+                                  .withKeySerde(Serdes.String()).withValueSerde(Serdes.Long())
+                                  .withLoggingEnabled(changelog))
                .toStream()
                .to(out, Produced.with(Serdes.String(), Serdes.Long()));
 
@@ -51,6 +60,7 @@ public class StreamsWordCount {
         p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, rf);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
+        p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 1);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 500);
@@ -74,8 +84,8 @@ public class StreamsWordCount {
 
         InputStream stdin = System.in;
         while (stdin.read() >= 0) { /* until the test closes our standard input */ }
-        streams.close(Duration.ofSeconds(60));
-        say("CLOSED");
+        boolean clean = streams.close(Duration.ofSeconds(60));
+        say("CLOSED " + clean);
     }
 
     static void pause(long ms) {
