@@ -311,7 +311,7 @@ class Group:
             for tp, o in self.offsets.items():
                 if tp[0] in exclude or self.has_pending_commit(tp):
                     continue
-                if o.expire_timestamp >= 0:
+                if o.expire_timestamp != -1:
                     if now_ms >= o.expire_timestamp:
                         out[tp] = o
                 elif now_ms - base(o) >= retention_ms:

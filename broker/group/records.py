@@ -154,7 +154,7 @@ def group_key(group: str) -> bytes:
 def offset_value(v: OffsetValue, version: int | None = None) -> bytes:
     """Encode an offset commit; the version defaults to Kafka 3.x's choice (1 or 3)."""
     if version is None:
-        version = 1 if v.expire_timestamp >= 0 else 3
+        version = 1 if v.expire_timestamp != -1 else 3
     if not 0 <= version <= 4:
         raise ValueError(f"OffsetCommitValue has no version {version}")
     w = _Writer(version, flexible=version >= 4)

@@ -203,13 +203,20 @@ async def leave_group(ctx, req):
 
 
 # ====================================================================== OffsetCommit
+def _java_long(n: int) -> int:
+    """``n`` wrapped to a signed 64-bit integer, as Java's long arithmetic does."""
+    return (n + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 @handler(8, 0, 9)
 async def offset_commit(ctx, req):
     v = ctx.api_version
     coord = _coordinator(ctx)
     now = coord.timers.now_ms() if coord is not None else 0
     retention = req.retention_time_ms if 2 <= v <= 4 else -1
-    expire = now + retention if retention != -1 else -1
+    # Kafka adds the two as Java longs: a huge retention wraps to a negative expire timestamp,
+    # stored as such and expired at the next check (-1 alone means none)
+    expire = _java_long(now + retention) if retention != -1 else -1
     results: dict = {}
     order: list = []
     offsets = {}

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker.handlers import groups as H
+from broker.group import records as R
 from protocol.errors import ErrorCode as E
 from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, DescribeGroupsResponse,
                                FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest,
@@ -188,6 +189,27 @@ async def test_offset_commit_v2_retention_sets_expire_timestamp():
                topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=5)])])
     om = coord.groups["g"].offsets[("t", 0)]
     assert om.expire_timestamp == om.commit_timestamp + 60000
+
+
+@pytest.mark.parametrize("retention", [(1 << 63) - 1, -5, -(1 << 63)])
+@run
+async def test_offset_commit_v2_retention_adds_as_java_longs(retention):
+    """Kafka adds commit time and retention as Java longs: a huge retention wraps to a negative
+    expire timestamp, which is stored (an OffsetCommitValue v1) and expires at the next check,
+    like any expire timestamp in the past.  It once failed the request on a struct overflow."""
+    broker, coord, _ = await broker_with_groups()
+    P = OffsetCommitRequest.OffsetCommitRequestPartition
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    r = await call(H.offset_commit, broker, OffsetCommitRequest, OffsetCommitResponse, 2, group_id="g",
+                   generation_id_or_member_epoch=-1, retention_time_ms=retention,
+                   topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=5)])])
+    assert r.topics[0].partitions[0].error_code == E.NONE
+    g = coord.groups["g"]
+    om = g.offsets[("t", 0)]
+    assert om.expire_timestamp == (om.commit_timestamp + retention + (1 << 63)) % (1 << 64) - (1 << 63)
+    assert om.expire_timestamp < om.commit_timestamp
+    assert R.offset_value(R.OffsetValue(5, "", om.commit_timestamp, -1, om.expire_timestamp))[:2] == b"\x00\x01"
+    assert ("t", 0) in g.remove_expired_offsets(om.commit_timestamp, 7 * 24 * 3600 * 1000)
 
 
 @run
