@@ -71,7 +71,9 @@ class Member:
         return self.sync_waiter is not None
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """The names, each once, in order: Kafka counts a member's protocols as a set, so a name
+        listed twice still counts once towards the group's candidates."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def metadata(self, protocol: str) -> bytes:
         for name, meta in self.protocols:

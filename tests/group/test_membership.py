@@ -1,5 +1,7 @@
 """Classic group protocol: joins, rebalances, sync, heartbeats, leaves, timeouts, static members."""
 
+import asyncio
+
 from broker.group.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from protocol.errors import ErrorCode as E
 from tests.group.support import Client, make_coordinator, run, settle, subscription
@@ -140,6 +142,25 @@ async def test_protocol_vote_and_inconsistent_protocols():
     assert (await bad.start_join(protocol_type="connect")).error == E.INCONSISTENT_GROUP_PROTOCOL
     empty = Client(coord, group="h", protocols=[])
     assert (await empty.start_join(require_known=False)).error == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+@run
+async def test_a_protocol_named_twice_counts_once():
+    """Kafka keeps a member's protocol names as a set: a member listing one twice still makes
+    it a candidate (the first entry's metadata goes to the leader), and a second member with it
+    once may join.  Counting both entries once left no candidate and crashed the join timer."""
+    coord, _, _ = await started()
+    c1 = Client(coord, client_id="a", protocols=[("range", b"first"), ("range", b"second")])
+    c2 = Client(coord, client_id="b", protocols=[("range", b"b")])
+    for c in (c1, c2):
+        c.join_done(await c.start_join())
+    tasks = [c.start_join() for c in (c1, c2)]
+    await settle()
+    results = [await asyncio.wait_for(t, 10) for t in tasks]
+    assert [r.error for r in results] == [E.NONE, E.NONE]
+    assert {r.protocol_name for r in results} == {"range"}
+    leader = next(r for r in results if r.members)
+    assert dict((m[0], m[2]) for m in leader.members)[c1.member_id] == b"first"
 
 
 @run
