@@ -36,6 +36,7 @@ and ``delete`` may run in an executor provided nothing else touches that Log mea
 """
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -58,6 +59,8 @@ from .producer_state import ProducerStateManager, SeqResult
 from .scan import FileScanner, control_marker
 from .segment import DELETED_SUFFIX, LogSegment
 from .txn_index import AbortedTxn, aborted_entries
+
+logger = logging.getLogger("odradek.log")
 
 _RNG = random.Random()      # segment roll jitter
 
@@ -712,14 +715,21 @@ class Log:
             upper = self.log_end_offset if last else self.bases[i + 1]
             if self.high_watermark < upper or (last and seg.size == 0):
                 break
-            due = not last and self.bases[i + 1] <= self.log_start_offset
-            if not due and cfg.delete_enabled:
-                if cfg.retention_ms >= 0 and now - seg.largest_timestamp() > cfg.retention_ms:
-                    due = True
+            why = None
+            if not last and self.bases[i + 1] <= self.log_start_offset:
+                why = f"it ends at or below the log start offset {self.log_start_offset}"
+            elif cfg.delete_enabled:
+                largest = seg.largest_timestamp()
+                if cfg.retention_ms >= 0 and now - largest > cfg.retention_ms:
+                    why = (f"its largest timestamp {largest} is more than retention.ms "
+                           f"{cfg.retention_ms} old")
                 elif cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes:
-                    due = True
-            if not due:
+                    why = (f"the log is over retention.bytes {cfg.retention_bytes}; "
+                           f"{total - seg.size} bytes remain without it")
+            if why is None:
                 break
+            logger.info("deleting segment %d of %s (%d bytes): %s", seg.base_offset,
+                        os.path.basename(self.dir), seg.size, why)
             doomed.append(seg)
             total -= seg.size
         if not doomed:

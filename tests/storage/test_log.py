@@ -139,6 +139,27 @@ def test_retention_by_size_time_and_log_start(tmp_path, clock):
         log.read(32, 10)
 
 
+def test_retention_logs_each_deleted_segment_and_why(tmp_path, clock, caplog):
+    log = Log(str(tmp_path / "t-0"), cfg(segment_bytes=300, retention_bytes=600, retention_ms=-1),
+              time_ms=clock)
+    for i in range(30):
+        log.append(make_batch([b"x" * 40], timestamps=[clock.now]), 0)
+    log.update_high_watermark(log.log_end_offset)
+    with caplog.at_level("INFO", logger="odradek.log"):
+        n = log.delete_old_segments()
+        by_size = [r.getMessage() for r in caplog.records]
+        assert len(by_size) == n > 0
+        assert all(m.startswith("deleting segment ") and " of t-0 " in m and "retention.bytes 600" in m
+                   for m in by_size)
+        caplog.clear()
+        log.config.retention_bytes = -1
+        log.config.retention_ms = 1000
+        clock.now += 5000
+        n = log.delete_old_segments()
+        assert [r.getMessage() for r in caplog.records][-1].endswith("is more than retention.ms 1000 old")
+        assert len(caplog.records) == n
+
+
 def test_truncate_and_reopen(tmp_path, clock):
     d = str(tmp_path / "t-0")
     log = Log(d, cfg(segment_bytes=300), time_ms=clock)
