@@ -71,8 +71,9 @@ class Member:
         return self.sync_waiter is not None
 
     def protocol_names(self) -> list[str]:
-        """The names, each once, in order: Kafka counts a member's protocols as a set, so a name
-        listed twice still counts once towards the group's candidates."""
+        """The names, each once, in order.  Kafka 3.9 counts every entry, so a name listed twice
+        never equals the member count and its vote throws inside the coordinator (the join never
+        completes); here it counts once (docs/groups.md, "Protocol")."""
         return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def metadata(self, protocol: str) -> bytes:

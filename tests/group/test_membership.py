@@ -146,9 +146,10 @@ async def test_protocol_vote_and_inconsistent_protocols():
 
 @run
 async def test_a_protocol_named_twice_counts_once():
-    """Kafka keeps a member's protocol names as a set: a member listing one twice still makes
-    it a candidate (the first entry's metadata goes to the leader), and a second member with it
-    once may join.  Counting both entries once left no candidate and crashed the join timer."""
+    """A member listing a protocol name twice still makes it a candidate (the first entry's
+    metadata goes to the leader), and a second member with it once may join.  Counting both
+    entries left no candidate and crashed the join timer; Kafka 3.9 does count both, and its join
+    never completes (docs/groups.md, "Protocol")."""
     coord, _, _ = await started()
     c1 = Client(coord, client_id="a", protocols=[("range", b"first"), ("range", b"second")])
     c2 = Client(coord, client_id="b", protocols=[("range", b"b")])
