@@ -311,4 +311,13 @@ def _entries(req, uses_ids: bool, resolve_id) -> list:
             name, tid = t.topic, None
         for fp in t.partitions:
             out.append((name, tid, fp, None))
+    if len(out) > 1:
+        # Kafka reads the request into an insertion-ordered map: a partition named twice is
+        # fetched once, where it first appears, at the position the last entry asks for
+        merged: dict = {}
+        for e in out:
+            key = (e[1] if uses_ids else e[0], e[2].partition)
+            merged[key] = (merged[key][0], merged[key][1], e[2], None) if key in merged else e
+        if len(merged) < len(out):
+            out = list(merged.values())
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 
 from broker.dispatch import handler
+from broker.handlers.duplicates import by_partition
 from broker.replica import not_leader_error
 from controller.api import is_internal_topic
 from protocol.errors import ErrorCode as E
@@ -58,14 +59,16 @@ def _delete(broker, topic, partition, offset) -> tuple[int, int]:
 async def delete_records(ctx, req):
     broker = ctx.broker
     topics = []
-    for t in req.topics:
+    requested = by_partition(req.topics, "name", "partitions", "partition_index") or \
+        [(t.name, t.partitions) for t in req.topics]
+    for name, partitions in requested:
         parts = []
-        for p in t.partitions:
-            code, low = _delete(broker, t.name, p.partition_index, p.offset)
+        for p in partitions:
+            code, low = _delete(broker, name, p.partition_index, p.offset)
             parts.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                         low_watermark=low, error_code=code))
             if code == E.NONE:
-                log.info("log start offset of %s-%d is now %d (requested %d by %s)", t.name,
+                log.info("log start offset of %s-%d is now %d (requested %d by %s)", name,
                          p.partition_index, low, p.offset, ctx.client_id)
-        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+        topics.append(R.DeleteRecordsTopicResult(name=name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)

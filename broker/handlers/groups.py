@@ -255,7 +255,9 @@ def _fetch_group(coord, group_id, topics, require_stable, member=None):
         err = coord.validate_modern_fetch(group_id, *member)
         if err:
             return err, {}
-    partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    # a partition asked twice is answered once (Kafka collects the answers in a map)
+    partitions = None if topics is None else \
+        list(dict.fromkeys((t.name, p) for t in topics for p in t.partition_indexes))
     err, rows = coord.fetch_offsets(group_id, partitions, require_stable)
     out: dict[str, list] = {}
     if err:

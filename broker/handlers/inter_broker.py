@@ -217,8 +217,10 @@ def _election_message(err):
 @handler(45, 0, 0)
 async def alter_partition_reassignments(ctx, req):
     R = AlterPartitionReassignmentsResponse
-    items = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
-             for t in req.topics for p in t.partitions]
+    # Kafka reads the request into a map: a partition named twice counts once, as its last entry
+    last = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
+            for t in req.topics for p in t.partitions}
+    items = [(t, p, target) for (t, p), target in last.items()]
     if not hasattr(ctx.broker.controller, "role"):
         out = _single_node_reassignments(ctx.broker, items)
     else:

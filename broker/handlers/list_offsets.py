@@ -20,6 +20,20 @@ from protocol.messages import ListOffsetsResponse
 R = ListOffsetsResponse
 EARLIEST, LATEST, MAX_TS, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
+# the special (negative) timestamps and the first version that has each
+SPECIAL_SINCE = {EARLIEST: 1, LATEST: 1, MAX_TS: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+
+
+def _duplicates(topics) -> set:
+    """The (topic, partition)s a request names more than once."""
+    seen, dups = set(), set()
+    for t in topics:
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            if key in seen:
+                dups.add(key)
+            seen.add(key)
+    return dups
 
 
 @handler(2, 0, 9)
@@ -27,6 +41,7 @@ async def list_offsets(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
     topics = []
+    dups = _duplicates(req.topics) if v >= 1 else ()
     for t in req.topics:
         out = []
         info = broker.controller.topic(t.name)
@@ -34,6 +49,12 @@ async def list_offsets(ctx, req):
             r = R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
                                                timestamp=-1, offset=-1, leader_epoch=-1)
             out.append(r)
+            if dups and (t.name, p.partition_index) in dups:
+                r.error_code = E.INVALID_REQUEST     # v1+: every entry of a partition named twice
+                continue
+            if v >= 1 and p.timestamp < 0 and SPECIAL_SINCE.get(p.timestamp, v + 1) > v:
+                r.error_code = E.UNSUPPORTED_VERSION  # a special timestamp this version lacks
+                continue
             part = broker.replicas.get(t.name, p.partition_index)
             if info is None or p.partition_index not in info.partitions:
                 r.error_code = E.UNKNOWN_TOPIC_OR_PARTITION

@@ -97,8 +97,7 @@ async def metadata(ctx, req):
     else:
         auto = broker.config.get("auto.create.topics.enable") and (v < 4 or req.allow_auto_topic_creation)
         to_create = []
-        for t in req.topics:
-            name = t.name
+        for name in dict.fromkeys(t.name for t in req.topics):    # a name asked twice: once
             if name is None:         # v12+: neither a name nor an id
                 topics_out.append(R.MetadataResponseTopic(
                     error_code=E.UNKNOWN_TOPIC_ID, name=None, topic_id=UUID0, topic_authorized_operations=INT_MIN))
@@ -112,8 +111,7 @@ async def metadata(ctx, req):
                     topic_authorized_operations=INT_MIN))
             elif auto and not is_internal_topic(name):   # any valid name, as Kafka; the coordinators
                 # create their own topics (with their partition counts and configs)
-                if name not in to_create:    # a name asked twice is created once
-                    to_create.append(name)
+                to_create.append(name)
                 topics_out.append(name)      # placeholder, filled below
             else:
                 topics_out.append(R.MetadataResponseTopic(

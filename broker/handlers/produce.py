@@ -16,6 +16,7 @@ import asyncio
 import logging
 
 from broker.dispatch import handler
+from broker.handlers.duplicates import by_partition
 from broker.replica import not_leader_error
 from broker.txn.markers import check_produce, is_transactional_batch
 from protocol import records as rec
@@ -89,7 +90,7 @@ async def produce(ctx, req):
     ctrl = broker.controller
     responses = []
     waits = []
-    for topic in req.topic_data:
+    for topic in _distinct_partitions(req.topic_data):
         out_parts = []
         info = ctrl.topic(topic.name)
         for pd in topic.partition_data:
@@ -164,6 +165,15 @@ async def produce(ctx, req):
     if waits:
         await _await_isr(waits, req.timeout_ms)
     return R(responses=responses, throttle_time_ms=throttle_ms)
+
+
+def _distinct_partitions(topic_data):
+    """The request's topics with each partition once (broker/handlers/duplicates.py)."""
+    merged = by_partition(topic_data, "name", "partition_data", "index")
+    if merged is None:
+        return topic_data
+    cls = type(topic_data[0])
+    return [cls(name=name, partition_data=pds) for name, pds in merged]
 
 
 async def _await_isr(waits, timeout_ms):

@@ -37,6 +37,11 @@ async def describe_user_scram_credentials(ctx, req):
         if n in done:
             continue
         done.add(n)
+        if n == "":             # before the duplicate check, as Kafka
+            results.append(R.DescribeUserScramCredentialsResult(
+                user=n, error_code=E.RESOURCE_NOT_FOUND, error_message="Username must not be empty",
+                credential_infos=[]))
+            continue
         if counts[n] > 1:
             results.append(R.DescribeUserScramCredentialsResult(
                 user=n, error_code=E.DUPLICATE_RESOURCE, error_message=f"Cannot describe SCRAM credentials for the "

@@ -50,7 +50,10 @@ def field_strategy(f, version, flexible, depth, text=None):
             inner = struct_strategy(f.struct, version, flexible, depth + 1, text)
         else:
             inner = _primitive(elem, text)
-        s = st.lists(inner, max_size=3 if depth < 2 else 1)
+        # sometimes with its first element again at the end: a duplicate entry (the same topic,
+        # partition, member or resource twice) is a request a broker must answer too
+        s = st.lists(inner, max_size=3 if depth < 2 else 1).flatmap(
+            lambda xs: st.sampled_from([xs, xs + xs[:1]]) if xs else st.just(xs))
     elif f.type == "struct":
         s = struct_strategy(f.struct, version, flexible, depth + 1, text)
     else:
