@@ -137,11 +137,11 @@ async def delete_acls(ctx, req):
             results.append(R.DeleteAclsFilterResult(error_code=E.INVALID_REQUEST, error_message=problem,
                                                     matching_acls=[]))
             continue
-        matched = [b for b in current if f.matches(b)]
-        for b in matched:
-            if b not in seen:
-                seen.add(b)
-                doomed.append(b)
+        # as Kafka's authorizer: a binding that several filters match is reported once, under
+        # the first of them
+        matched = [b for b in current if b not in seen and f.matches(b)]
+        seen.update(matched)
+        doomed.extend(matched)
         results.append(R.DeleteAclsFilterResult(error_code=0, error_message=None, matching_acls=[
             R.DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=b.resource_type,
                                     resource_name=b.name, pattern_type=b.pattern_type, principal=b.principal,

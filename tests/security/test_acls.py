@@ -429,3 +429,39 @@ def test_allocate_producer_ids_needs_cluster_action(authz_broker):
             await c.close()
     assert asyncio.run(ask("alice")) == (31, 0, 31)
     assert asyncio.run(ask("admin")) == (0, 1000, 0)
+
+
+def test_delete_acls_reports_a_binding_under_the_first_filter_that_matches_it(authz_broker):
+    """Kafka's AclAuthorizer reports each deleted binding once, under the first filter that
+    matched it: two equal filters, then a wider one, answer [[a], [], [b]]."""
+    import asyncio
+    import protocol.messages as m
+    from protocol.client import KafkaClientConnection, security_from_properties
+    b = authz_broker
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+    _, sasl = security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="admin" password="admin-secret";'})
+    C, DA = m.CreateAclsRequest, m.DeleteAclsRequest
+    principal = f"User:dup-{uuid.uuid4().hex[:6]}"
+
+    def creation(name):
+        return C.AclCreation(resource_type=2, resource_name=name, resource_pattern_type=3, principal=principal,
+                             host="*", operation=A_READ, permission_type=3)
+
+    def flt(name):
+        return DA.DeleteAclsFilter(resource_type_filter=2, resource_name_filter=name, pattern_type_filter=3,
+                                   principal_filter=principal, host_filter=None, operation=1, permission_type=1)
+
+    async def run():
+        c = await KafkaClientConnection.connect(host, int(port), timeout=10, sasl=sasl)
+        try:
+            r = await c.send(C(creations=[creation("da"), creation("db")]), version=1)
+            assert [x.error_code for x in r.results] == [0, 0]
+            r = await c.send(DA(filters=[flt("da"), flt("da"), flt(None)]), version=1)
+            return [(f.error_code, [a.resource_name for a in f.matching_acls]) for f in r.filter_results]
+        finally:
+            await c.close()
+
+    assert asyncio.run(run()) == [(0, ["da"]), (0, []), (0, ["db"])]
