@@ -135,10 +135,12 @@ async def alter_client_quotas(ctx, req):
             results.append((entry, len(valid)))
             valid.append((entity, changes))
     done = await ctx.broker.controller.alter_client_quotas(valid, req.validate_only) if valid else []
-    out = []
+    # Kafka applies every entry in turn and answers each entity once, with its last result
+    out: dict = {}
     for entry, r in results:
         res = done[r] if isinstance(r, int) else r
-        out.append(R.EntryData(error_code=res.error_code, error_message=res.error_message,
+        key = frozenset((e.entity_type, e.entity_name) for e in entry.entity)
+        out[key] = R.EntryData(error_code=res.error_code, error_message=res.error_message,
                                entity=[R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
-                                       for e in entry.entity]))
-    return R(throttle_time_ms=0, entries=out)
+                                       for e in entry.entity])
+    return R(throttle_time_ms=0, entries=list(out.values()))

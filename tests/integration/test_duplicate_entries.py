@@ -179,3 +179,18 @@ def test_describe_scram_refuses_an_empty_user_before_duplicates(kafka):
         assert [(x.user, x.error_code, x.error_message) for x in r.results] == [
             ("", E.RESOURCE_NOT_FOUND, "Username must not be empty"),
             ("nobody", E.RESOURCE_NOT_FOUND, "Attempt to describe a user credential that does not exist: nobody")]
+
+
+def test_alter_client_quotas_answers_an_entity_named_twice_once_after_both(kafka):
+    from protocol.messages import AlterClientQuotasRequest as AQ, DescribeClientQuotasRequest as DQ
+
+    def entry(rate):
+        return AQ.EntryData(entity=[AQ.EntityData(entity_type="user", entity_name="dup-q")],
+                            ops=[AQ.OpData(key="producer_byte_rate", value=rate, remove=False)])
+    with RawConnection(kafka.host, kafka.port) as c:
+        r = c.request(49, 1, AQ(entries=[entry(1000.0), entry(3000.0)], validate_only=False))
+        assert [(e.error_code, [(x.entity_type, x.entity_name) for x in e.entity]) for e in r.entries] == \
+            [(0, [("user", "dup-q")])]
+        r = c.request(48, 1, DQ(components=[DQ.ComponentData(entity_type="user", match_type=0, match="dup-q")],
+                                strict=True))
+        assert [(v.key, v.value) for e in r.entries for v in e.values] == [("producer_byte_rate", 3000.0)]
