@@ -245,6 +245,17 @@ def test_metadata_by_topic_id_needs_describe(authz_broker):
                           (100, "", str(unknown))])
 
 
+def _admin_login(b):
+    """(host, port, SASL settings) for the project's own client logged in as the super user."""
+    from protocol.client import security_from_properties
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+    _, sasl = security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="admin" password="admin-secret";'})
+    return host, int(port), sasl
+
+
 def test_create_acls_corner_cases_answer_as_kafka(authz_broker):
     """CreateAcls/DescribeAcls answers that Kafka 3.9 with its AclAuthorizer gives (found by a
     KafkaJS sweep): a filter value (ANY, MATCH) in a creation fails the whole request with
@@ -254,13 +265,8 @@ def test_create_acls_corner_cases_answer_as_kafka(authz_broker):
     DescribeAcls filter with an UNKNOWN element closes the connection."""
     import asyncio
     import protocol.messages as m
-    from protocol.client import KafkaClientConnection, KafkaConnectionError, security_from_properties
-    b = authz_broker
-    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
-    _, sasl = security_from_properties({
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="admin" password="admin-secret";'})
+    from protocol.client import KafkaClientConnection, KafkaConnectionError
+    host, port, sasl = _admin_login(authz_broker)
     C, D = m.CreateAclsRequest, m.DescribeAclsRequest
     tag = uuid.uuid4().hex[:6]
 
@@ -273,7 +279,7 @@ def test_create_acls_corner_cases_answer_as_kafka(authz_broker):
                  host_filter=None, operation=1, permission_type=1)
 
     async def run():
-        c = await KafkaClientConnection.connect(host, int(port), timeout=10, sasl=sasl)
+        c = await KafkaClientConnection.connect(host, port, timeout=10, sasl=sasl)
         try:
             out = {}
             r = await c.send(C(creations=[acl(f"ok-{tag}"), acl(f"any-{tag}", op=1)]), version=1)
@@ -436,13 +442,8 @@ def test_delete_acls_reports_a_binding_under_the_first_filter_that_matches_it(au
     matched it: two equal filters, then a wider one, answer [[a], [], [b]]."""
     import asyncio
     import protocol.messages as m
-    from protocol.client import KafkaClientConnection, security_from_properties
-    b = authz_broker
-    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
-    _, sasl = security_from_properties({
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="admin" password="admin-secret";'})
+    from protocol.client import KafkaClientConnection
+    host, port, sasl = _admin_login(authz_broker)
     C, DA = m.CreateAclsRequest, m.DeleteAclsRequest
     principal = f"User:dup-{uuid.uuid4().hex[:6]}"
 
@@ -455,7 +456,7 @@ def test_delete_acls_reports_a_binding_under_the_first_filter_that_matches_it(au
                                    principal_filter=principal, host_filter=None, operation=1, permission_type=1)
 
     async def run():
-        c = await KafkaClientConnection.connect(host, int(port), timeout=10, sasl=sasl)
+        c = await KafkaClientConnection.connect(host, port, timeout=10, sasl=sasl)
         try:
             r = await c.send(C(creations=[creation("da"), creation("db")]), version=1)
             assert [x.error_code for x in r.results] == [0, 0]
