@@ -28,3 +28,17 @@ def by_partition(topics, name: str, parts: str, index: str) -> list[tuple[str, l
     for (tname, _), p in merged.items():
         out.setdefault(tname, []).append(p)
     return list(out.items())
+
+
+def repeated_partitions(topics, name: str, parts: str, index: str) -> set:
+    """The (topic name, partition index) pairs the request names more than once (ListOffsets
+    v1+ refuses every entry of those)."""
+    seen, repeated = set(), set()
+    for t in topics:
+        tname = getattr(t, name)
+        for p in getattr(t, parts) or ():
+            key = (tname, getattr(p, index))
+            if key in seen:
+                repeated.add(key)
+            seen.add(key)
+    return repeated

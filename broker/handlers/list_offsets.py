@@ -13,6 +13,7 @@ Kafka, and -2 is answered by any replica of the partition, not only its leader.
 from __future__ import annotations
 
 from broker.dispatch import handler
+from broker.handlers.duplicates import repeated_partitions
 from broker.replica import not_leader_error
 from protocol.errors import ErrorCode as E
 from protocol.messages import ListOffsetsResponse
@@ -24,24 +25,13 @@ CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 SPECIAL_SINCE = {EARLIEST: 1, LATEST: 1, MAX_TS: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
-def _duplicates(topics) -> set:
-    """The (topic, partition)s a request names more than once."""
-    seen, dups = set(), set()
-    for t in topics:
-        for p in t.partitions:
-            key = (t.name, p.partition_index)
-            if key in seen:
-                dups.add(key)
-            seen.add(key)
-    return dups
-
 
 @handler(2, 0, 9)
 async def list_offsets(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
     topics = []
-    dups = _duplicates(req.topics) if v >= 1 else ()
+    dups = repeated_partitions(req.topics, "name", "partitions", "partition_index") if v >= 1 else ()
     for t in req.topics:
         out = []
         info = broker.controller.topic(t.name)
