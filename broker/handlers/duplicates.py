@@ -3,7 +3,12 @@
 Kafka reads Produce, Fetch, DeleteRecords and OffsetFetch requests (among others) into maps
 keyed by partition: a partition named twice counts once, at the place it first appears, with
 the last entry given for it, and a topic named twice is answered as one.  ``by_partition``
-does the same for any request of topics holding partitions."""
+does the same for any request of topics holding partitions.
+
+Fetch keeps its own loop (``broker/fetch_session.py``, ``_entries``): Kafka answers a Fetch in
+runs of consecutive partitions of one topic (FetchResponse.of), so a topic whose partitions are
+named apart is answered in as many topic entries, where the answers built from this module's
+map (Produce's among them) list a topic once."""
 from __future__ import annotations
 
 

@@ -3,7 +3,8 @@
 Kafka reads Produce, Fetch, DeleteRecords and AlterPartitionReassignments requests into maps keyed
 by partition: a partition named twice counts once, where it first appears, with its last entry
 (a produce request writes the last batch once).  ListOffsets v1+ answers every entry of a
-duplicated partition INVALID_REQUEST.  Metadata and OffsetFetch answer a name once, and
+duplicated partition INVALID_REQUEST.  Fetch answers in runs of consecutive partitions of one
+topic, so a topic named apart is answered in as many entries (Produce answers it once).  Metadata and OffsetFetch answer a name once, and
 CreatePartitions answers a topic named twice once, INVALID_REQUEST.  DescribeUserScramCredentials
 refuses an empty user name before it looks for duplicates.  (Clients never send such requests;
 the random requests of tests/integration/test_request_fuzz.py do.)
@@ -74,6 +75,27 @@ def test_fetch_answers_a_partition_named_twice_once_from_its_last_position(kafka
                 parts = c.request(1, version, body).responses[0].partitions
             assert [p.partition_index for p in parts] == [0, 1], version
             assert _values(parts[0].records) == [b"x2"], version
+
+
+def test_fetch_answers_a_topic_named_apart_in_runs_as_kafka(kafka):
+    """Unlike Produce, Kafka's Fetch answer starts a topic entry wherever the topic changes
+    (FetchResponse.of): a topic whose partitions are named apart is answered twice."""
+    def topic(name, partitions):
+        return FetchRequest.FetchTopic(topic=name, partitions=[FetchRequest.FetchPartition(
+            partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=1 << 20) for p in partitions])
+    with RawConnection(kafka.host, kafka.port) as c:
+        for t in ("fa", "fb"):
+            assert c.metadata([t]).topics[0].error_code == 0
+        assert c.produce("fa", 1, _batch(b"a1")).error_code == 0
+        r = c.request(1, 12, FetchRequest(
+            cluster_id=None, replica_id=-1, replica_state=None, max_wait_ms=0, min_bytes=1,
+            max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[topic("fa", [0]), topic("fb", [0, 1]), topic("fa", [1, 0])],
+            forgotten_topics_data=[], rack_id=""))
+        assert [(t.topic, [p.partition_index for p in t.partitions]) for t in r.responses] == \
+            [("fa", [0]), ("fb", [0, 1]), ("fa", [1])]
+        assert _values(r.responses[2].partitions[0].records) == [b"a1"]
 
 
 def test_delete_records_takes_the_last_offset_of_a_partition_named_twice(kafka):
