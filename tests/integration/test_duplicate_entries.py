@@ -4,9 +4,10 @@ Kafka reads Produce, Fetch, DeleteRecords and AlterPartitionReassignments reques
 by partition: a partition named twice counts once, where it first appears, with its last entry
 (a produce request writes the last batch once).  ListOffsets v1+ answers every entry of a
 duplicated partition INVALID_REQUEST.  Fetch answers in runs of consecutive partitions of one
-topic, so a topic named apart is answered in as many entries (Produce answers it once).  Metadata and OffsetFetch answer a name once, and
-CreatePartitions answers a topic named twice once, INVALID_REQUEST.  DescribeUserScramCredentials
-refuses an empty user name before it looks for duplicates.  (Clients never send such requests;
+topic, so a topic named apart is answered in as many entries (Produce answers it once).
+Metadata and OffsetFetch answer a name once, and CreatePartitions answers a topic named twice
+once, INVALID_REQUEST.  DescribeUserScramCredentials refuses an empty user name before it looks
+for duplicates.  (Clients never send such requests;
 the random requests of tests/integration/test_request_fuzz.py do.)
 """
 from __future__ import annotations
