@@ -45,9 +45,9 @@ def test_replicas_move_between_log_dirs_under_acks_all(cluster_factory):
     follower = 3 - leader
     c.wait_for_isr(topic, 0, [1, 2])
     prod = NumberedProducer(c.bootstrap, topic, 1).start()
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=15000)
     try:
         prod.wait_acked(1000, 60)
-        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=15000)
         targets = {}
         for b in (follower, leader):
             (cur, _), = _dirs_of(admin, b, topic).values()
@@ -65,6 +65,7 @@ def test_replicas_move_between_log_dirs_under_acks_all(cluster_factory):
         prod.wait_acked(300, 90)                # acks=all from the moved follower, now leader
     finally:
         prod.stop()
+        admin.close()
     assert not prod.failed, prod.failed[:5]
     log = read_all(c.bootstrap_of([follower]), topic, 1)
     report = check_no_loss(prod.acked, log)
@@ -72,4 +73,8 @@ def test_replicas_move_between_log_dirs_under_acks_all(cluster_factory):
     c.start_broker(leader)
     c.wait_for_isr(topic, 0, [1, 2])
     time.sleep(0.5)
-    assert _dirs_of(KafkaAdminClient(bootstrap_servers=c.bootstrap), leader, topic)[0] == (targets[leader], None)
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+    try:
+        assert _dirs_of(admin, leader, topic)[0] == (targets[leader], None)
+    finally:
+        admin.close()
