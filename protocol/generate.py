@@ -78,12 +78,24 @@ def load_spec(path: str) -> dict:
 
 
 # Versions that clients negotiate but the 3.9 specs beside the project do not have yet, written
-# here as facts (the added fields and the new version range), applied on top of the 3.9 spec:
-# message name -> {"validVersions": ..., "after": {existing field: [new field, ...]}}.
+# here as facts (the added fields, changed field versions and the new version range), applied on
+# top of the 3.9 spec: message name -> {"validVersions": ..., "after": {field path: [new field,
+# ...]}, "versions": {field path: versions}, "nullableVersions": {field path: versions}}.  A field
+# path names nested fields with dots ("Topics.Partitions.PartitionMaxBytes").
 #
 # * ConsumerGroupHeartbeat v1 (Kafka 4.0, KIP-848): adds SubscribedTopicRegex, a nullable string,
 #   after SubscribedTopicNames; the client generates the member id.  The response is unchanged.
 #   librdkafka 2.10+ with group.protocol=consumer sends only v1.
+# * The share group APIs (KIP-932).  3.9 has them as an unstable v0; Kafka 4.1 removed v0 and made
+#   v1 the first stable version, 4.2 added v2 to ShareFetch and ShareAcknowledge.  The broker
+#   advertises 1+ only; v0 stays decodable with the 3.9 layout.
+#   - ShareGroupHeartbeat v1, ShareGroupDescribe v1: the layout of 3.9's v0.
+#   - ShareFetch v1: MaxRecords and BatchSize (int32) after MaxBytes; PartitionMaxBytes is v0
+#     only; the answer has AcquisitionLockTimeoutMs (int32) after ErrorMessage.  v2 (KIP-1206,
+#     KIP-1222): ShareAcquireMode (int8, 0 batch-optimized, 1 record-limit) and IsRenewAck (bool)
+#     after BatchSize; acknowledge type 4 (renew).
+#   - ShareAcknowledge v2: IsRenewAck (bool) after ShareSessionEpoch; the answer has
+#     AcquisitionLockTimeoutMs (int32) after ErrorMessage.
 SPEC_ADDITIONS = {
     "ConsumerGroupHeartbeatRequest": {
         "validVersions": "0-1",
@@ -92,7 +104,48 @@ SPEC_ADDITIONS = {
              "default": "null"}]},
     },
     "ConsumerGroupHeartbeatResponse": {"validVersions": "0-1"},
+    "ShareGroupHeartbeatRequest": {"validVersions": "0-1"},
+    "ShareGroupHeartbeatResponse": {"validVersions": "0-1"},
+    "ShareGroupDescribeRequest": {"validVersions": "0-1"},
+    "ShareGroupDescribeResponse": {"validVersions": "0-1"},
+    "ShareFetchRequest": {
+        "validVersions": "0-2",
+        "after": {"MaxBytes": [
+            {"name": "MaxRecords", "type": "int32", "versions": "1+"},
+            {"name": "BatchSize", "type": "int32", "versions": "1+"},
+            {"name": "ShareAcquireMode", "type": "int8", "versions": "2+", "default": "0"},
+            {"name": "IsRenewAck", "type": "bool", "versions": "2+", "default": "false"}]},
+        "versions": {"Topics.Partitions.PartitionMaxBytes": "0"},
+    },
+    "ShareFetchResponse": {
+        "validVersions": "0-2",
+        "after": {"ErrorMessage": [{"name": "AcquisitionLockTimeoutMs", "type": "int32", "versions": "1+"}]},
+        "nullableVersions": {"Responses.Partitions.Records": "0"},
+    },
+    "ShareAcknowledgeRequest": {
+        "validVersions": "0-2",
+        "after": {"ShareSessionEpoch": [{"name": "IsRenewAck", "type": "bool", "versions": "2+", "default": "false"}]},
+    },
+    "ShareAcknowledgeResponse": {
+        "validVersions": "0-2",
+        "after": {"ErrorMessage": [{"name": "AcquisitionLockTimeoutMs", "type": "int32", "versions": "2+"}]},
+    },
 }
+
+
+def _amend(fields: list, add: dict, prefix: str) -> list:
+    out = []
+    for f in fields:
+        path = prefix + f["name"]
+        f = dict(f)
+        for key in ("versions", "nullableVersions"):
+            if path in add.get(key, {}):
+                f[key] = add[key][path]
+        if "fields" in f:
+            f["fields"] = _amend(f["fields"], add, path + ".")
+        out.append(f)
+        out.extend(add.get("after", {}).get(path, ()))
+    return out
 
 
 def apply_additions(spec: dict) -> dict:
@@ -100,13 +153,7 @@ def apply_additions(spec: dict) -> dict:
     if not add:
         return spec
     spec = dict(spec, validVersions=add.get("validVersions", spec["validVersions"]))
-    after = add.get("after", {})
-    if after:
-        fields = []
-        for f in spec["fields"]:
-            fields.append(f)
-            fields.extend(after.get(f["name"], ()))
-        spec["fields"] = fields
+    spec["fields"] = _amend(spec["fields"], add, "")
     return spec
 
 
