@@ -35,7 +35,7 @@ from protocol.framing import FrameReader, InvalidFrame
 from protocol.messages import ApiVersionsResponse
 from protocol.primitives import DecodeError
 
-from broker.dispatch import HANDLERS, KRAFT_ONLY_APIS
+from broker.dispatch import HANDLERS, KRAFT_ONLY_APIS, NOT_IN_ZOOKEEPER_APIS
 from broker.security.builder import PrincipalBuilderError
 from broker.security.principal import NoMatchingRule
 
@@ -216,6 +216,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._waiter.set_result(False)
         self._can_write.set()
         self.broker.connections.discard(self)
+        share = getattr(self.broker, "share", None)
+        if share is not None and share.sessions:
+            share.connection_closed(self)       # its share sessions end, their records are released
         if self.worker is not None and not self.worker.done() and not self.in_flight:
             self.worker.cancel()
 
@@ -292,7 +295,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         key, version = header.request_api_key, header.request_api_version
         h = HANDLERS.get(key)
         if h is None or not h.min_version <= version <= h.max_version or (
-                key in KRAFT_ONLY_APIS and not self.broker.config.kraft_mode):
+                key in KRAFT_ONLY_APIS and not self.broker.config.kraft_mode) or (
+                key in NOT_IN_ZOOKEEPER_APIS and self.broker.config.zookeeper_connect):
             if key == api.API_VERSIONS:
                 self._unsupported_api_versions(header.correlation_id)
                 return

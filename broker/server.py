@@ -49,6 +49,7 @@ class Broker:
         self.policies = None                # broker.policy.Policies
         self.groups = None
         self.txns = None
+        self.share = None             # share groups (KIP-932): broker/share/manager.py
         self.controller = None
         self.log_manager = None
         self.replicas = None
@@ -225,6 +226,10 @@ class Broker:
         await attach_group_coordinator(self)
         from broker.txn.state_log import attach_transaction_coordinator
         await attach_transaction_coordinator(self)
+        from broker.share.manager import ShareCoordinator
+        self.share = ShareCoordinator(self)
+        self.groups.share = self.share
+        self.share.start()
 
     def _start_client_quotas(self) -> None:
         from broker.client_quota import ClientQuotas
@@ -402,6 +407,8 @@ class Broker:
             self.client_metrics.close()
         if repl is not None:
             await repl.stop()
+        if self.share is not None:
+            await self.share.stop()
         if self.txns is not None:
             try:
                 await self.txns.stop()

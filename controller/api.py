@@ -720,7 +720,20 @@ GROUP_CONFIGS = {"consumer.session.timeout.ms": ("group.consumer.session.timeout
                                                  "group.consumer.max.session.timeout.ms"),
                  "consumer.heartbeat.interval.ms": ("group.consumer.heartbeat.interval.ms",
                                                     "group.consumer.min.heartbeat.interval.ms",
-                                                    "group.consumer.max.heartbeat.interval.ms")}
+                                                    "group.consumer.max.heartbeat.interval.ms"),
+                 # KIP-932's share group configs (Kafka 4.1/4.2)
+                 "share.session.timeout.ms": ("group.share.session.timeout.ms",
+                                              "group.share.min.session.timeout.ms",
+                                              "group.share.max.session.timeout.ms"),
+                 "share.heartbeat.interval.ms": ("group.share.heartbeat.interval.ms",
+                                                 "group.share.min.heartbeat.interval.ms",
+                                                 "group.share.max.heartbeat.interval.ms"),
+                 "share.record.lock.duration.ms": ("group.share.record.lock.duration.ms",
+                                                   "group.share.min.record.lock.duration.ms",
+                                                   "group.share.max.record.lock.duration.ms")}
+
+# KIP-932's string group configs: name -> default (there is no broker key behind them)
+GROUP_STRING_CONFIGS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
 
 
 def check_group_configs(cfg: BrokerConfig, group: str, configs: dict[str, str]) -> "ApiResult | None":
@@ -731,6 +744,11 @@ def check_group_configs(cfg: BrokerConfig, group: str, configs: dict[str, str]) 
         return ApiResult(INVALID_REQUEST, "Group name must not be empty")
     values = {}
     for name, value in configs.items():
+        if name in GROUP_STRING_CONFIGS:
+            err = _check_group_string_config(name, value)
+            if err is not None:
+                return err
+            continue
         if name not in GROUP_CONFIGS:
             return ApiResult(INVALID_CONFIG, f"Unknown group config name: {name}")
         try:
@@ -746,12 +764,37 @@ def check_group_configs(cfg: BrokerConfig, group: str, configs: dict[str, str]) 
             return ApiResult(INVALID_CONFIG, f"{name} must be greater than or equals to {lo_key}")
         if v > cfg.get(hi_key):
             return ApiResult(INVALID_CONFIG, f"{name} must be less than or equals to {hi_key}")
-    session = values.get("consumer.session.timeout.ms", cfg.get("group.consumer.session.timeout.ms"))
-    interval = values.get("consumer.heartbeat.interval.ms", cfg.get("group.consumer.heartbeat.interval.ms"))
-    if interval >= session:
-        return ApiResult(INVALID_CONFIG, "consumer.heartbeat.interval.ms must be less than "
-                                              "consumer.session.timeout.ms")
+    for kind in ("consumer", "share"):
+        session = values.get(f"{kind}.session.timeout.ms", cfg.get(f"group.{kind}.session.timeout.ms"))
+        interval = values.get(f"{kind}.heartbeat.interval.ms", cfg.get(f"group.{kind}.heartbeat.interval.ms"))
+        if interval >= session:
+            return ApiResult(INVALID_CONFIG, f"{kind}.heartbeat.interval.ms must be less than "
+                                             f"{kind}.session.timeout.ms")
     return None
+
+
+_ISO_DURATION = re.compile(r"^P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?$", re.IGNORECASE)
+
+
+def _check_group_string_config(name: str, value) -> "ApiResult | None":
+    v = (value or "").strip()
+    if name == "share.isolation.level":
+        if v.lower() not in ("read_committed", "read_uncommitted"):
+            return ApiResult(INVALID_CONFIG, f"Invalid value {value} for configuration {name}: String must be one "
+                                             "of: read_committed, read_uncommitted")
+        return None
+    low = v.lower()
+    if low in ("latest", "earliest"):
+        return None
+    if low.startswith("by_duration:"):
+        d = v.split(":", 1)[1].strip()
+        if _ISO_DURATION.match(d) and d.upper() not in ("P", "PT"):
+            return None
+        return ApiResult(INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Unable to parse "
+                                         f"duration string '{d}' for by_duration")
+    return ApiResult(INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Invalid value `{v}` for "
+                                     "configuration share.auto.offset.reset. The value must be either 'earliest', "
+                                     "'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
 
 
 # KIP-714's CLIENT_METRICS resource (Kafka's ClientMetricsConfigs): a named subscription with up to

@@ -247,6 +247,8 @@ class ConsumerProtocolMixin:
             err = self._validate_group_status(group_id, "heartbeat")
             if err:
                 raise HeartbeatError(err)
+            if self.is_share_group(group_id):
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 mid, epoch = self._modern_leave(group_id, member_id, member_epoch, instance_id)
                 out.update(member_id=mid, member_epoch=epoch)

@@ -114,6 +114,7 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         self.node_lookup = node_lookup
         self.clock = clock
         self.timers = timers if timers is not None else LoopTimers()
+        self.share = None               # the broker's share coordinator (broker/share/manager.py), if any
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
         self.loading: dict[int, list] = {}      # partition -> marker completions seen while loading
@@ -448,6 +449,11 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
     def _commit_error(code: int) -> int:
         return _COMMIT_ERRORS.get(code, code)
 
+    # ------------------------------------------------------------------ share groups (broker/share)
+    def is_share_group(self, group_id: str) -> bool:
+        """A share group of that id exists (KIP-932 shares the group id namespace)."""
+        return self.share is not None and self.share.has_group(group_id)
+
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()):
         """Returns (error, [(group_id, protocol_type, state, group_type)])."""
@@ -466,6 +472,10 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
             if wanted_types and gtype not in wanted_types:
                 continue
             out.append((gid, g.protocol_type or "", g.state, gtype))
+        if self.share is not None and (not wanted_types or "share" in wanted_types):
+            for gid, state in self.share.list_groups():
+                if not wanted_states or state.lower() in wanted_states:
+                    out.append((gid, "share", state, "share"))
         return err, out
 
     def describe_group(self, group_id: str):

@@ -78,6 +78,8 @@ class MembershipMixin:
         err = self._validate_group_status(group_id, "join")
         if err:
             return respond(JoinResult(err, member_id))
+        if self.is_share_group(group_id):
+            return respond(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
         if not self._min_session_ms() <= session_timeout_ms <= self._max_session_ms():
             return respond(JoinResult(E.INVALID_SESSION_TIMEOUT, member_id))
         is_unknown = member_id == ""

@@ -158,7 +158,9 @@ class OffsetsMixin:
                 result[gid] = err
                 continue
             group = self.groups.get(gid)
-            if group is None or group.is_(DEAD):
+            if (group is None or group.is_(DEAD)) and self.is_share_group(gid):
+                result[gid] = await self.share.delete_group(gid)
+            elif group is None or group.is_(DEAD):
                 result[gid] = E.GROUP_ID_NOT_FOUND
             elif group.is_(EMPTY):
                 group.transition_to(DEAD, self.timers.now_ms())

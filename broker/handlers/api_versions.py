@@ -11,12 +11,13 @@ GetTelemetrySubscriptions and PushTelemetry (71, 72) are advertised only while a
 receiver is configured (broker/client_metrics.py), as Kafka does; a v3+ request's software name
 and version are kept on the connection for client-metrics subscriptions' ``match``.
 DescribeQuorum (55) is advertised only in KRaft mode (``process.roles``): a Kafka 3.9 broker in
-ZooKeeper mode does not have it (``dispatch.KRAFT_ONLY_APIS``).
+ZooKeeper mode does not have it (``dispatch.KRAFT_ONLY_APIS``).  The share group APIs (76-79) are
+left out in a ZooKeeper cluster (``dispatch.NOT_IN_ZOOKEEPER_APIS``).
 An unsupported ApiVersions version is answered by the connection at v0 with UNSUPPORTED_VERSION.
 """
 import re
 
-from broker.dispatch import KRAFT_ONLY_APIS, handler, supported_versions
+from broker.dispatch import KRAFT_ONLY_APIS, NOT_IN_ZOOKEEPER_APIS, handler, supported_versions
 from broker.handlers.telemetry import TELEMETRY_APIS
 from controller.api import SUPPORTED_FEATURES
 from protocol.messages import ApiVersionsResponse
@@ -36,6 +37,8 @@ async def api_versions(ctx, req):
     hidden = () if cm is not None and cm.receiver_configured else TELEMETRY_APIS
     if not ctx.broker.config.kraft_mode:
         hidden = (*hidden, *KRAFT_ONLY_APIS)
+    if ctx.broker.config.zookeeper_connect:
+        hidden = (*hidden, *NOT_IN_ZOOKEEPER_APIS)
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, lo, hi in supported_versions() if k not in hidden]
     resp = ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)

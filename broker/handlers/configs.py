@@ -197,14 +197,23 @@ def _describe_one(ctx, res, synonyms: bool, docs: bool) -> list:
 
 _GROUP_DOCS = {"consumer.session.timeout.ms": "The timeout to detect client failures when using the consumer "
                                               "group protocol.",
-               "consumer.heartbeat.interval.ms": "The heartbeat interval given to the members of a consumer group."}
+               "consumer.heartbeat.interval.ms": "The heartbeat interval given to the members of a consumer group.",
+               "share.session.timeout.ms": "The timeout to detect client failures when using the share group "
+                                           "protocol.",
+               "share.heartbeat.interval.ms": "The heartbeat interval given to the members of a share group.",
+               "share.record.lock.duration.ms": "The record acquisition lock duration in milliseconds for share "
+                                                "groups.",
+               "share.auto.offset.reset": "The strategy to initialize the share-partition start offset: latest, "
+                                          "earliest or by_duration:<ISO-8601 duration>.",
+               "share.isolation.level": "Whether share group members read transactional records: "
+                                        "read_uncommitted or read_committed."}
 
 
 def _describe_group(broker, group: str, keys, synonyms: bool, docs: bool) -> list:
     """KIP-848's GROUP resource: each group config with the group's own value (source
     GROUP_CONFIG) or the broker's (the broker key as the synonym)."""
     from broker.config import GROUP_CONFIG
-    from controller.api import GROUP_CONFIGS
+    from controller.api import GROUP_CONFIGS, GROUP_STRING_CONFIGS
     if not group:
         raise ResourceError(E.INVALID_REQUEST, "Group name must not be empty")
     own = broker.controller.group_configs(group)
@@ -223,6 +232,15 @@ def _describe_group(broker, group: str, keys, synonyms: bool, docs: bool) -> lis
             name=name, value=own.get(name, broker_value), read_only=False, is_default=name not in own,
             config_source=GROUP_CONFIG if name in own else 5, is_sensitive=False, synonyms=syn,
             config_type=3, documentation=_GROUP_DOCS[name] if docs else None))
+    for name, default in GROUP_STRING_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        syn = [DR.DescribeConfigsSynonym(name=name, value=own[name], source=GROUP_CONFIG)] \
+            if synonyms and name in own else []
+        out.append(DR.DescribeConfigsResourceResult(
+            name=name, value=own.get(name, default), read_only=False, is_default=name not in own,
+            config_source=GROUP_CONFIG if name in own else 5, is_sensitive=False, synonyms=syn,
+            config_type=2, documentation=_GROUP_DOCS[name] if docs else None))
     return out
 
 

@@ -356,8 +356,35 @@ async def _describe_groups(ctx, req, call):
     return resp
 
 
+async def _share_records(ctx, req, call):
+    """ShareFetch and ShareAcknowledge: READ on the group, READ on each topic (its partitions are
+    answered TOPIC_AUTHORIZATION_FAILED and left out of the share session)."""
+    R = RESPONSES[ctx.header.request_api_key]
+    if not _ok(ctx, A.READ, A.GROUP, req.group_id):
+        return R(error_code=G_AUTH, responses=[])
+    names = _topic_names_by_id(ctx)
+    denied = [t for t in req.topics or () if not _ok(ctx, A.READ, A.TOPIC, names.get(t.topic_id, ""))]
+    if not denied:
+        return await call(ctx, req)
+    req.topics = [t for t in req.topics if t not in denied]
+    resp = await call(ctx, req)
+    if resp.error_code:
+        return resp
+    P = R.PartitionData
+    extra = {}
+    for t in denied:
+        for p in t.partitions:
+            kw = dict(acknowledge_error_code=T_AUTH, records=b"", acquired_records=[]) if ctx.header.request_api_key == 78 else {}
+            extra.setdefault(t.topic_id, []).append(P(partition_index=p.partition_index, error_code=T_AUTH,
+                                                      current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                                                      **kw))
+    T = R.ShareFetchableTopicResponse if ctx.header.request_api_key == 78 else R.ShareAcknowledgeTopicResponse
+    resp.responses = list(resp.responses) + [T(topic_id=tid, partitions=ps) for tid, ps in extra.items()]
+    return resp
+
+
 async def _consumer_group_heartbeat(ctx, req, call):
-    R = RESPONSES[68]
+    R = RESPONSES[ctx.header.request_api_key]
     if not _ok(ctx, A.READ, A.GROUP, req.group_id):
         return R(error_code=G_AUTH)
     denied = [t for t in req.subscribed_topic_names or () if not _ok(ctx, A.DESCRIBE, A.TOPIC, t)]
@@ -368,7 +395,7 @@ async def _consumer_group_heartbeat(ctx, req, call):
 
 
 async def _consumer_group_describe(ctx, req, call):
-    R = RESPONSES[69]
+    R = RESPONSES[ctx.header.request_api_key]
     denied = [g for g in req.group_ids if not _ok(ctx, A.DESCRIBE, A.GROUP, g)]
     req.group_ids = [g for g in req.group_ids if g not in denied]
     resp = await call(ctx, req) if req.group_ids else R(groups=[])
@@ -715,5 +742,9 @@ RULES = {
     66: _list_transactions,
     68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
+    76: _consumer_group_heartbeat,         # ShareGroupHeartbeat: the same rules
+    77: _consumer_group_describe,          # ShareGroupDescribe
+    78: _share_records,
+    79: _share_records,
     74: _cluster_rule(A.DESCRIBE_CONFIGS, 74),
 }

@@ -1,0 +1,250 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch
+(78) v1-2 and ShareAcknowledge (79) v1-2, served by ``broker/share/manager.py``.
+
+Kafka 4.1 made v1 the first stable version of each and removed the early-access v0; ShareFetch
+and ShareAcknowledge v2 (Kafka 4.2) add the renew acknowledgement and the acquire mode.  The APIs
+are always advertised, as Kafka 4.2 does, and answer UNSUPPORTED_VERSION while share groups are
+disabled (``group.share.enable=false``, or a ZooKeeper cluster; docs/groups.md, "Share groups").
+"""
+from __future__ import annotations
+
+import asyncio
+
+from broker.dispatch import handler
+from broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, INT_MIN, _client_host
+from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, PARTITION_READ_BYTES, _now_ms
+from broker.replica import wait_until
+from protocol.errors import ErrorCode as E
+from protocol.messages import (ShareAcknowledgeResponse, ShareFetchResponse, ShareGroupDescribeResponse,
+                               ShareGroupHeartbeatResponse)
+
+
+def _share(ctx):
+    s = getattr(ctx.broker, "share", None)
+    return s if s is not None and s.enabled() else None
+
+
+@handler(76, 1, 1)
+async def share_group_heartbeat(ctx, req):
+    R = ShareGroupHeartbeatResponse
+    share = _share(ctx)
+    if share is None:
+        return R(error_code=E.UNSUPPORTED_VERSION, error_message="Share groups are not enabled on this broker.")
+    out = await share.heartbeat(req.group_id, req.member_id, req.member_epoch, req.rack_id,
+                                req.subscribed_topic_names, ctx.client_id or "", _client_host(ctx))
+    assignment = None
+    if out["assignment"] is not None:
+        assignment = R.Assignment(topic_partitions=[
+            R.TopicPartitions(topic_id=tid, partitions=sorted(ps))
+            for tid, ps in sorted(out["assignment"].items(), key=lambda kv: str(kv[0])) if ps])
+    return R(error_code=out["error"], error_message=out["message"], member_id=out["member_id"],
+             member_epoch=out["member_epoch"], heartbeat_interval_ms=out["heartbeat_interval_ms"],
+             assignment=assignment)
+
+
+@handler(77, 1, 1)
+async def share_group_describe(ctx, req):
+    D = ShareGroupDescribeResponse
+    share = _share(ctx)
+    ops = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else INT_MIN
+    groups = []
+    for gid in req.group_ids:
+        if share is None:
+            groups.append(D.DescribedGroup(error_code=E.UNSUPPORTED_VERSION, group_id=gid, group_state="",
+                                           assignor_name=""))
+            continue
+        err, message, g = share.describe(gid)
+        if err:
+            groups.append(D.DescribedGroup(error_code=err, error_message=message, group_id=gid,
+                                           group_state="Dead" if err == E.GROUP_ID_NOT_FOUND else "",
+                                           assignor_name=""))
+            continue
+        members = []
+        for m in g.members.values():
+            tps = []
+            for tid, ps in sorted(m.assigned.items(), key=lambda kv: str(kv[0])):
+                name = share.topic_name(tid)
+                if name is not None and ps:
+                    tps.append(D.TopicPartitions(topic_id=tid, topic_name=name, partitions=list(ps)))
+            members.append(D.Member(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.epoch,
+                                    client_id=m.client_id, client_host=m.client_host,
+                                    subscribed_topic_names=list(m.subscribed),
+                                    assignment=D.Assignment(topic_partitions=tps)))
+        groups.append(D.DescribedGroup(error_code=E.NONE, group_id=gid, group_state=g.state,
+                                       group_epoch=g.epoch, assignment_epoch=g.assignment_epoch,
+                                       assignor_name="simple", members=members, authorized_operations=ops))
+    return D(groups=groups)
+
+
+def _acks_of(topics) -> list:
+    out = []
+    for t in topics or ():
+        for p in t.partitions or ():
+            batches = p.acknowledgement_batches or ()
+            if batches:
+                out.append((t.topic_id, p.partition_index,
+                            [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]))
+    return out
+
+
+def _leader(ctx, topic, p):
+    part = ctx.broker.replicas.get(topic, p) if topic is not None else None
+    if part is None:
+        return -1, -1
+    return part.leader_id, part.leader_epoch
+
+
+@handler(78, 1, 2)
+async def share_fetch(ctx, req):
+    R = ShareFetchResponse
+    share = _share(ctx)
+    lock_ms = 0
+    if share is None:
+        return R(error_code=E.UNSUPPORTED_VERSION, acquisition_lock_timeout_ms=0, responses=[])
+    group, member = req.group_id, req.member_id
+    if not group or not member:
+        return R(error_code=E.INVALID_REQUEST, error_message="GroupId and MemberId must be set.",
+                 acquisition_lock_timeout_ms=0, responses=[])
+    lock_ms = share.lock_ms(group)
+    epoch = req.share_session_epoch
+    acks = _acks_of(req.topics)
+    if epoch == INITIAL_EPOCH and acks:
+        return R(error_code=E.INVALID_REQUEST, error_message="Acknowledge data present on initial fetch request",
+                 acquisition_lock_timeout_ms=lock_ms, responses=[])
+    now = _now_ms()
+    err, session = share._session_for(group, member, epoch, now, ctx.connection)
+    if err:
+        return R(error_code=err, acquisition_lock_timeout_ms=lock_ms, responses=[])
+    named: dict = {}                       # (topic id, partition) -> PartitionData, in request order
+    for t in req.topics or ():
+        name = share.topic_name(t.topic_id)
+        for p in t.partitions or ():
+            key = (t.topic_id, p.partition_index)
+            pd = named.get(key)
+            if pd is None:
+                pd = named[key] = R.PartitionData(partition_index=p.partition_index, error_code=0,
+                                                  acknowledge_error_code=0,
+                                                  current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                                                  records=b"", acquired_records=[])
+            if name is None:
+                pd.error_code = E.UNKNOWN_TOPIC_ID
+            elif epoch != FINAL_EPOCH:
+                session.partitions[key] = name
+    for ft in req.forgotten_topics_data or ():
+        for p in ft.partitions or ():
+            session.partitions.pop((ft.topic_id, p), None)
+    results = await share.acknowledge(group, member, acks, now) if acks else {}
+    for key, (code, message) in results.items():
+        pd = named.get(key)
+        if pd is not None:
+            pd.acknowledge_error_code = code
+            pd.acknowledge_error_message = message
+    if epoch == FINAL_EPOCH:
+        await share._close_session(group, member)
+        return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms, responses=_by_topic(R, ctx, share, named))
+    max_records = req.max_records if req.max_records > 0 else 500
+    found = await _acquire_all(ctx, share, session, named, req, max_records)
+    if not found and req.max_wait_ms > 0:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        hosted = [ctx.broker.replicas.get(n, p) for (tid, p), n in session.partitions.items()]
+        hosted = [h for h in hosted if h is not None]
+        while not found and loop.time() < deadline and not ctx.connection.closed \
+                and share.sessions.get((group, member)) is session:
+            fut = loop.create_future()
+            for h in hosted:
+                h.add_waiter(fut)
+            share.add_waiter(fut)
+            try:
+                await wait_until(fut, deadline)
+            finally:
+                for h in hosted:
+                    h.remove_waiter(fut)
+                share.remove_waiter(fut)
+            found = await _acquire_all(ctx, share, session, named, req, max_records)
+    return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms, responses=_by_topic(R, ctx, share, named))
+
+
+async def _acquire_all(ctx, share, session, named, req, max_records) -> int:
+    """Acquire records from every partition of the session; returns how many were acquired."""
+    R = ShareFetchResponse
+    group, member = session.group, session.member
+    remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    found = 0
+    now = _now_ms()
+    for (tid, p), name in list(session.partitions.items()):
+        if found >= max_records or remaining_bytes <= 0:
+            break
+        pd = named.get((tid, p))
+        try:
+            sp = await share._share_partition(group, tid, name, p)
+        except Exception as e:      # noqa: BLE001
+            code = getattr(e, "code", None) or E.UNKNOWN_SERVER_ERROR
+            if pd is None:
+                pd = named[(tid, p)] = _empty(R, p)
+            pd.error_code = code
+            continue
+        code, records, runs = share.acquire(group, member, tid, name, p, sp, max_records - found,
+                                            min(remaining_bytes, PARTITION_READ_BYTES), now,
+                                            batch_size=max(req.batch_size, 0),
+                                            record_limit=ctx.api_version >= 2 and req.share_acquire_mode == 1)
+        if code and pd is None:
+            pd = named[(tid, p)] = _empty(R, p)
+        if pd is not None:
+            pd.error_code = pd.error_code or code
+        if not runs:
+            continue
+        if pd is None:
+            pd = named[(tid, p)] = _empty(R, p)
+        pd.records = records
+        pd.acquired_records = [R.AcquiredRecords(first_offset=a, last_offset=b, delivery_count=c)
+                               for a, b, c in runs]
+        found += sum(b - a + 1 for a, b, _ in runs)
+        remaining_bytes -= len(records)
+    return found
+
+
+def _empty(R, p):
+    return R.PartitionData(partition_index=p, error_code=0, acknowledge_error_code=0,
+                           current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                           records=b"", acquired_records=[])
+
+
+def _by_topic(R, ctx, share, named):
+    topics: dict = {}
+    for (tid, p), pd in named.items():
+        leader, epoch = _leader(ctx, share.topic_name(tid), p)
+        pd.current_leader = R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+        topics.setdefault(tid, []).append(pd)
+    return [R.ShareFetchableTopicResponse(topic_id=tid, partitions=ps) for tid, ps in topics.items()]
+
+
+@handler(79, 1, 2)
+async def share_acknowledge(ctx, req):
+    R = ShareAcknowledgeResponse
+    share = _share(ctx)
+    if share is None:
+        return R(error_code=E.UNSUPPORTED_VERSION, responses=[])
+    group, member = req.group_id, req.member_id
+    if not group or not member:
+        return R(error_code=E.INVALID_REQUEST, error_message="GroupId and MemberId must be set.", responses=[])
+    lock_ms = share.lock_ms(group)
+    epoch = req.share_session_epoch
+    if epoch == INITIAL_EPOCH:
+        return R(error_code=E.INVALID_SHARE_SESSION_EPOCH, acquisition_lock_timeout_ms=lock_ms, responses=[])
+    now = _now_ms()
+    err, session = share._session_for(group, member, epoch, now, ctx.connection)
+    if err:
+        return R(error_code=err, acquisition_lock_timeout_ms=lock_ms, responses=[])
+    acks = _acks_of(req.topics)
+    results = await share.acknowledge(group, member, acks, now)
+    if epoch == FINAL_EPOCH:
+        await share._close_session(group, member)
+    topics: dict = {}
+    for (tid, p), (code, message) in results.items():
+        leader, lepoch = _leader(ctx, share.topic_name(tid), p)
+        topics.setdefault(tid, []).append(R.PartitionData(
+            partition_index=p, error_code=code, error_message=message,
+            current_leader=R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=lepoch)))
+    return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms,
+             responses=[R.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()])

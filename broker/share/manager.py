@@ -1,0 +1,549 @@
+"""The share coordinator of one broker (KIP-932): share groups, share sessions and share partitions.
+
+``ShareCoordinator`` serves ShareGroupHeartbeat and ShareGroupDescribe (membership,
+``groups.py``) and ShareFetch and ShareAcknowledge (records, ``partition.py``), and keeps each
+share partition's state in ``__share_group_state`` (``state_log.py``).
+
+Share sessions
+--------------
+A member's ShareFetch requests form a share session, keyed by group and member: epoch 0 opens
+it with the partitions of the request, every later request names the session's next epoch and
+adds partitions (or forgets some), and epoch -1 closes it after its acknowledgements.  A fetch
+acquires records from every partition of the session.  When a session closes, or its member
+leaves the group or stops heartbeating, the records it holds are released at once.
+
+Share partitions
+----------------
+A share partition is created when an assignment first names it, at the offset that the group's
+``share.auto.offset.reset`` gives (``latest`` by default: the high watermark then; ``earliest``:
+the log start offset; ``by_duration:<ISO-8601 duration>``: the first offset at or after that
+long ago), and that start is written to ``__share_group_state`` before the member hears of its
+assignment.  Acknowledgements, released records and locks that run out are written there before
+the request that caused them is answered (locks: within ``LOCK_TICK_S``).
+
+All state changes happen on the event loop without awaiting in between; the only awaits are the
+writes to ``__share_group_state`` and the long poll.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+
+from broker.share.groups import ShareGroup, ShareMember, simple_assign
+from broker.share.partition import (ACK_TYPES, RENEW, InvalidRecordState, InvalidRequest, SharePartition)
+from broker.share.state_log import ShareStateLog
+from protocol import records as rec
+from protocol.errors import ErrorCode as E, code_for_exception
+from storage.errors import OffsetOutOfRangeError
+
+log = logging.getLogger("odradek.share")
+
+LOCK_TICK_S = 0.1
+FINAL_EPOCH, INITIAL_EPOCH = -1, 0
+PARTITION_READ_BYTES = 1 << 20
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def parse_duration_ms(text: str) -> int | None:
+    """An ISO-8601 duration as Java's Duration.parse reads the common forms (PnDTnHnMn.nS)."""
+    m = _DURATION.match(text.strip().upper())
+    if m is None or text.strip().upper() in ("P", "PT"):
+        return None
+    d, h, mi, s = m.groups()
+    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60_000 + float(s or 0) * 1000)
+
+
+class ShareSession:
+    __slots__ = ("group", "member", "epoch", "partitions", "last_used_ms", "connection")
+
+    def __init__(self, group: str, member: str, connection=None):
+        self.group = group
+        self.member = member
+        self.connection = connection          # the connection that opened it: its close ends it
+        self.epoch = 1                        # the epoch the next request must carry
+        self.partitions: dict = {}            # (topic id, partition) -> topic name
+        self.last_used_ms = 0
+
+
+def _next_epoch(e: int) -> int:
+    return 1 if e >= 0x7FFFFFFF else e + 1
+
+
+class ShareCoordinator:
+    def __init__(self, broker):
+        self.broker = broker
+        self.cfg = broker.config
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[tuple, SharePartition] = {}     # (group, topic id, partition)
+        self.sessions: dict[tuple, ShareSession] = {}         # (group, member id)
+        self.state = ShareStateLog(broker)
+        self._waiters: list[asyncio.Future] = []
+        self._task: asyncio.Task | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._tick_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):     # noqa: BLE001
+                pass
+            self._task = None
+
+    def enabled(self) -> bool:
+        """Share groups are served by a broker on the embedded metadata store with
+        ``group.share.enable`` (Kafka 4.2: on by default); not yet in a ZooKeeper cluster."""
+        return bool(self.cfg.get("group.share.enable")) and not self.cfg.zookeeper_connect
+
+    # ------------------------------------------------------------------ configs
+    def _group_config(self, group: str, name: str, broker_key: str | None, default=None):
+        """A share group config: the group's own value (IncrementalAlterConfigs on the GROUP
+        resource), else the broker's ``broker_key``, else ``default``."""
+        own = self.broker.controller.group_configs(group)
+        base = self.cfg.get(broker_key) if broker_key is not None else default
+        if name in own:
+            v = own[name]
+            return int(v) if isinstance(base, int) else v
+        return base
+
+    def lock_ms(self, group: str) -> int:
+        return self._group_config(group, "share.record.lock.duration.ms", "group.share.record.lock.duration.ms")
+
+    def _new_partition(self, group: str, start: int, state_epoch: int = 0, batches=()) -> SharePartition:
+        kw = dict(delivery_limit=self._group_config(group, "share.delivery.count.limit",
+                                                    "group.share.delivery.count.limit"),
+                  max_in_flight=self._group_config(group, "share.partition.max.record.locks",
+                                                   "group.share.partition.max.record.locks"),
+                  lock_ms=self.lock_ms(group), state_epoch=state_epoch)
+        if batches:
+            return SharePartition.restore(start, batches, **kw)
+        return SharePartition(start, **kw)
+
+    # ------------------------------------------------------------------ groups
+    def _coordinator_error(self, group: str) -> int:
+        coord = self.broker.groups
+        if coord is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        return coord._validate_group_status(group, "share")
+
+    def _other_group_type(self, group: str) -> str | None:
+        g = self.broker.groups.groups.get(group) if self.broker.groups is not None else None
+        if g is None or g.state == "Dead":
+            return None
+        return "consumer" if g.modern is not None else "classic"
+
+    def _topics_of(self, names) -> dict:
+        out = {}
+        for n in names:
+            info = self.broker.controller.topic(n)
+            if info is not None:
+                out[n] = (info.topic_id, len(info.partitions))
+        return out
+
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id, subscribed,
+                        client_id: str, client_host: str) -> dict:
+        out = {"error": E.NONE, "message": None, "member_id": member_id, "member_epoch": 0,
+               "heartbeat_interval_ms": 0, "assignment": None}
+
+        def fail(code, message=None):
+            out.update(error=code, message=message, member_id=None if code != E.NONE else member_id)
+            return out
+        if not group_id:
+            return fail(E.INVALID_REQUEST, "GroupId can't be empty.")
+        if not member_id:
+            return fail(E.INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch < -1:
+            return fail(E.INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
+        if member_epoch == 0 and not subscribed:
+            return fail(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        err = self._coordinator_error(group_id)
+        if err:
+            return fail(err)
+        other = self._other_group_type(group_id)
+        if other is not None:
+            return fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        group = self.groups.get(group_id)
+        now = _now_ms()
+        interval = self._group_config(group_id, "share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms")
+        session_ms = self._group_config(group_id, "share.session.timeout.ms", "group.share.session.timeout.ms")
+        out["heartbeat_interval_ms"] = interval
+        if member_epoch == -1:
+            if group is not None and member_id in group.members:
+                await self._remove_member(group, member_id)
+            out["member_epoch"] = -1
+            return out
+        member = group.members.get(member_id) if group is not None else None
+        if member_epoch == 0:
+            if group is None:
+                group = self.groups[group_id] = ShareGroup(group_id)
+            if member is None:
+                if len(group.members) >= self.cfg.get("group.share.max.size"):
+                    return fail(E.GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of "
+                                                          f"{self.cfg.get('group.share.max.size')} members.")
+                member = group.members[member_id] = ShareMember(member_id, rack_id, client_id, client_host)
+                group.epoch += 1
+            member.epoch = 0
+            member.sent_epoch = -1
+        else:
+            if member is None:
+                return fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            if member_epoch != member.epoch:
+                return fail(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch "
+                                                   f"({member_epoch}) than the one known by the group coordinator "
+                                                   f"({member.epoch}). The member must abandon all its partitions and rejoin.")
+        member.deadline_ms = now + session_ms
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
+            member.subscribed = tuple(sorted(set(subscribed)))
+            group.epoch += 1
+        seen = self._topics_of(group.subscribed_topics())
+        if seen != group.topics_seen:
+            group.topics_seen = seen
+            group.epoch += 1
+        if group.assignment_epoch != group.epoch:
+            target = simple_assign(list(group.members), {m.member_id: m.subscribed for m in group.members.values()},
+                                   group.topics_seen, {mid: m.assigned for mid, m in group.members.items()})
+            await self._initialize(group, target)
+            for mid, m in group.members.items():
+                m.assigned = target.get(mid, {})
+            group.assignment_epoch = group.epoch
+        if member.sent_epoch != group.assignment_epoch or member.epoch != group.assignment_epoch:
+            member.epoch = group.assignment_epoch
+            member.sent_epoch = group.assignment_epoch
+            out["assignment"] = member.assigned
+        out["member_epoch"] = member.epoch
+        return out
+
+    async def _initialize(self, group: ShareGroup, target: dict) -> None:
+        """Give every newly assigned partition its start offset (share.auto.offset.reset) and
+        write it down, so that records written from now on are delivered."""
+        keys = {(tid, p) for a in target.values() for tid, ps in a.items() for p in ps}
+        names = {tid: name for name, (tid, _) in group.topics_seen.items()}
+        for tid, p in sorted(keys, key=lambda k: (str(k[0]), k[1])):
+            key = (group.group_id, tid, p)
+            if key in self.partitions:
+                continue
+            try:
+                await self._share_partition(group.group_id, tid, names.get(tid), p)
+            except Exception as e:     # noqa: BLE001 - the fetch retries it and reports the error
+                log.warning("share partition %s %s-%d not initialized: %r", group.group_id, names.get(tid), p, e)
+
+    async def _share_partition(self, group: str, tid: uuid.UUID, topic: str | None, p: int) -> SharePartition:
+        key = (group, tid, p)
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp
+        await self.state.ensure_created()
+        snap = self.state.read(group, tid, p)
+        if snap is not None:
+            sp = self._new_partition(group, snap["start"], snap["state_epoch"], snap["batches"])
+        else:
+            part = self.broker.replicas.get(topic, p) if topic is not None else None
+            if part is None or part.log is None:
+                raise _PartitionError(E.UNKNOWN_TOPIC_OR_PARTITION)
+            sp = self._new_partition(group, self._initial_offset(group, part))
+        if key in self.partitions:             # another request got there during the read
+            return self.partitions[key]
+        self.partitions[key] = sp
+        if snap is None:
+            await self._persist(group, tid, p, sp)
+        return sp
+
+    def _initial_offset(self, group: str, part) -> int:
+        reset = str(self._group_config(group, "share.auto.offset.reset", None, "latest")).strip()
+        lg = part.log
+        if reset.lower() == "earliest":
+            return lg.log_start_offset
+        if reset.lower().startswith("by_duration:"):
+            ms = parse_duration_ms(reset.split(":", 1)[1])
+            if ms is not None:
+                found = lg.offset_for_timestamp(_now_ms() - ms)
+                return found[1] if found is not None else part.high_watermark
+        return part.high_watermark
+
+    async def _remove_member(self, group: ShareGroup, member_id: str) -> None:
+        group.members.pop(member_id, None)
+        group.epoch += 1
+        # As in Kafka, leaving the group releases nothing by itself: the member's share session
+        # ends with its last ShareFetch or ShareAcknowledge (epoch -1) or when its connection
+        # closes, and whatever it still holds is released then (or when the locks run out).
+        if not group.members:
+            group.assignment_epoch = group.epoch
+            group.topics_seen = {}
+
+    async def _close_session(self, group: str, member_id: str) -> None:
+        self.sessions.pop((group, member_id), None)
+        await self._release_member(group, member_id)
+
+    async def _release_member(self, group: str, member_id: str) -> None:
+        changed = []
+        for (g, tid, p), sp in self.partitions.items():
+            if g == group and sp.release_member(member_id):
+                changed.append((tid, p, sp))
+        for tid, p, sp in changed:
+            await self._persist_quietly(group, tid, p, sp)
+        if changed:
+            self._wake()
+
+    def describe(self, group_id: str):
+        err = self._coordinator_error(group_id)
+        if err:
+            return err, None, None
+        group = self.groups.get(group_id)
+        if group is None:
+            if self._other_group_type(group_id) is not None:
+                return E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
+            if group_id in self._persisted_groups():
+                return E.NONE, None, ShareGroup(group_id)
+            return E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        return E.NONE, None, group
+
+    def _persisted_groups(self) -> set:
+        if self.broker.controller.topic("__share_group_state") is None:
+            return set()
+        return self.state.groups()
+
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self.groups or group_id in self._persisted_groups()
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, state) of every share group coordinated here."""
+        out = {gid: g.state for gid, g in self.groups.items()}
+        for gid in self._persisted_groups():
+            out.setdefault(gid, "Empty")
+        coord = self.broker.groups
+        return sorted((g, s) for g, s in out.items()
+                      if coord is None or coord._owns(coord.partition_for(g)))
+
+    # ------------------------------------------------------------------ fetch and acknowledge
+    def _session_for(self, group: str, member: str, epoch: int, now: int, connection=None):
+        """(error, session) for a request of share session epoch ``epoch``.  Epoch 0 replaces
+        the member's session, if any, without releasing what it holds."""
+        key = (group, member)
+        if epoch == INITIAL_EPOCH:
+            s = self.sessions.pop(key, None)
+            if len(self.sessions) >= self.cfg.get("group.share.max.share.sessions"):
+                return E.SHARE_SESSION_LIMIT_REACHED, None
+            s = ShareSession(group, member, connection)
+            s.last_used_ms = now
+            self.sessions[key] = s
+            return E.NONE, s
+        s = self.sessions.get(key)
+        if s is None:
+            return E.SHARE_SESSION_NOT_FOUND, None
+        if epoch == FINAL_EPOCH:
+            return E.NONE, s
+        if epoch != s.epoch:
+            return E.INVALID_SHARE_SESSION_EPOCH, None
+        s.epoch = _next_epoch(s.epoch)
+        s.last_used_ms = now
+        return E.NONE, s
+
+    def connection_closed(self, connection) -> None:
+        """A client connection closed: the share sessions it opened end, and the records their
+        members hold are released."""
+        keys = [k for k, s in self.sessions.items() if s.connection is connection]
+        for k in keys:
+            self.sessions.pop(k, None)
+        if keys:
+            asyncio.ensure_future(self._release_all(keys))
+
+    async def _release_all(self, keys) -> None:
+        for group, member in keys:
+            await self._release_member(group, member)
+
+    def topic_name(self, tid: uuid.UUID) -> str | None:
+        info = self.broker.controller.topic_by_id(tid)
+        return info.name if info is not None else None
+
+    async def acknowledge(self, group: str, member: str, acks: list, now: int) -> dict:
+        """Apply [(topic id, partition, [(first, last, types)])]; {(topic id, partition): (error,
+        message)} for each partition named."""
+        out = {}
+        for tid, p, batches in acks:
+            name = self.topic_name(tid)
+            if name is None:
+                out[(tid, p)] = (E.UNKNOWN_TOPIC_ID, None)
+                continue
+            sp = self.partitions.get((group, tid, p))
+            if sp is None:
+                try:
+                    sp = await self._share_partition(group, tid, name, p)
+                except _PartitionError as e:
+                    out[(tid, p)] = (e.code, None)
+                    continue
+                except Exception as e:      # noqa: BLE001
+                    out[(tid, p)] = (code_for_exception(e), str(e))
+                    continue
+            sp.expire_locks(now)
+            code, message = E.NONE, None
+            try:
+                _check_batches(batches)
+                for first, last, types in batches:
+                    if RENEW in types:
+                        sp.renew(member, first, last, now)
+                    sp.acknowledge(member, first, last, list(types))
+            except InvalidRecordState as e:
+                code, message = E.INVALID_RECORD_STATE, str(e)
+            except InvalidRequest as e:
+                code, message = E.INVALID_REQUEST, str(e)
+            if code == E.NONE:
+                try:
+                    await self._persist(group, tid, p, sp)
+                except Exception as e:      # noqa: BLE001
+                    code, message = code_for_exception(e), str(e)
+            out[(tid, p)] = (code, message)
+        if out:
+            self._wake()
+        return out
+
+    def acquire(self, group: str, member: str, tid: uuid.UUID, topic: str, p: int, sp: SharePartition,
+                max_records: int, max_bytes: int, now: int, batch_size: int = 0, record_limit: bool = False):
+        """(error, records bytes, [(first, last, delivery count)]) for one partition."""
+        part = self.broker.replicas.get(topic, p)
+        if part is None or part.log is None:
+            return E.UNKNOWN_TOPIC_OR_PARTITION, None, []
+        if not part.is_leader:
+            return E.NOT_LEADER_OR_FOLLOWER, None, []
+        lg = part.log
+        sp.expire_locks(now)
+        if lg.log_start_offset > sp.start:
+            sp.move_start(lg.log_start_offset)
+        committed = str(self._group_config(group, "share.isolation.level", None,
+                                           "read_uncommitted")).lower() == "read_committed"
+        limit = lg.last_stable_offset() if committed else part.high_watermark
+        offset = sp.next_fetch_offset()
+        if offset >= limit or max_records <= 0:
+            return E.NONE, None, []
+        try:
+            data = lg.read(offset, max(max_bytes, 1), max_offset=limit, min_one_message=True, whole_first=True)
+        except OffsetOutOfRangeError:
+            sp.move_start(lg.log_start_offset)
+            return E.NONE, None, []
+        if not data.regions:
+            return E.NONE, None, []
+        buf = data.read()
+        headers = list(rec.iter_batches(buf))
+        skip = _aborted_batches(lg, headers, offset, limit) if committed else set()
+        runs = sp.acquire(member, [(h.base_offset, h.last_offset, h.is_control or h.base_offset in skip)
+                                   for h in headers], now, max_records, batch_size, record_limit)
+        if not runs:
+            return E.NONE, None, []
+        lo, hi = runs[0][0], runs[-1][1]
+        start = end = None
+        for h in headers:
+            if h.last_offset >= lo and start is None:
+                start = h.pos
+            if h.base_offset <= hi:
+                end = h.pos + h.size
+        return E.NONE, bytes(buf[start:end]), runs
+
+    async def _persist(self, group: str, tid: uuid.UUID, p: int, sp: SharePartition) -> None:
+        await self.state.write(group, tid, p, sp.state_epoch, -1, sp.start, sp.state_batches())
+
+    async def _persist_quietly(self, group, tid, p, sp) -> None:
+        try:
+            await self._persist(group, tid, p, sp)
+        except Exception as e:      # noqa: BLE001 - what it changed is redelivered at worst
+            log.warning("could not write the share state of %s %s-%d: %r", group, tid, p, e)
+
+    # ------------------------------------------------------------------ waiting
+    def add_waiter(self, fut: asyncio.Future) -> None:
+        self._waiters.append(fut)
+
+    def remove_waiter(self, fut: asyncio.Future) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(LOCK_TICK_S)
+            try:
+                await self._tick(_now_ms())
+            except asyncio.CancelledError:
+                raise
+            except Exception:      # noqa: BLE001
+                log.exception("share coordinator tick failed")
+
+    async def _tick(self, now: int) -> None:
+        for group in list(self.groups.values()):
+            for mid, m in list(group.members.items()):
+                if m.deadline_ms and m.deadline_ms < now:
+                    log.info("share group %s: member %s left (session timed out)", group.group_id, mid)
+                    await self._remove_member(group, mid)
+        expired = []
+        for (g, tid, p), sp in list(self.partitions.items()):
+            d = sp.next_deadline()
+            if d is not None and d <= now and sp.expire_locks(now):
+                expired.append((g, tid, p, sp))
+        for g, tid, p, sp in expired:
+            await self._persist_quietly(g, tid, p, sp)
+        if expired:
+            self._wake()
+
+    # ------------------------------------------------------------------ deletion
+    async def delete_group(self, group_id: str) -> int:
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return E.NON_EMPTY_GROUP
+        keys = [k for k in self.partitions if k[0] == group_id]
+        persisted = self.state.keys_of(group_id) if group_id in self._persisted_groups() else []
+        for k in set(keys) | set(persisted):
+            self.partitions.pop(k, None)
+            await self.state.write(k[0], k[1], k[2], 0, -1, None)
+        self.groups.pop(group_id, None)
+        return E.NONE
+
+
+class _PartitionError(Exception):
+    def __init__(self, code: int):
+        super().__init__(E(code).name)
+        self.code = code
+
+
+def _aborted_batches(lg, headers, start: int, end: int) -> set:
+    """Base offsets of the batches among ``headers`` that belong to aborted transactions
+    (read_committed share groups archive them, as Kafka does, instead of delivering them)."""
+    aborted = sorted(lg.aborted_transactions(start, end), key=lambda t: t[1])
+    if not aborted:
+        return set()
+    out, open_, i = set(), set(), 0
+    for h in headers:
+        while i < len(aborted) and aborted[i][1] <= h.base_offset:
+            open_.add(aborted[i][0])
+            i += 1
+        if h.is_control:
+            open_.discard(h.producer_id)
+        elif h.is_transactional and h.producer_id in open_:
+            out.add(h.base_offset)
+    return out
+
+
+def _check_batches(batches) -> None:
+    prev = None
+    for first, last, types in batches:
+        if prev is not None and first <= prev:
+            raise InvalidRequest("acknowledgement batches overlap or are out of order")
+        if any(t not in ACK_TYPES for t in types):
+            raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
+        prev = last
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,267 @@
+"""One partition as a share group sees it (KIP-932): which records are in flight, who holds them.
+
+A share partition keeps a window of offsets ``[start, end)``: ``start`` is the share-partition
+start offset (SPSO), the first offset not yet done with, and ``end`` is one past the last offset
+ever handed out (or skipped).  Every offset of the window has a state:
+
+========== =====================================================================================
+AVAILABLE  may be handed out (again): released, or its acquisition lock ran out
+ACQUIRED   handed out to one member until its lock runs out (``lock_ms``)
+ACKNOWLEDGED  accepted by the member that held it: done
+ARCHIVED   done without being accepted: rejected, a gap, or delivered ``delivery_limit`` times
+========== =====================================================================================
+
+Offsets before ``start`` are all done; the window moves on over the done offsets at its head.
+The window holds at most ``max_in_flight`` offsets: a fetch acquires no new offsets beyond
+that until the head is done.
+
+This module is the state machine alone, on plain integers; it does no I/O.  Time is passed in
+(milliseconds), so that tests can drive it without waiting.
+"""
+from __future__ import annotations
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+STATE_NAMES = {AVAILABLE: "Available", ACQUIRED: "Acquired", ACKNOWLEDGED: "Acknowledged",
+               ARCHIVED: "Archived"}
+
+# acknowledgement types of ShareFetch and ShareAcknowledge
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+ACK_TYPES = (GAP, ACCEPT, RELEASE, REJECT, RENEW)
+
+
+class InvalidRecordState(Exception):
+    """An acknowledgement of an offset the member does not hold (INVALID_RECORD_STATE)."""
+
+
+class InvalidRequest(Exception):
+    """A malformed acknowledgement batch (INVALID_REQUEST)."""
+
+
+class _Offset:
+    __slots__ = ("state", "count", "member", "deadline")
+
+    def __init__(self, state: int, count: int, member: str | None = None, deadline: int = 0):
+        self.state = state
+        self.count = count          # delivery count: how many times it was acquired
+        self.member = member        # the member holding it while ACQUIRED
+        self.deadline = deadline    # while ACQUIRED: when its lock runs out (ms)
+
+
+class SharePartition:
+    def __init__(self, start: int, *, delivery_limit: int = 5, max_in_flight: int = 2000,
+                 lock_ms: int = 30_000, state_epoch: int = 0):
+        self.start = start
+        self.end = start
+        self.delivery_limit = delivery_limit
+        self.max_in_flight = max_in_flight
+        self.lock_ms = lock_ms
+        self.state_epoch = state_epoch
+        self.offsets: dict[int, _Offset] = {}   # every offset in [start, end)
+
+    # -- reading the state ------------------------------------------------------------------
+
+    def next_fetch_offset(self) -> int:
+        """The first offset a fetch could acquire: the lowest AVAILABLE one, or ``end``."""
+        for o in range(self.start, self.end):
+            if self.offsets[o].state == AVAILABLE:
+                return o
+        return self.end
+
+    def has_available(self) -> bool:
+        return self.next_fetch_offset() < self.end
+
+    def acquired_by(self, member: str) -> int:
+        return sum(1 for r in self.offsets.values() if r.state == ACQUIRED and r.member == member)
+
+    def next_deadline(self) -> int | None:
+        """When the earliest acquisition lock runs out, or None when nothing is acquired."""
+        ds = [r.deadline for r in self.offsets.values() if r.state == ACQUIRED]
+        return min(ds) if ds else None
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """The window as runs of (first offset, last offset, state, delivery count); an acquired
+        offset counts as AVAILABLE, as its lock does not outlive this broker."""
+        out: list = []
+        for o in range(self.start, self.end):
+            r = self.offsets[o]
+            st = AVAILABLE if r.state == ACQUIRED else r.state
+            if out and out[-1][1] == o - 1 and out[-1][2] == st and out[-1][3] == r.count:
+                out[-1] = (out[-1][0], o, st, r.count)
+            else:
+                out.append((o, o, st, r.count))
+        return out
+
+    @classmethod
+    def restore(cls, start: int, batches, **kw) -> "SharePartition":
+        """A share partition from persisted state: its start offset and state batches.  Offsets
+        between batches inside the window were handed out and are AVAILABLE again."""
+        sp = cls(start, **kw)
+        for first, last, state, count in sorted(batches):
+            for o in range(max(first, start), last + 1):
+                sp.offsets[o] = _Offset(AVAILABLE if state == ACQUIRED else state, count)
+            sp.end = max(sp.end, last + 1)
+        for o in range(sp.start, sp.end):
+            if o not in sp.offsets:
+                sp.offsets[o] = _Offset(AVAILABLE, 0)
+        sp._advance()
+        return sp
+
+    # -- changing it ------------------------------------------------------------------------
+
+    def acquire(self, member: str, batches, now_ms: int, max_records: int, batch_size: int = 0,
+                record_limit: bool = False) -> list[tuple[int, int, int]]:
+        """Acquire for ``member`` the offsets it may have among ``batches``, the (base offset,
+        last offset, is control) of the record batches a log read found, in order.  Returns the
+        acquired runs as (first offset, last offset, delivery count).
+
+        As Kafka's default (batch-optimized) acquire mode, whole record batches are acquired:
+        ``max_records`` is reached at the end of a batch, and a run is cut at a batch boundary
+        once it holds ``batch_size`` records.  ``record_limit`` (ShareFetch v2's record-limit
+        mode) stops at ``max_records`` exactly.
+
+        Offsets with no record (before a batch, where compaction or the log start left a hole)
+        and the offsets of control batches are never delivered: they are archived as they enter
+        the window."""
+        runs: list = []
+        n = 0
+        deadline = now_ms + self.lock_ms
+        for base, last, control in batches:
+            if n >= max_records or self._full():
+                break
+            if last < self.start:
+                continue
+            if base > self.end:
+                for o in range(self.end, base):          # no records there
+                    self.offsets[o] = _Offset(ARCHIVED, 0)
+                self.end = base
+            cut = batch_size > 0 and runs and runs[-1][1] - runs[-1][0] + 1 >= batch_size
+            for o in range(max(base, self.start), last + 1):
+                if record_limit and n >= max_records:
+                    break
+                if o < self.end:
+                    r = self.offsets[o]
+                    if r.state != AVAILABLE or control:
+                        continue
+                    r.state, r.member, r.deadline = ACQUIRED, member, deadline
+                    r.count += 1
+                else:
+                    if self._full():
+                        break
+                    self.end = o + 1
+                    if control:
+                        self.offsets[o] = _Offset(ARCHIVED, 0)
+                        continue
+                    r = self.offsets[o] = _Offset(ACQUIRED, 1, member, deadline)
+                if runs and not cut and runs[-1][1] == o - 1 and runs[-1][2] == r.count:
+                    runs[-1] = (runs[-1][0], o, r.count)
+                else:
+                    runs.append((o, o, r.count))
+                cut = False
+                n += 1
+        self._advance()
+        return runs
+
+    def acknowledge(self, member: str, first: int, last: int, types) -> None:
+        """Apply one acknowledgement batch of ``member``: one type for the whole range or one per
+        offset.  Every offset must be held by ``member`` (a gap also when it was archived as one
+        here); otherwise nothing changes and InvalidRecordState is raised."""
+        if last < first:
+            raise InvalidRequest(f"last offset {last} is before first offset {first}")
+        if not types or (len(types) != 1 and len(types) != last - first + 1):
+            raise InvalidRequest("acknowledge types must be one, or one per offset")
+        if any(t not in ACK_TYPES for t in types):
+            raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
+        one = types[0] if len(types) == 1 else None
+        for i, o in enumerate(range(first, last + 1)):
+            t = one if one is not None else types[i]
+            r = self.offsets.get(o)
+            if r is None:
+                if o >= self.end:
+                    raise InvalidRequest(f"offset {o} is past the last offset handed out ({self.end - 1})")
+                if t == GAP:
+                    continue
+                raise InvalidRecordState(f"offset {o} is not acquired (share-partition start "
+                                         f"offset {self.start})")
+            if r.state == ACQUIRED and r.member == member:
+                continue
+            if t == GAP and r.state == ARCHIVED:
+                continue
+            raise InvalidRecordState(f"offset {o} is {STATE_NAMES[r.state].lower()}"
+                                     + ("" if r.state != ACQUIRED else " by another member"))
+        for i, o in enumerate(range(first, last + 1)):
+            t = one if one is not None else types[i]
+            r = self.offsets.get(o)
+            if r is None or r.state != ACQUIRED:
+                continue
+            if t == ACCEPT:
+                r.state, r.member = ACKNOWLEDGED, None
+            elif t in (GAP, REJECT):
+                r.state, r.member = ARCHIVED, None
+            elif t == RELEASE:
+                self._release(r)
+            # RENEW is applied by ``renew``, which knows the time
+        self._advance()
+
+    def renew(self, member: str, first: int, last: int, now_ms: int) -> None:
+        for o in range(first, last + 1):
+            r = self.offsets.get(o)
+            if r is None or r.state != ACQUIRED or r.member != member:
+                raise InvalidRecordState(f"offset {o} is not acquired by this member")
+        for o in range(first, last + 1):
+            self.offsets[o].deadline = now_ms + self.lock_ms
+
+    def release_member(self, member: str) -> int:
+        """Make every offset ``member`` holds available again (its share session ended or it
+        left the group); returns how many."""
+        n = 0
+        for r in self.offsets.values():
+            if r.state == ACQUIRED and r.member == member:
+                self._release(r)
+                n += 1
+        self._advance()
+        return n
+
+    def expire_locks(self, now_ms: int) -> int:
+        """Release every offset whose acquisition lock ran out; returns how many."""
+        n = 0
+        for r in self.offsets.values():
+            if r.state == ACQUIRED and r.deadline <= now_ms:
+                self._release(r)
+                n += 1
+        if n:
+            self._advance()
+        return n
+
+    def move_start(self, offset: int) -> None:
+        """The log start offset moved to ``offset`` (retention, DeleteRecords) or an operator set
+        the start offset: offsets before it are gone; any in flight there are dropped."""
+        if offset <= self.start:
+            return
+        for o in range(self.start, min(offset, self.end)):
+            self.offsets.pop(o, None)
+        self.start = offset
+        if self.end < offset:
+            self.end = offset
+        self._advance()
+
+    def reset(self, offset: int) -> None:
+        """Start over at ``offset`` with nothing in flight (AlterShareGroupOffsets)."""
+        self.offsets.clear()
+        self.start = self.end = offset
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _full(self) -> bool:
+        return self.end - self.start >= self.max_in_flight
+
+    def _release(self, r: _Offset) -> None:
+        r.member = None
+        r.state = ARCHIVED if r.count >= self.delivery_limit else AVAILABLE
+
+    def _advance(self) -> None:
+        offsets = self.offsets
+        o = self.start
+        while o < self.end and offsets[o].state in (ACKNOWLEDGED, ARCHIVED):
+            del offsets[o]
+            o += 1
+        self.start = o

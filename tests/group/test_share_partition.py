@@ -1,0 +1,164 @@
+"""The share-partition state machine (broker/share/partition.py) on its own: acquisition,
+acknowledgement, locks, delivery limits and the start offset."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from broker.share.partition import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, REJECT, RELEASE,
+                                    InvalidRecordState, InvalidRequest, SharePartition)
+
+
+def batches(*ranges, control=()):
+    return [(a, b, (a, b) in control) for a, b in ranges]
+
+
+def test_acquire_hands_out_each_offset_once_until_released():
+    sp = SharePartition(0, lock_ms=1000)
+    assert sp.acquire("a", batches((0, 4), (5, 9)), 0, 500) == [(0, 9, 1)]
+    assert sp.acquire("b", batches((0, 4), (5, 9)), 0, 500) == []
+    assert sp.next_fetch_offset() == 10
+    sp.acknowledge("a", 0, 4, [RELEASE])
+    assert sp.next_fetch_offset() == 0
+    assert sp.acquire("b", batches((0, 4), (5, 9)), 0, 500) == [(0, 4, 2)]
+    assert sp.acquired_by("a") == 5 and sp.acquired_by("b") == 5
+
+
+def test_accepted_head_moves_the_start_offset():
+    sp = SharePartition(100)
+    sp.acquire("a", batches((100, 109)), 0, 500)
+    sp.acknowledge("a", 102, 109, [ACCEPT])
+    assert sp.start == 100
+    sp.acknowledge("a", 100, 101, [ACCEPT, REJECT])
+    assert sp.start == sp.end == 110 and not sp.offsets
+
+
+def test_whole_batches_max_records_batch_size_and_in_flight_limit():
+    log = batches((0, 2), (3, 5), (6, 8), (9, 11))
+    sp = SharePartition(0, max_in_flight=8)
+    assert sp.acquire("a", log, 0, 4) == [(0, 5, 1)]                   # whole batches: 6 for 4
+    assert sp.acquire("a", log, 0, 100) == [(6, 7, 1)]                 # the window is full at 8
+    assert sp.acquire("b", log, 0, 100) == []
+    sp.acknowledge("a", 0, 1, [ACCEPT])
+    assert sp.acquire("b", log, 0, 100) == [(8, 9, 1)]
+    sp = SharePartition(0)
+    assert sp.acquire("a", log, 0, 100, batch_size=4) == [(0, 5, 1), (6, 11, 1)]   # cut at a batch edge
+    sp = SharePartition(0)
+    assert sp.acquire("a", log, 0, 4, record_limit=True) == [(0, 3, 1)]
+    assert sp.acquire("b", log, 0, 4, record_limit=True) == [(4, 7, 1)]
+
+
+def test_locks_run_out_and_delivery_limit_archives():
+    sp = SharePartition(0, lock_ms=100, delivery_limit=2)
+    sp.acquire("a", batches((0, 1)), 0, 500)
+    assert sp.next_deadline() == 100
+    assert sp.expire_locks(99) == 0
+    assert sp.expire_locks(100) == 2
+    assert [r.state for r in sp.offsets.values()] == [AVAILABLE, AVAILABLE]
+    assert sp.acquire("b", batches((0, 1)), 200, 500) == [(0, 1, 2)]
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("a", 0, 0, [ACCEPT])              # a's lock ran out
+    sp.expire_locks(300)                                # second delivery done: archived
+    assert sp.start == sp.end == 2
+
+
+def test_gaps_and_control_batches_are_archived_not_delivered():
+    sp = SharePartition(0)
+    runs = sp.acquire("a", batches((0, 1), (2, 2), (5, 6), control=[(2, 2)]), 0, 500)
+    assert runs == [(0, 1, 1), (5, 6, 1)]
+    assert sp.offsets[2].state == ARCHIVED and sp.offsets[3].state == ARCHIVED
+    sp.acknowledge("a", 2, 4, [GAP])                     # a client may call them gaps too
+    sp.acknowledge("a", 0, 1, [ACCEPT])
+    assert sp.start == 5
+
+
+def test_bad_acknowledgements_change_nothing():
+    sp = SharePartition(0)
+    sp.acquire("a", batches((0, 3)), 0, 500)
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("b", 0, 0, [ACCEPT])
+    with pytest.raises(InvalidRequest):
+        sp.acknowledge("a", 2, 5, [ACCEPT])              # 4 and 5 were never handed out
+    with pytest.raises(InvalidRequest):
+        sp.acknowledge("a", 0, 3, [ACCEPT, ACCEPT])
+    with pytest.raises(InvalidRequest):
+        sp.acknowledge("a", 3, 2, [ACCEPT])
+    with pytest.raises(InvalidRequest):
+        sp.acknowledge("a", 0, 0, [9])
+    assert all(r.state == ACQUIRED for r in sp.offsets.values())
+    sp.acknowledge("a", 0, 3, [ACCEPT])
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("a", 0, 0, [ACCEPT])              # already done
+
+
+def test_release_member_and_restore():
+    sp = SharePartition(0, delivery_limit=3)
+    sp.acquire("a", batches((0, 5)), 0, 500)
+    sp.acknowledge("a", 1, 1, [ACCEPT])
+    sp.acknowledge("a", 3, 3, [REJECT])
+    assert sp.release_member("a") == 4
+    state = sp.state_batches()
+    assert state == [(0, 0, AVAILABLE, 1), (1, 1, ACKNOWLEDGED, 1), (2, 2, AVAILABLE, 1),
+                     (3, 3, ARCHIVED, 1), (4, 5, AVAILABLE, 1)]
+    back = SharePartition.restore(sp.start, state, delivery_limit=3)
+    assert back.state_batches() == state and back.end == 6
+    assert back.acquire("b", batches((0, 5)), 0, 500) == [(0, 0, 2), (2, 2, 2), (4, 5, 2)]
+
+
+def test_move_start_drops_what_is_gone():
+    sp = SharePartition(0)
+    sp.acquire("a", batches((0, 9)), 0, 500)
+    sp.move_start(4)
+    assert sp.start == 4 and min(sp.offsets) == 4
+    sp.move_start(20)
+    assert sp.start == sp.end == 20 and not sp.offsets
+    assert sp.acquire("a", batches((18, 25)), 0, 500) == [(20, 25, 1)]
+
+
+ops = st.lists(st.tuples(st.sampled_from(["acquire", "ack", "expire", "leave"]),
+                         st.sampled_from(["m1", "m2", "m3"]),
+                         st.integers(0, 40), st.integers(0, 6),
+                         st.sampled_from([ACCEPT, RELEASE, REJECT])), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops)
+def test_property_no_offset_is_held_twice_or_accepted_twice(steps):
+    """Random members acquiring, acknowledging, leaving and timing out over a 40-record log:
+    no offset is ever held by two members, none is accepted twice, the start offset only moves
+    forward past done offsets, and delivery counts stay within the limit."""
+    log = [(o, o + 1, False) for o in range(0, 40, 2)]
+    sp = SharePartition(0, delivery_limit=3, max_in_flight=16, lock_ms=50)
+    now = 0
+    accepted: set = set()
+    held: dict = {}
+    for op, m, x, y, t in steps:
+        now += 10
+        before = sp.start
+        if op == "acquire":
+            for a, b, c in sp.acquire(m, log, now, y + 1):
+                assert 1 <= c <= 3
+                for o in range(a, b + 1):
+                    assert o not in held, (o, held[o], m)
+                    held[o] = m
+        elif op == "ack":
+            mine = sorted(o for o, h in held.items() if h == m)
+            if not mine:
+                continue
+            o = mine[x % len(mine)]
+            sp.acknowledge(m, o, o, [t])
+            del held[o]
+            if t == ACCEPT:
+                assert o not in accepted
+                accepted.add(o)
+        elif op == "expire":
+            sp.expire_locks(now)
+        else:
+            sp.release_member(m)
+        held = {o: h for o, h in held.items()
+                if o in sp.offsets and sp.offsets[o].state == ACQUIRED and sp.offsets[o].member == h}
+        assert sp.start >= before
+        assert all(sp.start <= o < sp.end for o in sp.offsets)
+        assert len(sp.offsets) == sp.end - sp.start
+        assert sp.start == sp.end or sp.offsets[sp.start].state not in (ACKNOWLEDGED, ARCHIVED)
+        assert all(o < sp.start or sp.offsets[o].state == ACKNOWLEDGED for o in accepted)

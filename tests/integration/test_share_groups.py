@@ -1,0 +1,218 @@
+"""Share groups (KIP-932) on a real broker, driven by confluent-kafka's ShareConsumer (librdkafka
+2.16, ShareGroupHeartbeat/ShareFetch/ShareAcknowledge v1) and by raw requests.
+
+Queue semantics: members of one share group read the same partitions and each record goes to one
+member at a time; a record released, or whose acquisition lock runs out, is delivered again with
+a higher delivery count, up to ``group.share.delivery.count.limit``; accepted records are never
+delivered again, also after the broker restarts (``__share_group_state``)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import ErrorCode as E
+from protocol.messages import (ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+                               ShareGroupHeartbeatRequest)
+from tests.support import BrokerProcess
+from tests.support.broker import running
+from tests.support.net import wait_for
+from tests.support.rawkafka import RawConnection
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+LOCK_MS = 2000
+PROPS = {"num.partitions": 1, "group.share.record.lock.duration.ms": LOCK_MS,
+         "group.share.min.record.lock.duration.ms": 1000, "group.share.delivery.count.limit": 3,
+         "share.coordinator.state.topic.num.partitions": 5}
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    with running(BrokerProcess(tmp_path_factory.mktemp("share"), name="broker", props=PROPS)) as b:
+        yield b
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(b, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(30)
+
+
+def produce(b, topic: str, values, partition: int | None = None, batch: int = 10000) -> None:
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.num.messages": batch})
+    for v in values:
+        if partition is None:
+            p.produce(topic, value=v)
+        else:
+            p.produce(topic, value=v, partition=partition)
+    assert p.flush(30) == 0
+
+
+def share_consumer(b, group: str, topic: str, **conf) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": b.bootstrap, "group.id": group, **conf})
+    c.subscribe([topic])
+    return c
+
+
+def wait_assigned(c, b, group: str, members: int = 1, timeout: float = 30) -> None:
+    """Poll until the group has ``members`` members that hold partitions (the start offset of a
+    new share partition is the high watermark when it is first assigned: records written before
+    that are not for the group)."""
+    def ready():
+        c.poll(0.2)
+        d = describe(b, group)
+        return d.error_code == 0 and len(d.members) == members and all(
+            m.assignment.topic_partitions for m in d.members)
+    wait_for(ready, timeout, what=f"{members} assigned member(s) of {group}")
+
+
+def describe(b, group: str):
+    host, port = b.bootstrap.split(":")
+    with RawConnection(host, int(port)) as c:
+        return c.request(77, 1, ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)).groups[0]
+
+
+def drain(consumers, want: int, timeout: float = 30, ack=None) -> dict:
+    """Poll ``consumers`` in turns until ``want`` records came in (or the time is up); returns
+    {consumer index: [(value, delivery count)]}."""
+    got: dict = {i: [] for i in range(len(consumers))}
+    deadline = time.time() + timeout
+    while time.time() < deadline and sum(len(v) for v in got.values()) < want:
+        for i, c in enumerate(consumers):
+            for m in c.poll(0.3):
+                assert m.error() is None, m.error()
+                got[i].append((m.value(), m.delivery_count()))
+                if ack is not None:
+                    c.acknowledge(m, ack(m))
+    return got
+
+
+def test_one_member_reads_what_is_written_after_it_joined_once(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, [b"before"])
+    c = share_consumer(kafka, group, topic)
+    try:
+        wait_assigned(c, kafka, group)
+        values = [f"v{i}".encode() for i in range(200)]
+        produce(kafka, topic, values)
+        got = drain([c], 200)[0]
+        assert sorted(v for v, _ in got) == sorted(values)
+        assert {n for _, n in got} == {1}
+        assert not drain([c], 1, timeout=2)[0]              # accepted on the next poll: nothing comes back
+    finally:
+        c.close()
+    d = describe(kafka, group)
+    assert d.error_code == 0 and d.group_state == "Empty" and d.assignor_name == "simple"
+
+
+def test_members_share_one_partition_without_duplicates(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    cs = [share_consumer(kafka, group, topic, **{"max.poll.records": 20}) for _ in range(3)]
+    try:
+        for c in cs:
+            c.poll(0.5)
+        wait_assigned(cs[0], kafka, group, members=3)
+        d = describe(kafka, group)
+        assert all([tp.partitions for tp in m.assignment.topic_partitions] == [[0]] for m in d.members)
+        values = [f"r{i}".encode() for i in range(600)]
+        produce(kafka, topic, values, batch=10)      # whole batches are acquired: small ones to share
+        got = drain(cs, 600, timeout=60)
+        everything = [v for per in got.values() for v, _ in per]
+        assert sorted(everything) == sorted(values)          # each record once, across the members
+        assert sum(1 for per in got.values() if per) >= 2, {i: len(v) for i, v in got.items()}
+    finally:
+        for c in cs:
+            c.close()
+
+
+def test_release_reject_and_the_delivery_limit(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    c = share_consumer(kafka, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        wait_assigned(c, kafka, group)
+        produce(kafka, topic, [b"keep", b"retry", b"drop"])
+
+        def decide(m):
+            return {b"keep": AcknowledgeType.ACCEPT, b"retry": AcknowledgeType.RELEASE,
+                    b"drop": AcknowledgeType.REJECT}[m.value()]
+        got = drain([c], 5, timeout=20, ack=decide)[0]
+        # "retry" is released twice and comes back with counts 1, 2, 3; the limit (3) archives it then
+        assert sorted(got) == [(b"drop", 1), (b"keep", 1), (b"retry", 1), (b"retry", 2), (b"retry", 3)]
+        c.commit_sync(10)
+        assert not drain([c], 1, timeout=2, ack=decide)[0]
+    finally:
+        c.close()
+
+
+def test_a_lock_that_runs_out_gives_the_record_to_another_member(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    slow = share_consumer(kafka, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    fast = None
+    try:
+        wait_assigned(slow, kafka, group)
+        produce(kafka, topic, [f"l{i}".encode() for i in range(10)])
+        held = drain([slow], 10, timeout=20)[0]            # held, never acknowledged
+        acquired_at = time.time()
+        assert sorted(n for _, n in held) == [1] * 10
+        fast = share_consumer(kafka, group, topic)
+        got = drain([fast], 10, timeout=30)[0]
+        assert sorted(got) == sorted((v, 2) for v, _ in held)
+        assert time.time() - acquired_at >= (LOCK_MS - 300) / 1000     # not before the lock ran out
+    finally:
+        slow.close()
+        if fast is not None:
+            fast.close()
+
+
+def test_accepted_records_stay_accepted_across_a_restart(tmp_path):
+    b = BrokerProcess(tmp_path, name="broker", props=PROPS)
+    b.start()
+    try:
+        topic, group = unique("sq"), unique("sg")
+        create_topic(b, topic, 1)
+        c = share_consumer(b, group, topic, **{"share.acknowledgement.mode": "explicit"})
+        wait_assigned(c, b, group)
+        values = [f"p{i}".encode() for i in range(20)]
+        produce(b, topic, values)
+        got = drain([c], 20)[0]
+        c.close()                                            # nothing acknowledged: all released
+        assert len(got) == 20
+        c = share_consumer(b, group, topic, **{"share.acknowledgement.mode": "explicit"})
+        second = []
+        deadline = time.time() + 20
+        while len(second) < 20 and time.time() < deadline:
+            for m in c.poll(0.5):
+                second.append((m.value(), m.delivery_count()))
+                c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 10 else AcknowledgeType.RELEASE)
+        c.commit_sync(10)
+        assert sorted(second) == sorted((v, 2) for v in values)
+        c.close()
+        b.stop()
+        b.start()
+        c = share_consumer(b, group, topic)
+        try:
+            again = drain([c], 10, timeout=30)[0]
+            assert sorted(again) == sorted((v, 3) for v in values[10:])
+            assert not drain([c], 1, timeout=2)[0]
+        finally:
+            c.close()
+    finally:
+        b.stop()
