@@ -33,7 +33,7 @@ import time
 import uuid
 
 from broker.share.groups import ShareGroup, ShareMember, simple_assign
-from broker.share.partition import (ACK_TYPES, RENEW, InvalidRecordState, InvalidRequest, SharePartition)
+from broker.share.partition import ACK_TYPES, InvalidRecordState, InvalidRequest, SharePartition
 from broker.share.state_log import ShareStateLog
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, code_for_exception
@@ -387,10 +387,7 @@ class ShareCoordinator:
             code, message = E.NONE, None
             try:
                 _check_batches(batches)
-                for first, last, types in batches:
-                    if RENEW in types:
-                        sp.renew(member, first, last, now)
-                    sp.acknowledge(member, first, last, list(types))
+                sp.acknowledge_all(member, [(a, z, list(t)) for a, z, t in batches], now)
             except InvalidRecordState as e:
                 code, message = E.INVALID_RECORD_STATE, str(e)
             except InvalidRequest as e:

@@ -161,10 +161,36 @@ class SharePartition:
         self._advance()
         return runs
 
-    def acknowledge(self, member: str, first: int, last: int, types) -> None:
-        """Apply one acknowledgement batch of ``member``: one type for the whole range or one per
-        offset.  Every offset must be held by ``member`` (a gap also when it was archived as one
-        here); otherwise nothing changes and InvalidRecordState is raised."""
+    def acknowledge(self, member: str, first: int, last: int, types, now_ms: int = 0) -> None:
+        """Apply one acknowledgement batch of ``member`` (see ``acknowledge_all``)."""
+        self.acknowledge_all(member, [(first, last, types)], now_ms)
+
+    def acknowledge_all(self, member: str, batches, now_ms: int = 0) -> None:
+        """Apply the acknowledgement batches (first, last, types) of one partition of a request,
+        all or nothing: each has one type for its whole range or one per offset, and every offset
+        must be held by ``member`` (a gap may also name an offset archived as one); otherwise
+        nothing changes and InvalidRecordState (or InvalidRequest, for a malformed batch or an
+        offset never handed out) is raised.  A renew (4) restarts the offset's lock."""
+        for first, last, types in batches:
+            self._check(member, first, last, types)
+        for first, last, types in batches:
+            one = types[0] if len(types) == 1 else None
+            for i, o in enumerate(range(first, last + 1)):
+                t = one if one is not None else types[i]
+                r = self.offsets.get(o)
+                if r is None or r.state != ACQUIRED:
+                    continue
+                if t == ACCEPT:
+                    r.state, r.member = ACKNOWLEDGED, None
+                elif t in (GAP, REJECT):
+                    r.state, r.member = ARCHIVED, None
+                elif t == RELEASE:
+                    self._release(r)
+                elif t == RENEW:
+                    r.deadline = now_ms + self.lock_ms
+        self._advance()
+
+    def _check(self, member: str, first: int, last: int, types) -> None:
         if last < first:
             raise InvalidRequest(f"last offset {last} is before first offset {first}")
         if not types or (len(types) != 1 and len(types) != last - first + 1):
@@ -188,27 +214,6 @@ class SharePartition:
                 continue
             raise InvalidRecordState(f"offset {o} is {STATE_NAMES[r.state].lower()}"
                                      + ("" if r.state != ACQUIRED else " by another member"))
-        for i, o in enumerate(range(first, last + 1)):
-            t = one if one is not None else types[i]
-            r = self.offsets.get(o)
-            if r is None or r.state != ACQUIRED:
-                continue
-            if t == ACCEPT:
-                r.state, r.member = ACKNOWLEDGED, None
-            elif t in (GAP, REJECT):
-                r.state, r.member = ARCHIVED, None
-            elif t == RELEASE:
-                self._release(r)
-            # RENEW is applied by ``renew``, which knows the time
-        self._advance()
-
-    def renew(self, member: str, first: int, last: int, now_ms: int) -> None:
-        for o in range(first, last + 1):
-            r = self.offsets.get(o)
-            if r is None or r.state != ACQUIRED or r.member != member:
-                raise InvalidRecordState(f"offset {o} is not acquired by this member")
-        for o in range(first, last + 1):
-            self.offsets[o].deadline = now_ms + self.lock_ms
 
     def release_member(self, member: str) -> int:
         """Make every offset ``member`` holds available again (its share session ended or it

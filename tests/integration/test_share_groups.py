@@ -216,3 +216,182 @@ def test_accepted_records_stay_accepted_across_a_restart(tmp_path):
             c.close()
     finally:
         b.stop()
+
+
+# --------------------------------------------------------------------------- raw requests
+def _conn(b):
+    host, port = b.bootstrap.split(":")
+    return RawConnection(host, int(port))
+
+
+def _topic_id(c, topic: str):
+    return c.metadata([topic], version=12).topics[0].topic_id
+
+
+def _heartbeat(c, group, member, epoch, topics=None):
+    return c.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                                       rack_id=None, subscribed_topic_names=topics))
+
+
+def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1):
+    F = ShareFetchRequest
+    topics = []
+    if tid is not None:
+        topics = [F.FetchTopic(topic_id=tid, partitions=[F.FetchPartition(
+            partition_index=0, partition_max_bytes=0, acknowledgement_batches=[
+                F.AcknowledgementBatch(first_offset=a, last_offset=z, acknowledge_types=t) for a, z, t in acks or ()])])]
+    return c.request(78, version, F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
+                                    min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500,
+                                    topics=topics, forgotten_topics_data=[]))
+
+
+def _join_raw(c, b, group, topic):
+    member = uuid.uuid4().hex[:22]
+    wait_for(lambda: _heartbeat(c, group, member, 0, [topic]).error_code == 0, 30, what="the coordinator")
+    return member
+
+
+def test_share_sessions_and_acknowledgements_answer_as_kafka(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    with _conn(kafka) as c:
+        tid = _topic_id(c, topic)
+        member = _join_raw(c, kafka, group, topic)
+        assert _fetch(c, group, member, 3, tid).error_code == E.SHARE_SESSION_NOT_FOUND
+        assert _fetch(c, group, member, 0, tid, acks=[(0, 0, [1])]).error_code == E.INVALID_REQUEST
+        r = _fetch(c, group, member, 0, tid)
+        assert r.error_code == 0 and r.acquisition_lock_timeout_ms == LOCK_MS
+        produce(kafka, topic, [b"a", b"b", b"c"])
+        r = _fetch(c, group, member, 1, wait=5000)          # long poll, woken by the append
+        p = r.responses[0].partitions[0]
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records] == [(0, 2, 1)]
+        assert _fetch(c, group, member, 1).error_code == E.INVALID_SHARE_SESSION_EPOCH
+        r = _fetch(c, group, member, 2, tid, acks=[(0, 1, [1]), (5, 5, [1])])
+        assert r.responses[0].partitions[0].acknowledge_error_code == E.INVALID_REQUEST       # 5 was never handed out
+        r = _fetch(c, group, member, 3, tid, acks=[(0, 1, [1])])
+        assert r.responses[0].partitions[0].acknowledge_error_code == 0
+        r = _fetch(c, group, member, 4, tid, acks=[(0, 0, [2])])
+        assert r.responses[0].partitions[0].acknowledge_error_code == E.INVALID_RECORD_STATE   # already accepted
+        A = ShareAcknowledgeRequest
+        ack = A(group_id=group, member_id=member, share_session_epoch=0, topics=[])
+        assert c.request(79, 1, ack).error_code == E.INVALID_SHARE_SESSION_EPOCH
+        ack = A(group_id=group, member_id=member, share_session_epoch=-1, topics=[A.AcknowledgeTopic(
+            topic_id=tid, partitions=[A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                A.AcknowledgementBatch(first_offset=2, last_offset=2, acknowledge_types=[3])])])])
+        r = c.request(79, 1, ack)
+        assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
+        assert _fetch(c, group, member, 5).error_code == E.SHARE_SESSION_NOT_FOUND         # closed by -1
+
+
+def test_a_closed_connection_releases_what_its_session_held(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    with _conn(kafka) as c:
+        tid = _topic_id(c, topic)
+        member = _join_raw(c, kafka, group, topic)
+        assert _fetch(c, group, member, 0, tid).error_code == 0
+        produce(kafka, topic, [b"x", b"y"])
+        r = _fetch(c, group, member, 1, wait=5000)
+        assert r.responses[0].partitions[0].acquired_records[0].last_offset == 1
+    closed_at = time.time()
+    with _conn(kafka) as c:
+        other = _join_raw(c, kafka, group, topic)
+
+        def redelivered():
+            r = _fetch(c, group, other, redelivered.epoch, tid if redelivered.epoch == 0 else None, wait=200)
+            assert r.error_code == 0
+            redelivered.epoch += 1
+            ps = [p for t in r.responses for p in t.partitions if p.acquired_records]
+            return ps and [(a.first_offset, a.last_offset, a.delivery_count) for a in ps[0].acquired_records]
+        redelivered.epoch = 0
+        assert wait_for(redelivered, 10, what="the released records") == [(0, 1, 2)]
+        assert time.time() - closed_at < LOCK_MS / 1000          # released at the close, not by the lock
+
+
+def test_heartbeat_errors_and_group_types(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    with _conn(kafka) as c:
+        assert _heartbeat(c, "", "m", 0, [topic]).error_code == E.INVALID_REQUEST
+        assert _heartbeat(c, group, "", 0, [topic]).error_code == E.INVALID_REQUEST
+        member = _join_raw(c, kafka, group, topic)
+        r = _heartbeat(c, group, member, 0, [topic])
+        assert r.error_code == 0 and r.member_epoch >= 1 and r.heartbeat_interval_ms == 5000
+        assert _heartbeat(c, group, "nobody", 1).error_code == E.UNKNOWN_MEMBER_ID
+        assert _heartbeat(c, group, member, r.member_epoch + 5).error_code == E.FENCED_MEMBER_EPOCH
+        # the group id is a share group's: a classic member is refused, as Kafka does
+        from kafka import KafkaConsumer
+        from kafka.errors import InconsistentGroupProtocolError
+        kc = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group, consumer_timeout_ms=3000)
+        try:
+            with pytest.raises(InconsistentGroupProtocolError):
+                for _ in range(20):
+                    kc.poll(500)
+        finally:
+            kc.close()
+        assert _heartbeat(c, group, member, -1).member_epoch == -1
+
+
+def test_list_describe_and_delete_share_groups(kafka):
+    from protocol.messages import DeleteGroupsRequest, ListGroupsRequest
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    c = share_consumer(kafka, group, topic)
+    try:
+        wait_assigned(c, kafka, group)
+        with _conn(kafka) as raw:
+            listed = raw.request(16, 5, ListGroupsRequest(states_filter=[], types_filter=["share"])).groups
+            assert (group, "share", "Stable", "share") in [
+                (g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed]
+            assert group not in [g.group_id for g in raw.request(16, 5, ListGroupsRequest(
+                states_filter=[], types_filter=["classic"])).groups]
+            r = raw.request(42, 2, DeleteGroupsRequest(groups_names=[group]))
+            assert r.results[0].error_code == E.NON_EMPTY_GROUP
+    finally:
+        c.close()
+    with _conn(kafka) as raw:
+        wait_for(lambda: describe(kafka, group).group_state == "Empty", 10, what="an empty group")
+        assert raw.request(42, 2, DeleteGroupsRequest(groups_names=[group])).results[0].error_code == 0
+        d = describe(kafka, group)
+        assert d.error_code == E.GROUP_ID_NOT_FOUND
+
+
+def configs_tool(b, *args):
+    return subprocess.run([str(REPO / "bin" / "kafka-configs.sh"), "--bootstrap-server", b.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_group_configs_earliest_and_read_committed(kafka):
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    produce(kafka, topic, [b"old1", b"old2"])
+    tp = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": unique("tx")})
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    tp.produce(topic, value=b"aborted")
+    tp.flush(30)
+    tp.abort_transaction(30)
+    tp.begin_transaction()
+    tp.produce(topic, value=b"committed")
+    tp.flush(30)
+    tp.commit_transaction(30)
+    r = configs_tool(kafka, "--entity-type", "groups", "--entity-name", group, "--alter", "--add-config",
+                     "share.auto.offset.reset=earliest,share.isolation.level=read_committed")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs_tool(kafka, "--entity-type", "groups", "--entity-name", group, "--alter", "--add-config",
+                     "share.auto.offset.reset=soonest")
+    assert r.returncode != 0 and "share.auto.offset.reset" in r.stdout + r.stderr
+    c = share_consumer(kafka, group, topic)
+    try:
+        got = drain([c], 3, timeout=20)[0]
+        assert sorted(v for v, _ in got) == [b"committed", b"old1", b"old2"]
+        assert not drain([c], 1, timeout=2)[0]
+    finally:
+        c.close()
+
+
+def test_share_groups_can_be_disabled(tmp_path):
+    with running(BrokerProcess(tmp_path, name="broker", props={"group.share.enable": "false"})) as b:
+        with _conn(b) as c:
+            assert _heartbeat(c, "g", "m", 0, ["t"]).error_code == E.UNSUPPORTED_VERSION
+            assert _fetch(c, "g", "m", 0).error_code == E.UNSUPPORTED_VERSION
