@@ -466,3 +466,45 @@ def test_delete_acls_reports_a_binding_under_the_first_filter_that_matches_it(au
             await c.close()
 
     assert asyncio.run(run()) == [(0, ["da"]), (0, []), (0, ["db"])]
+
+
+def test_share_groups_need_group_read_and_topic_read(authz_broker):
+    """KIP-932: ShareGroupHeartbeat needs READ on the group and DESCRIBE on the subscribed topics;
+    ShareFetch READ on the group and on each topic."""
+    from confluent_kafka import KafkaException, Producer, ShareConsumer
+    b = authz_broker
+    topic = "share-" + uuid.uuid4().hex[:6]
+    group = "sg-" + uuid.uuid4().hex[:6]
+    _create_topic(b, topic)
+
+    def consume(timeout=20):
+        c = ShareConsumer({**_conf(b, "alice", "alice-secret"), "group.id": group})
+        c.subscribe([topic])
+        try:
+            deadline = time.time() + timeout
+            produced = False
+            while time.time() < deadline:
+                try:
+                    msgs = c.poll(0.5)
+                except KafkaException as e:
+                    return e.args[0]
+                for m in msgs:
+                    if m.error() is not None:
+                        return m.error()
+                    return m.value()
+                if not produced:
+                    time.sleep(1)
+                    p = Producer(_conf(b, "admin", "admin-secret"))
+                    p.produce(topic, b"q")
+                    p.flush(10)
+                    produced = True
+            return None
+        finally:
+            c.close()
+    got = consume()
+    assert isinstance(got, KafkaError) and got.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, got
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", group).returncode == 0
+    got = consume()
+    assert isinstance(got, KafkaError) and got.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, got
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic).returncode == 0
+    assert consume() == b"q"
