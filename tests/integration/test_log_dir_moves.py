@@ -87,12 +87,15 @@ def _topic_on_broker(tmp_path, topic, records, partitions=1, acks="all"):
     """A started broker with two log dirs, and ``topic`` holding ``records`` of 1,000 bytes."""
     b = _broker(tmp_path)
     b.start()
+    admin = None
     try:
         admin = _admin(b)
         admin.create_topics({topic: {"num_partitions": partitions}})
         _produce(b, topic, records, acks=acks)
         yield b, admin
     finally:
+        if admin is not None:
+            admin.close()
         b.stop()
 
 
@@ -160,7 +163,8 @@ def test_move_while_producing_keeps_every_acked_record(tmp_path):
         # the reader following the tail saw every record once, in order, and no error
         assert not errors and seen == records[30000:30000 + len(seen)] and len(seen) >= len(acked)
         b.restart(clean=True)
-        assert list(_where(_admin(b), topic)) == [dest]
+        with contextlib.closing(_admin(b)) as again:
+            assert list(_where(again, topic)) == [dest]
         assert _read_all(b, topic, len(records)) == records
 
 
@@ -174,8 +178,8 @@ def test_a_move_cut_short_by_kill_goes_on_after_restart(tmp_path):
         assert any(n.startswith(f"{topic}-0.") and n.endswith("-future") for n in left), left
         assert os.path.isdir(os.path.join(src, f"{topic}-0"))
         b.start()
-        admin = _admin(b)
-        _wait_moved(admin, topic, dest)
+        with contextlib.closing(_admin(b)) as again:
+            _wait_moved(again, topic, dest)
         records = _read_all(b, topic, 120000)
         assert [(o, v[:8]) for o, v in records] == [(i, b"%08d" % i) for i in range(120000)]
 
