@@ -34,7 +34,7 @@ KRAFT_ONLY_APIS = frozenset({55})
 
 #: The share group APIs (KIP-932), which a Kafka broker has only without ZooKeeper: a broker of a
 #: ZooKeeper cluster leaves them out of ApiVersions and closes the connection on one.
-NOT_IN_ZOOKEEPER_APIS = frozenset({76, 77, 78, 79})
+NOT_IN_ZOOKEEPER_APIS = frozenset({76, 77, 78, 79, 90, 91, 92})
 
 
 def handler(api_key: int, min_version: int, max_version: int):

@@ -5,7 +5,7 @@
 
 It prints three columns, GROUP, TYPE and PROTOCOL. The type is spelled as Java's GroupType
 prints it (``Classic``, ``Consumer``), and the protocol is the group's protocol type
-(``consumer``, ``connect``, or empty for a group that only holds offsets). Each column is as wide
+(``consumer``, ``connect``, ``share``, or empty for a group that only holds offsets). Each column is as wide
 as its longest value, and at least 20 characters. As in Kafka:
 
 * ``--group-type`` keeps the groups of that type; with ``--protocol``, they must also have that
@@ -13,7 +13,8 @@ as its longest value, and at least 20 characters. As in Kafka:
 * ``--protocol`` on its own keeps the groups with that protocol type.
 * ``--consumer`` keeps every kind of consumer group: the consumer type, and classic groups whose
   protocol type is ``consumer`` or empty.
-* ``--share`` and ``--streams`` keep groups of those types. Odradek has none.
+* ``--share`` and ``--streams`` keep groups of those types (share groups: KIP-932; Odradek has
+  no streams groups).
 
 Groups come from ListGroups sent to every broker. A group type that is not one of the four
 fails, with ``--group-type must be a valid group type.``

@@ -1,5 +1,7 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch
-(78) v1-2 and ShareAcknowledge (79) v1-2, served by ``broker/share/manager.py``.
+(78) v1-2 and ShareAcknowledge (79) v1-2, served by ``broker/share/manager.py``; and the admin
+APIs DescribeShareGroupOffsets (90) v0-1, AlterShareGroupOffsets (91) v0 and
+DeleteShareGroupOffsets (92) v0 (Kafka 4.1; v1 of 90 adds the lag, Kafka 4.2).
 
 Kafka 4.1 made v1 the first stable version of each and removed the early-access v0; ShareFetch
 and ShareAcknowledge v2 (Kafka 4.2) add the renew acknowledgement and the acquire mode.  The APIs
@@ -15,8 +17,10 @@ from broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, INT_MIN, _client
 from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, PARTITION_READ_BYTES, _now_ms
 from broker.replica import wait_until
 from protocol.errors import ErrorCode as E
-from protocol.messages import (ShareAcknowledgeResponse, ShareFetchResponse, ShareGroupDescribeResponse,
-                               ShareGroupHeartbeatResponse)
+from protocol.messages import (AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsResponse,
+                               DescribeShareGroupOffsetsResponse, ShareAcknowledgeResponse, ShareFetchResponse,
+                               ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
+from protocol.primitives import UUID0
 
 
 def _share(ctx):
@@ -248,3 +252,123 @@ async def share_acknowledge(ctx, req):
             current_leader=R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=lepoch)))
     return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms,
              responses=[R.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()])
+
+
+# --------------------------------------------------------------------------- offsets (admin)
+def _group_error(share, group_id: str):
+    """(error, message) refusing an admin request for a share group, or (0, None)."""
+    if share is None:
+        return E.UNSUPPORTED_VERSION, "Share groups are not enabled on this broker."
+    err = share._coordinator_error(group_id)
+    if err:
+        return err, None
+    if share._other_group_type(group_id) is not None:
+        return E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+    return E.NONE, None
+
+
+@handler(90, 0, 1)
+async def describe_share_group_offsets(ctx, req):
+    """The start offset of each share partition of a group (-1 where it has none), and from v1
+    its lag: the records below the high watermark not yet done with."""
+    D = DescribeShareGroupOffsetsResponse
+    share = _share(ctx)
+    groups = []
+    for g in req.groups:
+        err, message = _group_error(share, g.group_id)
+        if err:
+            groups.append(D.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=[], error_code=err,
+                                                                   error_message=message))
+            continue
+        known = share.start_offsets(g.group_id)
+        if g.topics is None:
+            wanted: dict = {}
+            for tid, p in sorted(known, key=lambda k: (str(k[0]), k[1])):
+                name = share.topic_name(tid)
+                if name is not None:
+                    wanted.setdefault(name, []).append(p)
+        else:
+            wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        topics = []
+        for name, parts in wanted.items():
+            info = ctx.broker.controller.topic(name)
+            tid = info.topic_id if info is not None else UUID0
+            out = []
+            for p in parts:
+                if info is None or p not in info.partitions:
+                    out.append(D.DescribeShareGroupOffsetsResponsePartition(
+                        partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                start, done = known.get((tid, p), (-1, 0))
+                part = ctx.broker.replicas.get(name, p)
+                lag = -1
+                if start >= 0 and part is not None and part.log is not None:
+                    lag = max(part.high_watermark - start - done, 0)
+                out.append(D.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, start_offset=start, leader_epoch=info.partitions[p].leader_epoch if start >= 0 else -1,
+                    lag=lag, error_code=0))
+            topics.append(D.DescribeShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid, partitions=out))
+        groups.append(D.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics, error_code=0))
+    return D(groups=groups)
+
+
+def _empty_group_error(share, group_id: str):
+    """(error, message) refusing to change the offsets of a group, or (0, None): it must be a
+    share group (or none) without members."""
+    err, message = _group_error(share, group_id)
+    if err:
+        return err, message
+    g = share.groups.get(group_id)
+    if g is not None and g.members:
+        return E.NON_EMPTY_GROUP, "The group is not empty."
+    return E.NONE, None
+
+
+@handler(91, 0, 0)
+async def alter_share_group_offsets(ctx, req):
+    A = AlterShareGroupOffsetsResponse
+    share = _share(ctx)
+    err, message = _empty_group_error(share, req.group_id)
+    if err:
+        return A(error_code=err, error_message=message, responses=[])
+    wanted = {}
+    for t in req.topics:
+        info = ctx.broker.controller.topic(t.topic_name)
+        for p in t.partitions:
+            if info is not None and p.partition_index in info.partitions:
+                wanted[(info.topic_id, p.partition_index)] = p.start_offset
+    results = await share.alter_start_offsets(req.group_id, wanted)
+    topics: dict = {}
+    for t in req.topics:
+        info = ctx.broker.controller.topic(t.topic_name)
+        tid = info.topic_id if info is not None else UUID0
+        for p in t.partitions:
+            code, msg = results.get((tid, p.partition_index), (E.UNKNOWN_TOPIC_OR_PARTITION, None))
+            topics.setdefault((t.topic_name, tid), []).append(
+                A.AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index, error_code=code,
+                                                          error_message=msg))
+    return A(error_code=0, responses=[A.AlterShareGroupOffsetsResponseTopic(topic_name=n, topic_id=tid, partitions=ps)
+                                      for (n, tid), ps in topics.items()])
+
+
+@handler(92, 0, 0)
+async def delete_share_group_offsets(ctx, req):
+    R = DeleteShareGroupOffsetsResponse
+    share = _share(ctx)
+    err, message = _empty_group_error(share, req.group_id)
+    if not err and not share.has_group(req.group_id):
+        err, message = E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found."
+    if err:
+        return R(error_code=err, error_message=message, responses=[])
+    out, tids = [], []
+    for t in req.topics:
+        info = ctx.broker.controller.topic(t.topic_name)
+        if info is None:
+            out.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=UUID0,
+                                                              error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        tids.append(info.topic_id)
+        out.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=info.topic_id, error_code=0))
+    await share.delete_start_offsets(req.group_id, tids)
+    return R(error_code=0, responses=out)

@@ -383,6 +383,34 @@ async def _share_records(ctx, req, call):
     return resp
 
 
+async def _describe_share_group_offsets(ctx, req, call):
+    """DescribeShareGroupOffsets: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for it) and
+    on each topic named (TOPIC_AUTHORIZATION_FAILED for its partitions)."""
+    R = RESPONSES[90]
+    denied = [g for g in req.groups if not _ok(ctx, A.DESCRIBE, A.GROUP, g.group_id)]
+    req.groups = [g for g in req.groups if g not in denied]
+    hidden = {}
+    for g in req.groups:
+        for t in g.topics or ():
+            if not _ok(ctx, A.DESCRIBE, A.TOPIC, t.topic_name):
+                hidden.setdefault(g.group_id, []).append(t)
+        if g.group_id in hidden:
+            g.topics = [t for t in g.topics if t not in hidden[g.group_id]]
+    all_topics = {g.group_id for g in req.groups if g.topics is None}
+    resp = await call(ctx, req) if req.groups else R(groups=[])
+    for g in resp.groups:
+        if g.group_id in all_topics:          # every topic of the group: leave out the hidden ones
+            g.topics = [t for t in g.topics if _ok(ctx, A.DESCRIBE, A.TOPIC, t.topic_name)]
+        for t in hidden.get(g.group_id, ()):
+            g.topics.append(R.DescribeShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name, topic_id=UUID0, partitions=[R.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1, error_code=T_AUTH)
+                    for p in t.partitions]))
+    resp.groups = list(resp.groups) + [R.DescribeShareGroupOffsetsResponseGroup(
+        group_id=g.group_id, topics=[], error_code=G_AUTH) for g in denied]
+    return resp
+
+
 async def _consumer_group_heartbeat(ctx, req, call):
     R = RESPONSES[ctx.header.request_api_key]
     if not _ok(ctx, A.READ, A.GROUP, req.group_id):
@@ -746,5 +774,8 @@ RULES = {
     77: _consumer_group_describe,          # ShareGroupDescribe
     78: _share_records,
     79: _share_records,
+    90: _describe_share_group_offsets,
+    91: _whole(A.READ, A.GROUP, lambda r: r.group_id, G_AUTH, 91),
+    92: _whole(A.DELETE, A.GROUP, lambda r: r.group_id, G_AUTH, 92),
     74: _cluster_rule(A.DESCRIBE_CONFIGS, 74),
 }

@@ -494,6 +494,59 @@ class ShareCoordinator:
         if expired:
             self._wake()
 
+    # ------------------------------------------------------------------ offsets (admin)
+    def start_offsets(self, group_id: str) -> dict:
+        """{(topic id, partition): (start offset, records done inside the window)} of every share
+        partition of the group, from memory or ``__share_group_state``."""
+        out = {}
+        for key in (self.state.keys_of(group_id) if group_id in self._persisted_groups() else ()):
+            snap = self.state.read(*key)
+            if snap is not None:
+                done = sum(b[1] - b[0] + 1 for b in snap["batches"] if b[2] in (2, 4))
+                out[(key[1], key[2])] = (snap["start"], done)
+        for (g, tid, p), sp in self.partitions.items():
+            if g == group_id:
+                done = sum(1 for r in sp.offsets.values() if r.state in (2, 4))
+                out[(tid, p)] = (sp.start, done)
+        return out
+
+    async def alter_start_offsets(self, group_id: str, offsets: dict) -> dict:
+        """Set the start offsets {(topic id, partition): offset} of an empty group's share
+        partitions: nothing is in flight afterwards.  {(topic id, partition): (error, message)}."""
+        out = {}
+        self.groups.setdefault(group_id, ShareGroup(group_id))
+        for (tid, p), offset in offsets.items():
+            name = self.topic_name(tid)
+            part = self.broker.replicas.get(name, p) if name is not None else None
+            if part is None or part.log is None:
+                out[(tid, p)] = (E.UNKNOWN_TOPIC_OR_PARTITION, None)
+                continue
+            lg = part.log
+            offset = min(max(offset, lg.log_start_offset), part.high_watermark)
+            try:
+                sp = await self._share_partition(group_id, tid, name, p)
+                sp.reset(offset)
+                sp.state_epoch += 1
+                await self._persist(group_id, tid, p, sp)
+                out[(tid, p)] = (E.NONE, None)
+            except Exception as e:      # noqa: BLE001
+                out[(tid, p)] = (code_for_exception(e), str(e))
+        return out
+
+    async def delete_start_offsets(self, group_id: str, tids) -> None:
+        """Forget the share partitions of these topics: the group starts over on them by its
+        ``share.auto.offset.reset``."""
+        tids = set(tids)
+        keys = {k for k in self.partitions if k[0] == group_id and k[1] in tids}
+        if group_id in self._persisted_groups():
+            keys |= {k for k in self.state.keys_of(group_id) if k[1] in tids}
+        for k in sorted(keys, key=lambda k: (str(k[1]), k[2])):
+            self.partitions.pop(k, None)
+            await self.state.write(k[0], k[1], k[2], 0, -1, None)
+        g = self.groups.get(group_id)
+        if g is not None:
+            g.epoch += 1            # members, if any later, get the deleted partitions afresh
+
     # ------------------------------------------------------------------ deletion
     async def delete_group(self, group_id: str) -> int:
         group = self.groups.get(group_id)

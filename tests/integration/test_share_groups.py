@@ -395,3 +395,62 @@ def test_share_groups_can_be_disabled(tmp_path):
         with _conn(b) as c:
             assert _heartbeat(c, "g", "m", 0, ["t"]).error_code == E.UNSUPPORTED_VERSION
             assert _fetch(c, "g", "m", 0).error_code == E.UNSUPPORTED_VERSION
+
+
+def share_tool(b, *args):
+    return subprocess.run([str(REPO / "bin" / "kafka-share-groups.sh"), "--bootstrap-server", b.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_kafka_share_groups_tool(kafka):
+    """kafka-share-groups.sh: --list, --describe (offsets with lag, --members, --state), then with
+    the group empty --reset-offsets (dry run and --execute), --delete-offsets and --delete, on
+    DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets."""
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 2)
+    c = share_consumer(kafka, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        wait_assigned(c, kafka, group)
+        produce(kafka, topic, [f"t{i}".encode() for i in range(10)], partition=0)
+        got = []
+        deadline = time.time() + 20
+        while len(got) < 10 and time.time() < deadline:
+            for m in c.poll(0.5):
+                got.append(m)
+                c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 4 else AcknowledgeType.RELEASE)
+        c.commit_sync(10)
+        assert len(got) == 10
+        r = share_tool(kafka, "--list")
+        assert r.returncode == 0 and group in r.stdout.split(), r.stdout + r.stderr
+        r = share_tool(kafka, "--list", "--state", "stable")
+        assert r.stdout.splitlines()[0].split() == ["GROUP", "STATE"] and f"{group} " in r.stdout
+        r = share_tool(kafka, "--describe", "--group", group)
+        rows = [line.split() for line in r.stdout.strip().splitlines()]
+        assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"], r.stdout
+        assert [group, topic, "0", "4", "6"] in rows and [group, topic, "1", "0", "0"] in rows, r.stdout
+        r = share_tool(kafka, "--describe", "--group", group, "--members")
+        rows = [line.split() for line in r.stdout.strip().splitlines()]
+        assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], r.stdout
+        assert rows[1][4] == "2" and rows[1][5] == f"{topic}:0,1", r.stdout
+        r = share_tool(kafka, "--describe", "--group", group, "--state", "--verbose")
+        head, row = [line.split() for line in r.stdout.strip().splitlines()]
+        assert head == ["GROUP", "COORDINATOR", "(ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert row[:4] == [group, kafka.bootstrap, "(0)", "Stable"] and row[4] == row[5] and row[6] == "1", row
+        r = share_tool(kafka, "--reset-offsets", "--group", group, "--all-topics", "--to-earliest", "--execute")
+        assert r.returncode == 1 and f"Share group '{group}' is not empty." in r.stderr, r.stdout + r.stderr
+    finally:
+        c.close()
+    wait_for(lambda: describe(kafka, group).group_state == "Empty", 10, what="an empty group")
+    r = share_tool(kafka, "--reset-offsets", "--group", group, "--topic", f"{topic}:0", "--to-latest")
+    assert [group, topic, "0", "10"] in [line.split() for line in r.stdout.splitlines()], r.stdout + r.stderr
+    assert "4" in share_tool(kafka, "--describe", "--group", group).stdout.split()          # a dry run changes nothing
+    r = share_tool(kafka, "--reset-offsets", "--group", group, "--topic", f"{topic}:0", "--to-latest", "--execute")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split() for line in share_tool(kafka, "--describe", "--group", group).stdout.splitlines()]
+    assert [group, topic, "0", "10", "0"] in rows, rows
+    r = share_tool(kafka, "--delete-offsets", "--group", group, "--topic", topic)
+    assert r.returncode == 0 and [topic, "Successful"] in [line.split() for line in r.stdout.splitlines()], r.stdout
+    assert f"Share group '{group}' has no offset information." in share_tool(kafka, "--describe", "--group", group).stdout
+    r = share_tool(kafka, "--delete", "--group", group)
+    assert r.returncode == 0 and f"Deletion of requested share groups ('{group}') was successful." in r.stdout, r.stdout
+    assert group not in share_tool(kafka, "--list").stdout.split()
