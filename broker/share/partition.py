@@ -20,6 +20,8 @@ This module is the state machine alone, on plain integers; it does no I/O.  Time
 """
 from __future__ import annotations
 
+import heapq
+
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 STATE_NAMES = {AVAILABLE: "Available", ACQUIRED: "Acquired", ACKNOWLEDGED: "Acknowledged",
                ARCHIVED: "Archived"}
@@ -57,6 +59,9 @@ class SharePartition:
         self.lock_ms = lock_ms
         self.state_epoch = state_epoch
         self.offsets: dict[int, _Offset] = {}   # every offset in [start, end)
+        # (deadline, first offset, last offset) of each acquisition or renewal, oldest first;
+        # entries whose offsets were acknowledged, released or renewed since are skipped
+        self._locks: list = []
 
     # -- reading the state ------------------------------------------------------------------
 
@@ -75,8 +80,17 @@ class SharePartition:
 
     def next_deadline(self) -> int | None:
         """When the earliest acquisition lock runs out, or None when nothing is acquired."""
-        ds = [r.deadline for r in self.offsets.values() if r.state == ACQUIRED]
-        return min(ds) if ds else None
+        locks = self._locks
+        while locks:
+            deadline, first, last = locks[0]
+            if any(self._holds(o, deadline) for o in range(first, last + 1)):
+                return deadline
+            heapq.heappop(locks)
+        return None
+
+    def _holds(self, o: int, deadline: int) -> bool:
+        r = self.offsets.get(o)
+        return r is not None and r.state == ACQUIRED and r.deadline == deadline
 
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """The window as runs of (first offset, last offset, state, delivery count); an acquired
@@ -158,6 +172,8 @@ class SharePartition:
                     runs.append((o, o, r.count))
                 cut = False
                 n += 1
+        for first, last, _ in runs:
+            heapq.heappush(self._locks, (deadline, first, last))
         self._advance()
         return runs
 
@@ -188,6 +204,7 @@ class SharePartition:
                     self._release(r)
                 elif t == RENEW:
                     r.deadline = now_ms + self.lock_ms
+                    heapq.heappush(self._locks, (r.deadline, o, o))
         self._advance()
 
     def _check(self, member: str, first: int, last: int, types) -> None:
@@ -229,10 +246,13 @@ class SharePartition:
     def expire_locks(self, now_ms: int) -> int:
         """Release every offset whose acquisition lock ran out; returns how many."""
         n = 0
-        for r in self.offsets.values():
-            if r.state == ACQUIRED and r.deadline <= now_ms:
-                self._release(r)
-                n += 1
+        locks = self._locks
+        while locks and locks[0][0] <= now_ms:
+            deadline, first, last = heapq.heappop(locks)
+            for o in range(first, last + 1):
+                if self._holds(o, deadline):
+                    self._release(self.offsets[o])
+                    n += 1
         if n:
             self._advance()
         return n
@@ -252,6 +272,7 @@ class SharePartition:
     def reset(self, offset: int) -> None:
         """Start over at ``offset`` with nothing in flight (AlterShareGroupOffsets)."""
         self.offsets.clear()
+        self._locks.clear()
         self.start = self.end = offset
 
     # -- internals --------------------------------------------------------------------------

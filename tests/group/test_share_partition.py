@@ -153,6 +153,9 @@ def test_property_no_offset_is_held_twice_or_accepted_twice(steps):
                 accepted.add(o)
         elif op == "expire":
             sp.expire_locks(now)
+            assert not [o for o, r in sp.offsets.items() if r.state == ACQUIRED and r.deadline <= now]
+            live = [r.deadline for r in sp.offsets.values() if r.state == ACQUIRED]
+            assert sp.next_deadline() == (min(live) if live else None)
         else:
             sp.release_member(m)
         held = {o: h for o, h in held.items()
