@@ -18,7 +18,7 @@ import logging
 import time
 
 from broker.endpoints import broker_node
-from controller.api import CreatableTopic
+from broker.internal_topics import InternalTopic
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, error_for
 
@@ -32,7 +32,9 @@ class ConsumerOffsetsLog:
     def __init__(self, broker):
         self.broker = broker
         self.num_partitions = broker.config.get("offsets.topic.num.partitions")
-        self._creating = None
+        self._topic = InternalTopic(broker, TOPIC, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+                                    lambda cfg, rf: {"cleanup.policy": "compact", "compression.type": "producer",
+                                                     "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))})
         self._open_txns: dict[int, dict] = {}
 
     def is_leader(self, partition: int) -> bool:
@@ -40,23 +42,7 @@ class ConsumerOffsetsLog:
         return part is not None and part.is_leader
 
     async def ensure_created(self) -> None:
-        ctrl = self.broker.controller
-        if ctrl.topic(TOPIC) is not None:
-            return
-        if self._creating is None:
-            self._creating = asyncio.ensure_future(self._create())
-        await asyncio.shield(self._creating)
-
-    async def _create(self):
-        cfg = self.broker.config
-        rf = min(cfg.get("offsets.topic.replication.factor"), max(1, len(self.broker.controller.brokers())))
-        configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                   "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))}
-        res = await self.broker.controller.create_topics(
-            [CreatableTopic(TOPIC, self.num_partitions, rf, None, configs)])
-        if res[0].error_code not in (0, E.TOPIC_ALREADY_EXISTS):
-            log.error("could not create %s: %s", TOPIC, res[0].error_message)
-        self._creating = None
+        await self._topic.ensure_created()
 
     async def append_transactional(self, partition: int, records, producer_id: int, producer_epoch: int) -> None:
         """TxnOffsetCommit: the records as a transactional batch of the producer."""

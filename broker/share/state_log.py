@@ -32,7 +32,7 @@ import uuid
 
 from broker.group.hashing import partition_for
 from broker.group.records import RecordFormatError, _Reader, _Writer
-from controller.api import CreatableTopic
+from broker.internal_topics import InternalTopic
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, error_for
 
@@ -108,9 +108,13 @@ class ShareStateLog:
 
     def __init__(self, broker):
         self.broker = broker
-        cfg = broker.config
-        self.num_partitions = cfg.get("share.coordinator.state.topic.num.partitions")
-        self._creating = None
+        self._topic = InternalTopic(
+            broker, TOPIC, "share.coordinator.state.topic.num.partitions",
+            "share.coordinator.state.topic.replication.factor",
+            lambda cfg, rf: {"cleanup.policy": "compact", "compression.type": "producer",
+                             "segment.bytes": str(cfg.get("share.coordinator.state.topic.segment.bytes")),
+                             "min.insync.replicas": str(min(rf, cfg.get("share.coordinator.state.topic.min.isr")))})
+        self.num_partitions = self._topic.partition_count()     # an existing topic keeps its count
         self._loaded: dict[int, dict] = {}       # state partition -> {key: decoded value}
         self._epochs: dict = {}                  # key -> (snapshot epoch, created ms)
         self._live: dict[str, set] = {}          # group -> its keys with a snapshot (loaded partitions)
@@ -120,26 +124,8 @@ class ShareStateLog:
         return partition_for(f"{group}:{topic_id_text(tid)}:{partition}", self.num_partitions)
 
     async def ensure_created(self) -> None:
-        if self.broker.controller.topic(TOPIC) is not None:
-            return
-        if self._creating is None:
-            self._creating = asyncio.ensure_future(self._create())
-        await asyncio.shield(self._creating)
-
-    async def _create(self):
-        cfg = self.broker.config
-        rf = min(cfg.get("share.coordinator.state.topic.replication.factor"),
-                 max(1, len(self.broker.controller.brokers())))
-        configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                   "segment.bytes": str(cfg.get("share.coordinator.state.topic.segment.bytes")),
-                   "min.insync.replicas": str(min(rf, cfg.get("share.coordinator.state.topic.min.isr")))}
-        try:
-            res = await self.broker.controller.create_topics(
-                [CreatableTopic(TOPIC, self.num_partitions, rf, None, configs)])
-            if res[0].error_code not in (0, E.TOPIC_ALREADY_EXISTS):
-                log.error("could not create %s: %s", TOPIC, res[0].error_message)
-        finally:
-            self._creating = None
+        await self._topic.ensure_created()
+        self.num_partitions = self._topic.partition_count()
 
     def _part(self, sp: int):
         part = self.broker.replicas.get(TOPIC, sp)

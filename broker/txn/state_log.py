@@ -18,8 +18,8 @@ import logging
 import time
 
 from broker.endpoints import broker_node
+from broker.internal_topics import InternalTopic
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
-from controller.api import CreatableTopic
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, error_for
 
@@ -31,15 +31,17 @@ READ_CHUNK = 1 << 20
 class TransactionStateLog:
     def __init__(self, broker):
         self.broker = broker
-        self._creating = None
+        self._topic = InternalTopic(
+            broker, TXN_TOPIC, "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+            lambda cfg, rf: {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                             "min.insync.replicas": str(min(cfg.get("transaction.state.log.min.isr"), rf)),
+                             "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                             "unclean.leader.election.enable": "false"})
 
     @property
     def num_partitions(self) -> int:
         """An existing topic keeps its partition count (the hash must not change under it)."""
-        info = self.broker.controller.topic(TXN_TOPIC)
-        if info is not None and info.partitions:
-            return len(info.partitions)
-        return self.broker.config.get("transaction.state.log.num.partitions")
+        return self._topic.partition_count()
 
     def leader_epoch(self, partition: int) -> int | None:
         part = self.broker.replicas.get(TXN_TOPIC, partition)
@@ -48,27 +50,7 @@ class TransactionStateLog:
         return part.leader_epoch
 
     async def ensure_created(self) -> None:
-        if self.broker.controller.topic(TXN_TOPIC) is not None:
-            return
-        if self._creating is None:
-            self._creating = asyncio.ensure_future(self._create())
-        await asyncio.shield(self._creating)
-
-    async def _create(self):
-        cfg = self.broker.config
-        try:
-            rf = min(cfg.get("transaction.state.log.replication.factor"),
-                     max(1, len(self.broker.controller.brokers())))
-            configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                       "min.insync.replicas": str(min(cfg.get("transaction.state.log.min.isr"), rf)),
-                       "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
-                       "unclean.leader.election.enable": "false"}
-            res = await self.broker.controller.create_topics(
-                [CreatableTopic(TXN_TOPIC, cfg.get("transaction.state.log.num.partitions"), rf, None, configs)])
-            if res[0].error_code not in (0, E.TOPIC_ALREADY_EXISTS):
-                log.error("could not create %s: %s", TXN_TOPIC, res[0].error_message)
-        finally:
-            self._creating = None
+        await self._topic.ensure_created()
 
     async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
         part = self.broker.replicas.get(TXN_TOPIC, partition)
