@@ -494,3 +494,28 @@ def test_kill_minus_9_loses_no_acknowledgement(tmp_path):
         assert committed == set(values)
     finally:
         b.stop()
+
+
+def test_kafka_console_share_consumer(kafka):
+    """kafka-console-share-consumer.sh: --release hands the records back (delivery count 1), the
+    next run accepts them (count 2), and a third run finds nothing left."""
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    r = subprocess.run([str(REPO / "bin" / "kafka-configs.sh"), "--bootstrap-server", kafka.bootstrap,
+                        "--entity-type", "groups", "--entity-name", group, "--alter", "--add-config",
+                        "share.auto.offset.reset=earliest"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    produce(kafka, topic, [b"a", b"b", b"c"])
+
+    def console(*args):
+        return subprocess.run([str(REPO / "bin" / "kafka-console-share-consumer.sh"), "--bootstrap-server",
+                               kafka.bootstrap, "--topic", topic, "--group", group, "--property", "print.delivery=true",
+                               *args], capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, PYTHONPATH=str(REPO)))
+    r = console("--release", "--max-messages", "3")
+    assert r.stdout.splitlines() == ["DeliveryCount:1\ta", "DeliveryCount:1\tb", "DeliveryCount:1\tc"], r.stdout + r.stderr
+    assert "Processed a total of 3 messages" in r.stderr
+    r = console("--timeout-ms", "3000")
+    assert r.stdout.splitlines() == ["DeliveryCount:2\ta", "DeliveryCount:2\tb", "DeliveryCount:2\tc"], r.stdout + r.stderr
+    r = console("--timeout-ms", "2000")
+    assert r.stdout == "" and "Processed a total of 0 messages" in r.stderr, r.stdout + r.stderr
