@@ -176,7 +176,12 @@ async def _acquire_all(ctx, share, session, named, req, max_records) -> int:
     remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     found = 0
     now = _now_ms()
-    for (tid, p), name in list(session.partitions.items()):
+    items = list(session.partitions.items())
+    if items:                       # start at a different partition each time, so none starves
+        k = session.rotation % len(items)
+        session.rotation += 1
+        items = items[k:] + items[:k]
+    for (tid, p), name in items:
         if found >= max_records or remaining_bytes <= 0:
             break
         pd = named.get((tid, p))

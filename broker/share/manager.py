@@ -57,12 +57,13 @@ def parse_duration_ms(text: str) -> int | None:
 
 
 class ShareSession:
-    __slots__ = ("group", "member", "epoch", "partitions", "last_used_ms", "connection")
+    __slots__ = ("group", "member", "epoch", "partitions", "last_used_ms", "connection", "rotation")
 
     def __init__(self, group: str, member: str, connection=None):
         self.group = group
         self.member = member
         self.connection = connection          # the connection that opened it: its close ends it
+        self.rotation = 0                     # where the next fetch starts among the partitions
         self.epoch = 1                        # the epoch the next request must carry
         self.partitions: dict = {}            # (topic id, partition) -> topic name
         self.last_used_ms = 0
@@ -208,13 +209,18 @@ class ShareCoordinator:
         if seen != group.topics_seen:
             group.topics_seen = seen
             group.epoch += 1
-        if group.assignment_epoch != group.epoch:
+        while group.assignment_epoch != group.epoch:
+            # the writes of _initialize let other heartbeats in: a target computed for an epoch
+            # that moved on meanwhile is computed again
+            epoch = group.epoch
             target = simple_assign(list(group.members), {m.member_id: m.subscribed for m in group.members.values()},
                                    group.topics_seen, {mid: m.assigned for mid, m in group.members.items()})
             await self._initialize(group, target)
+            if group.epoch != epoch or group.assignment_epoch == epoch:
+                continue
             for mid, m in group.members.items():
                 m.assigned = target.get(mid, {})
-            group.assignment_epoch = group.epoch
+            group.assignment_epoch = epoch
         if member.sent_epoch != group.assignment_epoch or member.epoch != group.assignment_epoch:
             member.epoch = group.assignment_epoch
             member.sent_epoch = group.assignment_epoch
