@@ -512,7 +512,7 @@ class ShareCoordinator:
                 out[(key[1], key[2])] = (snap["start"], done)
         for (g, tid, p), sp in self.partitions.items():
             if g == group_id:
-                done = sum(1 for r in sp.offsets.values() if r.state in (2, 4))
+                done = sum(b[1] - b[0] + 1 for b in sp.state_batches() if b[2] in (2, 4))
                 out[(tid, p)] = (sp.start, done)
         return out
 

@@ -15,12 +15,19 @@ Offsets before ``start`` are all done; the window moves on over the done offsets
 The window holds at most ``max_in_flight`` offsets: a fetch acquires no new offsets beyond
 that until the head is done.
 
+The window is kept as runs: contiguous ranges of offsets in one state, with one delivery count,
+holder and lock deadline.  A fetch that acquires a thousand records makes one run, and an
+acknowledgement of all of them changes one run; a run is split only where an acknowledgement or
+a release covers part of it.  ``tests/group/share_model.py`` keeps the same machine with one
+object per offset, and a property test holds the two to the same answers.
+
 This module is the state machine alone, on plain integers; it does no I/O.  Time is passed in
 (milliseconds), so that tests can drive it without waiting.
 """
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 STATE_NAMES = {AVAILABLE: "Available", ACQUIRED: "Acquired", ACKNOWLEDGED: "Acknowledged",
@@ -39,14 +46,39 @@ class InvalidRequest(Exception):
     """A malformed acknowledgement batch (INVALID_REQUEST)."""
 
 
-class _Offset:
-    __slots__ = ("state", "count", "member", "deadline")
+class _Run:
+    """Offsets ``first``..``last`` (inclusive) of the window, all in one state."""
+    __slots__ = ("first", "last", "state", "count", "member", "deadline")
 
-    def __init__(self, state: int, count: int, member: str | None = None, deadline: int = 0):
+    def __init__(self, first: int, last: int, state: int, count: int, member: str | None = None,
+                 deadline: int = 0):
+        self.first = first
+        self.last = last
         self.state = state
         self.count = count          # delivery count: how many times it was acquired
         self.member = member        # the member holding it while ACQUIRED
         self.deadline = deadline    # while ACQUIRED: when its lock runs out (ms)
+
+    def copy_from(self, first: int) -> "_Run":
+        return _Run(first, self.last, self.state, self.count, self.member, self.deadline)
+
+
+def _first(r: _Run) -> int:
+    return r.first
+
+
+def _segments(first: int, last: int, types):
+    """(first, last, type) ranges of one acknowledgement batch, one type each."""
+    if len(types) == 1:
+        return [(first, last, types[0])]
+    out = []
+    for i, t in enumerate(types):
+        o = first + i
+        if out and out[-1][2] == t:
+            out[-1] = (out[-1][0], o, t)
+        else:
+            out.append((o, o, t))
+    return out
 
 
 class SharePartition:
@@ -58,51 +90,53 @@ class SharePartition:
         self.max_in_flight = max_in_flight
         self.lock_ms = lock_ms
         self.state_epoch = state_epoch
-        self.offsets: dict[int, _Offset] = {}   # every offset in [start, end)
+        self.runs: list[_Run] = []       # covering [start, end) without a hole, in order
         # (deadline, first offset, last offset) of each acquisition or renewal, oldest first;
-        # entries whose offsets were acknowledged, released or renewed since are skipped
+        # parts acknowledged, released or renewed since are skipped when it comes up
         self._locks: list = []
 
     # -- reading the state ------------------------------------------------------------------
 
+    def state_of(self, offset: int):
+        """(state, delivery count, member, deadline) of an offset of the window, or None."""
+        if not self.start <= offset < self.end:
+            return None
+        r = self.runs[self._index(offset)]
+        return r.state, r.count, r.member, r.deadline
+
     def next_fetch_offset(self) -> int:
         """The first offset a fetch could acquire: the lowest AVAILABLE one, or ``end``."""
-        for o in range(self.start, self.end):
-            if self.offsets[o].state == AVAILABLE:
-                return o
+        for r in self.runs:
+            if r.state == AVAILABLE:
+                return r.first
         return self.end
 
     def has_available(self) -> bool:
         return self.next_fetch_offset() < self.end
 
     def acquired_by(self, member: str) -> int:
-        return sum(1 for r in self.offsets.values() if r.state == ACQUIRED and r.member == member)
+        return sum(r.last - r.first + 1 for r in self.runs if r.state == ACQUIRED and r.member == member)
 
     def next_deadline(self) -> int | None:
         """When the earliest acquisition lock runs out, or None when nothing is acquired."""
         locks = self._locks
         while locks:
             deadline, first, last = locks[0]
-            if any(self._holds(o, deadline) for o in range(first, last + 1)):
+            if any(True for _ in self._held(first, last, deadline)):
                 return deadline
             heapq.heappop(locks)
         return None
-
-    def _holds(self, o: int, deadline: int) -> bool:
-        r = self.offsets.get(o)
-        return r is not None and r.state == ACQUIRED and r.deadline == deadline
 
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """The window as runs of (first offset, last offset, state, delivery count); an acquired
         offset counts as AVAILABLE, as its lock does not outlive this broker."""
         out: list = []
-        for o in range(self.start, self.end):
-            r = self.offsets[o]
+        for r in self.runs:
             st = AVAILABLE if r.state == ACQUIRED else r.state
-            if out and out[-1][1] == o - 1 and out[-1][2] == st and out[-1][3] == r.count:
-                out[-1] = (out[-1][0], o, st, r.count)
+            if out and out[-1][2] == st and out[-1][3] == r.count:
+                out[-1] = (out[-1][0], r.last, st, r.count)
             else:
-                out.append((o, o, st, r.count))
+                out.append((r.first, r.last, st, r.count))
         return out
 
     @classmethod
@@ -110,13 +144,16 @@ class SharePartition:
         """A share partition from persisted state: its start offset and state batches.  Offsets
         between batches inside the window were handed out and are AVAILABLE again."""
         sp = cls(start, **kw)
+        at = start
         for first, last, state, count in sorted(batches):
-            for o in range(max(first, start), last + 1):
-                sp.offsets[o] = _Offset(AVAILABLE if state == ACQUIRED else state, count)
-            sp.end = max(sp.end, last + 1)
-        for o in range(sp.start, sp.end):
-            if o not in sp.offsets:
-                sp.offsets[o] = _Offset(AVAILABLE, 0)
+            first = max(first, at)
+            if last < first:
+                continue
+            if first > at:
+                sp.runs.append(_Run(at, first - 1, AVAILABLE, 0))
+            sp.runs.append(_Run(first, last, AVAILABLE if state == ACQUIRED else state, count))
+            at = last + 1
+        sp.end = at
         sp._advance()
         return sp
 
@@ -136,46 +173,62 @@ class SharePartition:
         Offsets with no record (before a batch, where compaction or the log start left a hole)
         and the offsets of control batches are never delivered: they are archived as they enter
         the window."""
-        runs: list = []
+        out: list = []
         n = 0
         deadline = now_ms + self.lock_ms
+
+        def took(a: int, b: int, count: int, cut: bool) -> bool:
+            if out and not cut and out[-1][1] == a - 1 and out[-1][2] == count:
+                out[-1] = (out[-1][0], b, count)
+            else:
+                out.append((a, b, count))
+            return False
         for base, last, control in batches:
-            if n >= max_records or self._full():
+            if n >= max_records:
                 break
             if last < self.start:
                 continue
             if base > self.end:
-                for o in range(self.end, base):          # no records there
-                    self.offsets[o] = _Offset(ARCHIVED, 0)
-                self.end = base
-            cut = batch_size > 0 and runs and runs[-1][1] - runs[-1][0] + 1 >= batch_size
-            for o in range(max(base, self.start), last + 1):
-                if record_limit and n >= max_records:
+                if self._full():            # nothing new fits: the window is at its limit
                     break
-                if o < self.end:
-                    r = self.offsets[o]
-                    if r.state != AVAILABLE or control:
-                        continue
-                    r.state, r.member, r.deadline = ACQUIRED, member, deadline
-                    r.count += 1
-                else:
-                    if self._full():
+                self._append(_Run(self.end, base - 1, ARCHIVED, 0))      # no records there
+            cut = batch_size > 0 and bool(out) and out[-1][1] - out[-1][0] + 1 >= batch_size
+            lo = max(base, self.start)
+            if lo < self.end and not control:                          # offsets seen before
+                i = self._index(lo)
+                while i < len(self.runs) and self.runs[i].first <= last:
+                    if record_limit and n >= max_records:
                         break
-                    self.end = o + 1
-                    if control:
-                        self.offsets[o] = _Offset(ARCHIVED, 0)
-                        continue
-                    r = self.offsets[o] = _Offset(ACQUIRED, 1, member, deadline)
-                if runs and not cut and runs[-1][1] == o - 1 and runs[-1][2] == r.count:
-                    runs[-1] = (runs[-1][0], o, r.count)
-                else:
-                    runs.append((o, o, r.count))
-                cut = False
-                n += 1
-        for first, last, _ in runs:
-            heapq.heappush(self._locks, (deadline, first, last))
+                    r = self.runs[i]
+                    if r.state == AVAILABLE:
+                        a, b = max(r.first, lo), min(r.last, last)
+                        if record_limit:
+                            b = min(b, a + max_records - n - 1)
+                        i = self._isolate(i, a, b)
+                        r = self.runs[i]
+                        r.state, r.member, r.deadline = ACQUIRED, member, deadline
+                        r.count += 1
+                        cut = took(a, b, r.count, cut)
+                        n += b - a + 1
+                    i += 1
+            a = max(lo, self.end)
+            if a > last or (record_limit and n >= max_records):
+                continue
+            b = min(last, self.start + self.max_in_flight - 1)                # new offsets
+            if b < a:
+                continue
+            if control:
+                self._append(_Run(a, b, ARCHIVED, 0))
+                continue
+            if record_limit:
+                b = min(b, a + max_records - n - 1)
+            self._append(_Run(a, b, ACQUIRED, 1, member, deadline))
+            cut = took(a, b, 1, cut)
+            n += b - a + 1
+        for a, b, _ in out:
+            heapq.heappush(self._locks, (deadline, a, b))
         self._advance()
-        return runs
+        return out
 
     def acknowledge(self, member: str, first: int, last: int, types, now_ms: int = 0) -> None:
         """Apply one acknowledgement batch of ``member`` (see ``acknowledge_all``)."""
@@ -187,59 +240,71 @@ class SharePartition:
         must be held by ``member`` (a gap may also name an offset archived as one); otherwise
         nothing changes and InvalidRecordState (or InvalidRequest, for a malformed batch or an
         offset never handed out) is raised.  A renew (4) restarts the offset's lock."""
+        segments = []
         for first, last, types in batches:
-            self._check(member, first, last, types)
-        for first, last, types in batches:
-            one = types[0] if len(types) == 1 else None
-            for i, o in enumerate(range(first, last + 1)):
-                t = one if one is not None else types[i]
-                r = self.offsets.get(o)
-                if r is None or r.state != ACQUIRED:
-                    continue
-                if t == ACCEPT:
-                    r.state, r.member = ACKNOWLEDGED, None
-                elif t in (GAP, REJECT):
-                    r.state, r.member = ARCHIVED, None
-                elif t == RELEASE:
-                    self._release(r)
-                elif t == RENEW:
-                    r.deadline = now_ms + self.lock_ms
-                    heapq.heappush(self._locks, (r.deadline, o, o))
+            self._check_batch(first, last, types)
+            for seg in _segments(first, last, types):
+                self._check(member, *seg)
+                segments.append(seg)
+        for a, b, t in segments:
+            a, b = max(a, self.start), min(b, self.end - 1)
+            if a > b:
+                continue
+            i = self._index(a)
+            while i < len(self.runs) and self.runs[i].first <= b:
+                r = self.runs[i]
+                if r.state == ACQUIRED:
+                    i = self._isolate(i, max(r.first, a), min(r.last, b))
+                    r = self.runs[i]
+                    if t == ACCEPT:
+                        r.state, r.member = ACKNOWLEDGED, None
+                    elif t in (GAP, REJECT):
+                        r.state, r.member = ARCHIVED, None
+                    elif t == RELEASE:
+                        self._release(r)
+                    elif t == RENEW:
+                        r.deadline = now_ms + self.lock_ms
+                        heapq.heappush(self._locks, (r.deadline, r.first, r.last))
+                i += 1
         self._advance()
 
-    def _check(self, member: str, first: int, last: int, types) -> None:
+    @staticmethod
+    def _check_batch(first: int, last: int, types) -> None:
         if last < first:
             raise InvalidRequest(f"last offset {last} is before first offset {first}")
         if not types or (len(types) != 1 and len(types) != last - first + 1):
             raise InvalidRequest("acknowledge types must be one, or one per offset")
         if any(t not in ACK_TYPES for t in types):
             raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
-        one = types[0] if len(types) == 1 else None
-        for i, o in enumerate(range(first, last + 1)):
-            t = one if one is not None else types[i]
-            r = self.offsets.get(o)
-            if r is None:
-                if o >= self.end:
-                    raise InvalidRequest(f"offset {o} is past the last offset handed out ({self.end - 1})")
-                if t == GAP:
-                    continue
-                raise InvalidRecordState(f"offset {o} is not acquired (share-partition start "
-                                         f"offset {self.start})")
-            if r.state == ACQUIRED and r.member == member:
-                continue
-            if t == GAP and r.state == ARCHIVED:
-                continue
-            raise InvalidRecordState(f"offset {o} is {STATE_NAMES[r.state].lower()}"
-                                     + ("" if r.state != ACQUIRED else " by another member"))
+
+    def _check(self, member: str, a: int, b: int, t: int) -> None:
+        """Offsets a..b, acknowledged as ``t``, in order: below the window only a gap may name
+        them, inside it they must be held by ``member`` (or be archived, for a gap), and past it
+        they were never handed out."""
+        if a < self.start and t != GAP:
+            raise InvalidRecordState(f"offset {a} is not acquired (share-partition start offset {self.start})")
+        lo, hi = max(a, self.start), min(b, self.end - 1)
+        if lo <= hi:
+            i = self._index(lo)
+            while i < len(self.runs) and self.runs[i].first <= hi:
+                r = self.runs[i]
+                if not ((r.state == ACQUIRED and r.member == member) or (t == GAP and r.state == ARCHIVED)):
+                    o = max(r.first, lo)
+                    raise InvalidRecordState(f"offset {o} is {STATE_NAMES[r.state].lower()}"
+                                             + ("" if r.state != ACQUIRED else " by another member"))
+                i += 1
+        if b >= self.end:
+            o = max(a, self.end)
+            raise InvalidRequest(f"offset {o} is past the last offset handed out ({self.end - 1})")
 
     def release_member(self, member: str) -> int:
         """Make every offset ``member`` holds available again (its share session ended or it
         left the group); returns how many."""
         n = 0
-        for r in self.offsets.values():
+        for r in self.runs:
             if r.state == ACQUIRED and r.member == member:
                 self._release(r)
-                n += 1
+                n += r.last - r.first + 1
         self._advance()
         return n
 
@@ -249,10 +314,18 @@ class SharePartition:
         locks = self._locks
         while locks and locks[0][0] <= now_ms:
             deadline, first, last = heapq.heappop(locks)
-            for o in range(first, last + 1):
-                if self._holds(o, deadline):
-                    self._release(self.offsets[o])
-                    n += 1
+            lo = max(first, self.start)
+            if lo > last or lo >= self.end:
+                continue
+            i = self._index(lo)
+            while i < len(self.runs) and self.runs[i].first <= last:
+                r = self.runs[i]
+                if r.state == ACQUIRED and r.deadline == deadline:
+                    i = self._isolate(i, max(r.first, first), min(r.last, last))
+                    r = self.runs[i]
+                    self._release(r)
+                    n += r.last - r.first + 1
+                i += 1
         if n:
             self._advance()
         return n
@@ -262,16 +335,20 @@ class SharePartition:
         the start offset: offsets before it are gone; any in flight there are dropped."""
         if offset <= self.start:
             return
-        for o in range(self.start, min(offset, self.end)):
-            self.offsets.pop(o, None)
-        self.start = offset
-        if self.end < offset:
+        if offset < self.end:
+            i = self._index(offset)
+            if self.runs[i].first < offset:
+                self.runs[i] = self.runs[i].copy_from(offset)
+            del self.runs[:i]
+        else:
+            self.runs.clear()
             self.end = offset
+        self.start = offset
         self._advance()
 
     def reset(self, offset: int) -> None:
         """Start over at ``offset`` with nothing in flight (AlterShareGroupOffsets)."""
-        self.offsets.clear()
+        self.runs.clear()
         self._locks.clear()
         self.start = self.end = offset
 
@@ -280,14 +357,47 @@ class SharePartition:
     def _full(self) -> bool:
         return self.end - self.start >= self.max_in_flight
 
-    def _release(self, r: _Offset) -> None:
+    def _index(self, offset: int) -> int:
+        """The index of the run holding ``offset`` (start <= offset < end)."""
+        return bisect_right(self.runs, offset, key=_first) - 1
+
+    def _isolate(self, i: int, a: int, b: int) -> int:
+        """Split run ``i`` so that a..b (inside it) is a run of its own; returns its index."""
+        r = self.runs[i]
+        if b < r.last:
+            self.runs.insert(i + 1, r.copy_from(b + 1))
+            r.last = b
+        if a > r.first:
+            self.runs.insert(i + 1, r.copy_from(a))
+            r.last = a - 1
+            i += 1
+        return i
+
+    def _held(self, first: int, last: int, deadline: int):
+        """Indexes of the runs within first..last still acquired under that lock deadline."""
+        lo = max(first, self.start)
+        if lo > last or lo >= self.end:
+            return
+        i = self._index(lo)
+        while i < len(self.runs) and self.runs[i].first <= last:
+            r = self.runs[i]
+            if r.state == ACQUIRED and r.deadline == deadline:
+                yield i
+            i += 1
+
+    def _append(self, run: _Run) -> None:
+        self.runs.append(run)
+        self.end = run.last + 1
+
+    def _release(self, r: _Run) -> None:
         r.member = None
         r.state = ARCHIVED if r.count >= self.delivery_limit else AVAILABLE
 
     def _advance(self) -> None:
-        offsets = self.offsets
-        o = self.start
-        while o < self.end and offsets[o].state in (ACKNOWLEDGED, ARCHIVED):
-            del offsets[o]
-            o += 1
-        self.start = o
+        runs = self.runs
+        k = 0
+        while k < len(runs) and runs[k].state in (ACKNOWLEDGED, ARCHIVED):
+            k += 1
+        if k:
+            del runs[:k]
+        self.start = runs[0].first if runs else self.end

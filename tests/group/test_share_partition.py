@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from broker.share.partition import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, REJECT, RELEASE,
+from broker.share.partition import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, REJECT, RELEASE, RENEW,
                                     InvalidRecordState, InvalidRequest, SharePartition)
+from tests.group.share_model import ModelSharePartition
+
+
+def states(sp) -> dict:
+    """{offset: (state, delivery count, member, deadline)} of the window."""
+    return {o: sp.state_of(o) for o in range(sp.start, sp.end)}
 
 
 def batches(*ranges, control=()):
@@ -30,7 +36,7 @@ def test_accepted_head_moves_the_start_offset():
     sp.acknowledge("a", 102, 109, [ACCEPT])
     assert sp.start == 100
     sp.acknowledge("a", 100, 101, [ACCEPT, REJECT])
-    assert sp.start == sp.end == 110 and not sp.offsets
+    assert sp.start == sp.end == 110 and not states(sp)
 
 
 def test_whole_batches_max_records_batch_size_and_in_flight_limit():
@@ -54,7 +60,7 @@ def test_locks_run_out_and_delivery_limit_archives():
     assert sp.next_deadline() == 100
     assert sp.expire_locks(99) == 0
     assert sp.expire_locks(100) == 2
-    assert [r.state for r in sp.offsets.values()] == [AVAILABLE, AVAILABLE]
+    assert [v[0] for v in states(sp).values()] == [AVAILABLE, AVAILABLE]
     assert sp.acquire("b", batches((0, 1)), 200, 500) == [(0, 1, 2)]
     with pytest.raises(InvalidRecordState):
         sp.acknowledge("a", 0, 0, [ACCEPT])              # a's lock ran out
@@ -66,7 +72,7 @@ def test_gaps_and_control_batches_are_archived_not_delivered():
     sp = SharePartition(0)
     runs = sp.acquire("a", batches((0, 1), (2, 2), (5, 6), control=[(2, 2)]), 0, 500)
     assert runs == [(0, 1, 1), (5, 6, 1)]
-    assert sp.offsets[2].state == ARCHIVED and sp.offsets[3].state == ARCHIVED
+    assert sp.state_of(2)[0] == ARCHIVED and sp.state_of(3)[0] == ARCHIVED
     sp.acknowledge("a", 2, 4, [GAP])                     # a client may call them gaps too
     sp.acknowledge("a", 0, 1, [ACCEPT])
     assert sp.start == 5
@@ -85,7 +91,7 @@ def test_bad_acknowledgements_change_nothing():
         sp.acknowledge("a", 3, 2, [ACCEPT])
     with pytest.raises(InvalidRequest):
         sp.acknowledge("a", 0, 0, [9])
-    assert all(r.state == ACQUIRED for r in sp.offsets.values())
+    assert all(v[0] == ACQUIRED for v in states(sp).values())
     sp.acknowledge("a", 0, 3, [ACCEPT])
     with pytest.raises(InvalidRecordState):
         sp.acknowledge("a", 0, 0, [ACCEPT])              # already done
@@ -109,9 +115,9 @@ def test_move_start_drops_what_is_gone():
     sp = SharePartition(0)
     sp.acquire("a", batches((0, 9)), 0, 500)
     sp.move_start(4)
-    assert sp.start == 4 and min(sp.offsets) == 4
+    assert sp.start == 4 and min(states(sp)) == 4
     sp.move_start(20)
-    assert sp.start == sp.end == 20 and not sp.offsets
+    assert sp.start == sp.end == 20 and not states(sp)
     assert sp.acquire("a", batches((18, 25)), 0, 500) == [(20, 25, 1)]
 
 
@@ -153,15 +159,90 @@ def test_property_no_offset_is_held_twice_or_accepted_twice(steps):
                 accepted.add(o)
         elif op == "expire":
             sp.expire_locks(now)
-            assert not [o for o, r in sp.offsets.items() if r.state == ACQUIRED and r.deadline <= now]
-            live = [r.deadline for r in sp.offsets.values() if r.state == ACQUIRED]
+            assert not [o for o, v in states(sp).items() if v[0] == ACQUIRED and v[3] <= now]
+            live = [v[3] for v in states(sp).values() if v[0] == ACQUIRED]
             assert sp.next_deadline() == (min(live) if live else None)
         else:
             sp.release_member(m)
+        now_states = states(sp)
         held = {o: h for o, h in held.items()
-                if o in sp.offsets and sp.offsets[o].state == ACQUIRED and sp.offsets[o].member == h}
+                if o in now_states and now_states[o][0] == ACQUIRED and now_states[o][2] == h}
         assert sp.start >= before
-        assert all(sp.start <= o < sp.end for o in sp.offsets)
-        assert len(sp.offsets) == sp.end - sp.start
-        assert sp.start == sp.end or sp.offsets[sp.start].state not in (ACKNOWLEDGED, ARCHIVED)
-        assert all(o < sp.start or sp.offsets[o].state == ACKNOWLEDGED for o in accepted)
+        assert sp.start == sp.end or now_states[sp.start][0] not in (ACKNOWLEDGED, ARCHIVED)
+        assert all(o < sp.start or now_states[o][0] == ACKNOWLEDGED for o in accepted)
+
+
+def _apply(sp, op):
+    try:
+        return "ok", getattr(sp, op[0])(*op[1:])
+    except (InvalidRecordState, InvalidRequest) as e:
+        return type(e).__name__, None
+
+
+log_batches = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 6), st.booleans()), min_size=1, max_size=12)
+steps = st.lists(st.one_of(
+    st.tuples(st.just("acquire"), st.sampled_from(["m1", "m2"]), st.integers(1, 30), st.integers(0, 5),
+              st.booleans()),
+    st.tuples(st.just("ack"), st.sampled_from(["m1", "m2"]), st.integers(0, 60), st.integers(0, 8),
+              st.lists(st.sampled_from([GAP, ACCEPT, RELEASE, REJECT, RENEW, 7]), min_size=1, max_size=4)),
+    st.tuples(st.just("expire"), st.integers(0, 60)),
+    st.tuples(st.just("leave"), st.sampled_from(["m1", "m2"])),
+    st.tuples(st.just("move"), st.integers(0, 70)),
+    st.tuples(st.just("restore")),
+), min_size=8, max_size=50)
+
+
+@settings(max_examples=500, deadline=None)
+@given(log_batches, steps)
+def test_property_the_runs_answer_as_the_per_offset_model(layout, ops):
+    """broker/share/partition.py keeps runs; tests/group/share_model.py one object per offset.
+    Driven alike over a log of record and control batches with holes between them, they return
+    the same runs, the same errors, and the same window, deadlines and persisted state."""
+    log, at = [], 0
+    for gap, size, control in layout:
+        at += gap
+        log.append((at, at + size - 1, control))
+        at += size
+    kw = dict(delivery_limit=3, max_in_flight=16, lock_ms=40)
+    sp, model = SharePartition(0, **kw), ModelSharePartition(0, **kw)
+    now = 0
+    for op in ops:
+        now += 10
+        if op[0] == "acquire":
+            _, m, most, bsize, limit = op
+            calls = [("acquire", m, log, now, most, bsize, limit)]
+        elif op[0] == "ack":
+            _, m, first, length, types = op
+            mine = sorted(o for o, r in model.offsets.items() if r.state == ACQUIRED and r.member == m)
+            window = sorted(model.offsets)
+            if mine and first < 30:         # where the member holds records, in the window, or anywhere
+                first = mine[first % len(mine)]
+                length = length % 4
+            elif window and first < 45:
+                first = window[first % len(window)]
+                length = length % 4
+            last = first + length
+            if len(types) > 1:
+                types = (types * (length + 1))[:length + 1]
+            calls = [("acknowledge_all", m, [(first, last, list(types))], now)]
+        elif op[0] == "expire":
+            calls = [("expire_locks", now + op[1])]
+        elif op[0] == "leave":
+            calls = [("release_member", op[1])]
+        elif op[0] == "move":
+            calls = [("move_start", op[1])]
+        else:
+            batches = sp.state_batches()
+            assert batches == model.state_batches()
+            sp = SharePartition.restore(sp.start, batches, **kw)
+            model = ModelSharePartition.restore(model.start, batches, **kw)
+            calls = []
+        for call in calls:
+            assert _apply(sp, call) == _apply(model, call), call
+        assert (sp.start, sp.end) == (model.start, model.end)
+        assert sp.state_batches() == model.state_batches()
+        assert sp.next_fetch_offset() == model.next_fetch_offset()
+        assert sp.next_deadline() == model.next_deadline()
+        for m in ("m1", "m2"):
+            assert sp.acquired_by(m) == model.acquired_by(m)
+        assert states(sp) == {o: (r.state, r.count, r.member, r.deadline) for o, r in model.offsets.items()}
