@@ -51,6 +51,8 @@ from broker.group.timers import LoopTimers
 log = logging.getLogger("odradek.group")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
+# offset APIs that a share group's id refuses (Kafka's ShareGroup.validateOffset*)
+_OFFSET_APIS = frozenset({"commit", "fetch", "offset_delete", "txn_commit"})
 
 
 @runtime_checkable
@@ -226,6 +228,8 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
             return E.NOT_COORDINATOR
         if partition in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
+        if api in _OFFSET_APIS and self.is_share_group(group_id):
+            return E.GROUP_ID_NOT_FOUND         # Kafka: "Group g is not a consumer group."
         return E.NONE
 
     def _add_group(self, group: Group) -> Group:

@@ -80,6 +80,11 @@ async def share_group_describe(ctx, req):
     return D(groups=groups)
 
 
+def _member_id_ok(member_id) -> bool:
+    """Kafka 4.2 takes any member id of 1 to 36 characters (4.1 wanted a base64 UUID)."""
+    return member_id is not None and 1 <= len(member_id) <= 36
+
+
 def _acks_of(topics) -> list:
     out = []
     for t in topics or ():
@@ -106,19 +111,22 @@ async def share_fetch(ctx, req):
     if share is None:
         return R(error_code=E.UNSUPPORTED_VERSION, acquisition_lock_timeout_ms=0, responses=[])
     group, member = req.group_id, req.member_id
-    if not group or not member:
-        return R(error_code=E.INVALID_REQUEST, error_message="GroupId and MemberId must be set.",
-                 acquisition_lock_timeout_ms=0, responses=[])
+    if not group or not _member_id_ok(member):
+        return R(error_code=E.INVALID_REQUEST, acquisition_lock_timeout_ms=0, responses=[])
+    renew = ctx.api_version >= 2 and req.is_renew_ack
+    if renew and (req.max_bytes or req.min_bytes or req.max_records or req.max_wait_ms):
+        return R(error_code=E.INVALID_REQUEST, acquisition_lock_timeout_ms=0, responses=[],
+                 error_message="maxBytes must be set to 0, minBytes must be set to 0, maxWaitMs must be set to 0 "
+                               "and maxRecords must be set to 0 if isRenewAck is true.")
     lock_ms = share.lock_ms(group)
     epoch = req.share_session_epoch
     acks = _acks_of(req.topics)
     if epoch == INITIAL_EPOCH and acks:
-        return R(error_code=E.INVALID_REQUEST, error_message="Acknowledge data present on initial fetch request",
-                 acquisition_lock_timeout_ms=lock_ms, responses=[])
+        return R(error_code=E.INVALID_REQUEST, acquisition_lock_timeout_ms=0, responses=[])
     now = _now_ms()
     err, session = share._session_for(group, member, epoch, now, ctx.connection)
     if err:
-        return R(error_code=err, acquisition_lock_timeout_ms=lock_ms, responses=[])
+        return R(error_code=err, acquisition_lock_timeout_ms=0, responses=[])
     named: dict = {}                       # (topic id, partition) -> PartitionData, in request order
     for t in req.topics or ():
         name = share.topic_name(t.topic_id)
@@ -137,18 +145,20 @@ async def share_fetch(ctx, req):
     for ft in req.forgotten_topics_data or ():
         for p in ft.partitions or ():
             session.partitions.pop((ft.topic_id, p), None)
-    results = await share.acknowledge(group, member, acks, now) if acks else {}
+    results = await share.acknowledge(group, member, acks, now, renew) if acks else {}
     for key, (code, message) in results.items():
         pd = named.get(key)
         if pd is not None:
             pd.acknowledge_error_code = code
             pd.acknowledge_error_message = message
-    if epoch == FINAL_EPOCH:
-        await share._close_session(group, member)
-        return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms, responses=_by_topic(R, ctx, share, named))
-    max_records = req.max_records if req.max_records > 0 else 500
+    if epoch == FINAL_EPOCH or renew:       # closing or renewing: the acknowledgements' answers only
+        if epoch == FINAL_EPOCH:
+            await share._close_session(group, member)
+        return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms,
+                 responses=_by_topic(R, ctx, share, {k: v for k, v in named.items() if k in results}))
+    max_records = max(req.max_records, 0)
     found = await _acquire_all(ctx, share, session, named, req, max_records)
-    if not found and req.max_wait_ms > 0:
+    if not found and req.max_wait_ms > 0 and session.partitions and max_records:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
         hosted = [ctx.broker.replicas.get(n, p) for (tid, p), n in session.partitions.items()]
@@ -186,12 +196,11 @@ async def _acquire_all(ctx, share, session, named, req, max_records) -> int:
             break
         pd = named.get((tid, p))
         try:
-            sp = await share._share_partition(group, tid, name, p)
-        except Exception as e:      # noqa: BLE001
-            code = getattr(e, "code", None) or E.UNKNOWN_SERVER_ERROR
+            sp = await share._share_partition(group, tid, name, p, create=False)
+        except Exception as e:      # noqa: BLE001 - uninitialized (never assigned) or unreadable state
             if pd is None:
                 pd = named[(tid, p)] = _empty(R, p)
-            pd.error_code = code
+            pd.error_code = getattr(e, "code", None) or E.UNKNOWN_SERVER_ERROR
             continue
         code, records, runs = share.acquire(group, member, tid, name, p, sp, max_records - found,
                                             min(remaining_bytes, PARTITION_READ_BYTES), now,
@@ -235,18 +244,18 @@ async def share_acknowledge(ctx, req):
     if share is None:
         return R(error_code=E.UNSUPPORTED_VERSION, responses=[])
     group, member = req.group_id, req.member_id
-    if not group or not member:
-        return R(error_code=E.INVALID_REQUEST, error_message="GroupId and MemberId must be set.", responses=[])
+    if not group or not _member_id_ok(member):
+        return R(error_code=E.INVALID_REQUEST, responses=[])
     lock_ms = share.lock_ms(group)
     epoch = req.share_session_epoch
     if epoch == INITIAL_EPOCH:
-        return R(error_code=E.INVALID_SHARE_SESSION_EPOCH, acquisition_lock_timeout_ms=lock_ms, responses=[])
+        return R(error_code=E.INVALID_SHARE_SESSION_EPOCH, responses=[])
     now = _now_ms()
     err, session = share._session_for(group, member, epoch, now, ctx.connection)
     if err:
-        return R(error_code=err, acquisition_lock_timeout_ms=lock_ms, responses=[])
+        return R(error_code=err, responses=[])
     acks = _acks_of(req.topics)
-    results = await share.acknowledge(group, member, acks, now)
+    results = await share.acknowledge(group, member, acks, now, ctx.api_version >= 2 and req.is_renew_ack)
     if epoch == FINAL_EPOCH:
         await share._close_session(group, member)
     topics: dict = {}
@@ -281,6 +290,8 @@ async def describe_share_group_offsets(ctx, req):
     groups = []
     for g in req.groups:
         err, message = _group_error(share, g.group_id)
+        if err == E.GROUP_ID_NOT_FOUND:         # Kafka does not look at the group's type here
+            err, message = E.NONE, None
         if err:
             groups.append(D.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=[], error_code=err,
                                                                    error_message=message))
@@ -300,19 +311,16 @@ async def describe_share_group_offsets(ctx, req):
             tid = info.topic_id if info is not None else UUID0
             out = []
             for p in parts:
-                if info is None or p not in info.partitions:
-                    out.append(D.DescribeShareGroupOffsetsResponsePartition(
-                        partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
-                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-                start, done = known.get((tid, p), (-1, 0))
-                part = ctx.broker.replicas.get(name, p)
+                # unknown topics and partitions, and partitions without state, are "no data":
+                # start offset -1, leader epoch 0, lag -1 (Kafka turns the persister's errors so)
+                start, done = known.get((tid, p), (-1, 0)) if info is not None else (-1, 0)
+                part = ctx.broker.replicas.get(name, p) if info is not None and p in info.partitions else None
                 lag = -1
                 if start >= 0 and part is not None and part.log is not None:
                     lag = max(part.high_watermark - start - done, 0)
+                epoch = info.partitions[p].leader_epoch if start >= 0 and part is not None else 0
                 out.append(D.DescribeShareGroupOffsetsResponsePartition(
-                    partition_index=p, start_offset=start, leader_epoch=info.partitions[p].leader_epoch if start >= 0 else -1,
-                    lag=lag, error_code=0))
+                    partition_index=p, start_offset=start, leader_epoch=epoch, lag=lag, error_code=0))
             topics.append(D.DescribeShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid, partitions=out))
         groups.append(D.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics, error_code=0))
     return D(groups=groups)
@@ -367,13 +375,20 @@ async def delete_share_group_offsets(ctx, req):
     if err:
         return R(error_code=err, error_message=message, responses=[])
     out, tids = [], []
+    known = {tid for tid, _ in share.start_offsets(req.group_id)}
     for t in req.topics:
         info = ctx.broker.controller.topic(t.topic_name)
         if info is None:
-            out.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=UUID0,
-                                                              error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
-            continue
-        tids.append(info.topic_id)
-        out.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=info.topic_id, error_code=0))
+            out.append(R.DeleteShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name, topic_id=UUID0, error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
+                error_message="This server does not host this topic-partition."))
+        elif info.topic_id not in known:
+            out.append(R.DeleteShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name, topic_id=info.topic_id, error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
+                error_message="There is no offset information to delete."))
+        else:
+            tids.append(info.topic_id)
+            out.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=info.topic_id,
+                                                              error_code=0))
     await share.delete_start_offsets(req.group_id, tids)
     return R(error_code=0, responses=out)

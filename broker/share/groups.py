@@ -35,6 +35,7 @@ class ShareMember:
     client_host: str
     subscribed: tuple = ()
     epoch: int = 0
+    previous_epoch: int = -1                           # accepted too: the answer giving ``epoch`` may be lost
     assigned: dict = field(default_factory=dict)       # topic id -> sorted partitions
     sent_epoch: int = -1                               # the epoch whose assignment it was told
     deadline_ms: int = 0

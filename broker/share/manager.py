@@ -33,7 +33,7 @@ import time
 import uuid
 
 from broker.share.groups import ShareGroup, ShareMember, simple_assign
-from broker.share.partition import ACK_TYPES, InvalidRecordState, InvalidRequest, SharePartition
+from broker.share.partition import REJECT, RENEW, InvalidRecordState, InvalidRequest, SharePartition
 from broker.share.state_log import ShareStateLog
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, code_for_exception
@@ -154,14 +154,17 @@ class ShareCoordinator:
                "heartbeat_interval_ms": 0, "assignment": None}
 
         def fail(code, message=None):
-            out.update(error=code, message=message, member_id=None if code != E.NONE else member_id)
+            out.update(error=code, message=message, member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                       assignment=None)
             return out
+        if not member_id or len(member_id) > 36:        # Kafka 4.2: 1 to 36 characters, no message
+            return fail(E.INVALID_REQUEST)
         if not group_id:
             return fail(E.INVALID_REQUEST, "GroupId can't be empty.")
-        if not member_id:
-            return fail(E.INVALID_REQUEST, "MemberId can't be empty.")
+        if rack_id is not None and not rack_id:
+            return fail(E.INVALID_REQUEST, "RackId can't be empty.")
         if member_epoch < -1:
-            return fail(E.INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
+            return fail(E.INVALID_REQUEST, "MemberEpoch is invalid.")
         if member_epoch == 0 and not subscribed:
             return fail(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
         err = self._coordinator_error(group_id)
@@ -175,9 +178,16 @@ class ShareCoordinator:
         interval = self._group_config(group_id, "share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms")
         session_ms = self._group_config(group_id, "share.session.timeout.ms", "group.share.session.timeout.ms")
         out["heartbeat_interval_ms"] = interval
+        if group is None and member_epoch == -1:
+            return fail(E.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+        # An unknown group with a member epoch above 0 is UNKNOWN_MEMBER_ID here, where Kafka says
+        # GROUP_ID_NOT_FOUND: membership is not kept across a restart, so this is a member of a
+        # group from before it, and UNKNOWN_MEMBER_ID makes it rejoin (GROUP_ID_NOT_FOUND is fatal
+        # to librdkafka).
         if member_epoch == -1:
-            if group is not None and member_id in group.members:
-                await self._remove_member(group, member_id)
+            if member_id not in group.members:
+                return fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            await self._remove_member(group, member_id)
             out["member_epoch"] = -1
             return out
         member = group.members.get(member_id) if group is not None else None
@@ -191,14 +201,19 @@ class ShareCoordinator:
                 member = group.members[member_id] = ShareMember(member_id, rack_id, client_id, client_host)
                 group.epoch += 1
             member.epoch = 0
+            member.previous_epoch = -1
             member.sent_epoch = -1
         else:
             if member is None:
                 return fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-            if member_epoch != member.epoch:
-                return fail(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch "
+            if member_epoch != member.epoch and member_epoch != member.previous_epoch:
+                # the previous epoch is the member's if the answer that moved it on was lost
+                word = "greater" if member_epoch > member.epoch else "smaller"
+                return fail(E.FENCED_MEMBER_EPOCH, f"The share group member has a {word} member epoch "
                                                    f"({member_epoch}) than the one known by the group coordinator "
                                                    f"({member.epoch}). The member must abandon all its partitions and rejoin.")
+            if member_epoch != member.epoch or subscribed is not None:
+                member.sent_epoch = -1          # tell it its assignment again (a full request, or a lost answer)
         member.deadline_ms = now + session_ms
         if rack_id is not None:
             member.rack_id = rack_id
@@ -222,6 +237,8 @@ class ShareCoordinator:
                 m.assigned = target.get(mid, {})
             group.assignment_epoch = epoch
         if member.sent_epoch != group.assignment_epoch or member.epoch != group.assignment_epoch:
+            if member.epoch != group.assignment_epoch:
+                member.previous_epoch = member.epoch
             member.epoch = group.assignment_epoch
             member.sent_epoch = group.assignment_epoch
             out["assignment"] = member.assigned
@@ -242,7 +259,11 @@ class ShareCoordinator:
             except Exception as e:     # noqa: BLE001 - the fetch retries it and reports the error
                 log.warning("share partition %s %s-%d not initialized: %r", group.group_id, names.get(tid), p, e)
 
-    async def _share_partition(self, group: str, tid: uuid.UUID, topic: str | None, p: int) -> SharePartition:
+    async def _share_partition(self, group: str, tid: uuid.UUID, topic: str | None, p: int,
+                               create: bool = True) -> SharePartition:
+        """The share partition, from memory or ``__share_group_state``; a new one only with
+        ``create`` (an assignment or AlterShareGroupOffsets), as in Kafka, where ShareFetch and
+        ShareAcknowledge never create share-partition state (_PartitionError otherwise)."""
         key = (group, tid, p)
         sp = self.partitions.get(key)
         if sp is not None:
@@ -251,6 +272,9 @@ class ShareCoordinator:
         snap = self.state.read(group, tid, p)
         if snap is not None:
             sp = self._new_partition(group, snap["start"], snap["state_epoch"], snap["batches"])
+        elif not create:
+            raise _PartitionError(E.UNKNOWN_SERVER_ERROR, "Read operation on uninitialized share partition "
+                                                          "not allowed.")
         else:
             part = self.broker.replicas.get(topic, p) if topic is not None else None
             if part is None or part.log is None:
@@ -286,13 +310,17 @@ class ShareCoordinator:
             group.topics_seen = {}
 
     async def _close_session(self, group: str, member_id: str) -> None:
-        self.sessions.pop((group, member_id), None)
-        await self._release_member(group, member_id)
+        s = self.sessions.pop((group, member_id), None)
+        if s is not None:
+            await self._release_member(group, member_id, s.partitions)
 
-    async def _release_member(self, group: str, member_id: str) -> None:
+    async def _release_member(self, group: str, member_id: str, partitions) -> None:
+        """Release what ``member_id`` holds in ``partitions`` ((topic id, partition) keys: the
+        partitions of its share session, as Kafka releases a closing session's)."""
         changed = []
-        for (g, tid, p), sp in self.partitions.items():
-            if g == group and sp.release_member(member_id):
+        for tid, p in list(partitions):
+            sp = self.partitions.get((group, tid, p))
+            if sp is not None and sp.release_member(member_id):
                 changed.append((tid, p, sp))
         for tid, p, sp in changed:
             await self._persist_quietly(group, tid, p, sp)
@@ -356,25 +384,29 @@ class ShareCoordinator:
     def connection_closed(self, connection) -> None:
         """A client connection closed: the share sessions it opened end, and the records their
         members hold are released."""
-        keys = [k for k, s in self.sessions.items() if s.connection is connection]
-        for k in keys:
-            self.sessions.pop(k, None)
-        if keys:
-            asyncio.ensure_future(self._release_all(keys))
+        closed = [self.sessions.pop(k) for k, s in list(self.sessions.items()) if s.connection is connection]
+        if closed:
+            asyncio.ensure_future(self._release_all(closed))
 
-    async def _release_all(self, keys) -> None:
-        for group, member in keys:
-            await self._release_member(group, member)
+    async def _release_all(self, sessions) -> None:
+        for s in sessions:
+            await self._release_member(s.group, s.member, s.partitions)
 
     def topic_name(self, tid: uuid.UUID) -> str | None:
         info = self.broker.controller.topic_by_id(tid)
         return info.name if info is not None else None
 
-    async def acknowledge(self, group: str, member: str, acks: list, now: int) -> dict:
+    async def acknowledge(self, group: str, member: str, acks: list, now: int, renew: bool = False) -> dict:
         """Apply [(topic id, partition, [(first, last, types)])]; {(topic id, partition): (error,
-        message)} for each partition named."""
+        message)} for each partition named.  ``renew``: the request may renew locks (type 4,
+        ShareFetch/ShareAcknowledge v2 with IsRenewAck)."""
         out = {}
         for tid, p, batches in acks:
+            try:
+                _check_batches(batches, renew)   # malformed batches first, as Kafka's KafkaApis
+            except InvalidRequest as e:
+                out[(tid, p)] = (E.INVALID_REQUEST, str(e))
+                continue
             name = self.topic_name(tid)
             if name is None:
                 out[(tid, p)] = (E.UNKNOWN_TOPIC_ID, None)
@@ -382,9 +414,9 @@ class ShareCoordinator:
             sp = self.partitions.get((group, tid, p))
             if sp is None:
                 try:
-                    sp = await self._share_partition(group, tid, name, p)
-                except _PartitionError as e:
-                    out[(tid, p)] = (e.code, None)
+                    sp = await self._share_partition(group, tid, name, p, create=False)
+                except _PartitionError:
+                    out[(tid, p)] = (E.UNKNOWN_TOPIC_OR_PARTITION, None)    # not loaded here
                     continue
                 except Exception as e:      # noqa: BLE001
                     out[(tid, p)] = (code_for_exception(e), str(e))
@@ -392,7 +424,6 @@ class ShareCoordinator:
             sp.expire_locks(now)
             code, message = E.NONE, None
             try:
-                _check_batches(batches)
                 sp.acknowledge_all(member, [(a, z, list(t)) for a, z, t in batches], now)
             except InvalidRecordState as e:
                 code, message = E.INVALID_RECORD_STATE, str(e)
@@ -527,8 +558,8 @@ class ShareCoordinator:
             if part is None or part.log is None:
                 out[(tid, p)] = (E.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
-            lg = part.log
-            offset = min(max(offset, lg.log_start_offset), part.high_watermark)
+            if offset == -1:                    # Kafka: start again by share.auto.offset.reset
+                offset = self._initial_offset(group_id, part)
             try:
                 sp = await self._share_partition(group_id, tid, name, p)
                 sp.reset(offset)
@@ -568,9 +599,10 @@ class ShareCoordinator:
 
 
 class _PartitionError(Exception):
-    def __init__(self, code: int):
-        super().__init__(E(code).name)
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message or E(code).name)
         self.code = code
+        self.message = message
 
 
 def _aborted_batches(lg, headers, start: int, end: int) -> set:
@@ -591,12 +623,18 @@ def _aborted_batches(lg, headers, start: int, end: int) -> set:
     return out
 
 
-def _check_batches(batches) -> None:
+def _check_batches(batches, renew: bool = False) -> None:
+    """Kafka's validateAcknowledgementBatches: ranges of offsets (first >= 0, last >= first) in
+    order (a batch may start where the last one ended: the state check refuses that offset
+    then), one type or one per offset, types up to REJECT (3) or, in a renew request, RENEW (4)."""
     prev = None
+    top = RENEW if renew else REJECT
     for first, last, types in batches:
-        if prev is not None and first <= prev:
-            raise InvalidRequest("acknowledgement batches overlap or are out of order")
-        if any(t not in ACK_TYPES for t in types):
+        if first < 0 or last < first or (prev is not None and first < prev):
+            raise InvalidRequest("acknowledgement batches must be ranges of offsets in order")
+        if not types or (len(types) != 1 and len(types) != last - first + 1):
+            raise InvalidRequest("acknowledge types must be one, or one per offset")
+        if any(not 0 <= t <= top for t in types):
             raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
         prev = last
 

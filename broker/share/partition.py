@@ -239,13 +239,20 @@ class SharePartition:
         all or nothing: each has one type for its whole range or one per offset, and every offset
         must be held by ``member`` (a gap may also name an offset archived as one); otherwise
         nothing changes and InvalidRecordState (or InvalidRequest, for a malformed batch or an
-        offset never handed out) is raised.  A renew (4) restarts the offset's lock."""
+        offset never handed out) is raised.  Offsets below the window are done: skipped.  A
+        renew (4) restarts the offset's lock."""
         segments = []
+        prev = None
         for first, last, types in batches:
             self._check_batch(first, last, types)
             for seg in _segments(first, last, types):
                 self._check(member, *seg)
                 segments.append(seg)
+            if prev is not None and first <= prev:
+                # a batch starting where the last one ended names that offset twice: by then
+                # it is no longer acquired (Kafka: INVALID_RECORD_STATE)
+                raise InvalidRecordState(f"offset {first} is acknowledged twice")
+            prev = last
         for a, b, t in segments:
             a, b = max(a, self.start), min(b, self.end - 1)
             if a > b:
@@ -270,31 +277,32 @@ class SharePartition:
 
     @staticmethod
     def _check_batch(first: int, last: int, types) -> None:
-        if last < first:
-            raise InvalidRequest(f"last offset {last} is before first offset {first}")
+        if first < 0 or last < first:
+            raise InvalidRequest(f"the batch {first}..{last} is not a range of offsets")
         if not types or (len(types) != 1 and len(types) != last - first + 1):
             raise InvalidRequest("acknowledge types must be one, or one per offset")
         if any(t not in ACK_TYPES for t in types):
             raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
 
     def _check(self, member: str, a: int, b: int, t: int) -> None:
-        """Offsets a..b, acknowledged as ``t``, in order: below the window only a gap may name
-        them, inside it they must be held by ``member`` (or be archived, for a gap), and past it
-        they were never handed out."""
-        if a < self.start and t != GAP:
-            raise InvalidRecordState(f"offset {a} is not acquired (share-partition start offset {self.start})")
+        """Offsets a..b, acknowledged as ``t``, in order: below the window they are done and
+        skipped (as Kafka skips them), inside it they must be held by ``member``, and past it
+        they were never handed out (INVALID_REQUEST, or INVALID_RECORD_STATE while nothing is
+        in flight, as Kafka, which then finds no batch at all)."""
         lo, hi = max(a, self.start), min(b, self.end - 1)
         if lo <= hi:
             i = self._index(lo)
             while i < len(self.runs) and self.runs[i].first <= hi:
                 r = self.runs[i]
-                if not ((r.state == ACQUIRED and r.member == member) or (t == GAP and r.state == ARCHIVED)):
+                if not (r.state == ACQUIRED and r.member == member):
                     o = max(r.first, lo)
                     raise InvalidRecordState(f"offset {o} is {STATE_NAMES[r.state].lower()}"
                                              + ("" if r.state != ACQUIRED else " by another member"))
                 i += 1
         if b >= self.end:
             o = max(a, self.end)
+            if self.start == self.end:
+                raise InvalidRecordState(f"offset {o} was never handed out")
             raise InvalidRequest(f"offset {o} is past the last offset handed out ({self.end - 1})")
 
     def release_member(self, member: str) -> int:

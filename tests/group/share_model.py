@@ -159,8 +159,12 @@ class ModelSharePartition:
         must be held by ``member`` (a gap may also name an offset archived as one); otherwise
         nothing changes and InvalidRecordState (or InvalidRequest, for a malformed batch or an
         offset never handed out) is raised.  A renew (4) restarts the offset's lock."""
+        prev = None
         for first, last, types in batches:
             self._check(member, first, last, types)
+            if prev is not None and first <= prev:
+                raise InvalidRecordState(f"offset {first} is acknowledged twice")
+            prev = last
         for first, last, types in batches:
             one = types[0] if len(types) == 1 else None
             for i, o in enumerate(range(first, last + 1)):
@@ -180,8 +184,8 @@ class ModelSharePartition:
         self._advance()
 
     def _check(self, member: str, first: int, last: int, types) -> None:
-        if last < first:
-            raise InvalidRequest(f"last offset {last} is before first offset {first}")
+        if first < 0 or last < first:
+            raise InvalidRequest(f"the batch {first}..{last} is not a range of offsets")
         if not types or (len(types) != 1 and len(types) != last - first + 1):
             raise InvalidRequest("acknowledge types must be one, or one per offset")
         if any(t not in ACK_TYPES for t in types):
@@ -192,14 +196,11 @@ class ModelSharePartition:
             r = self.offsets.get(o)
             if r is None:
                 if o >= self.end:
+                    if self.start == self.end:
+                        raise InvalidRecordState(f"offset {o} was never handed out")
                     raise InvalidRequest(f"offset {o} is past the last offset handed out ({self.end - 1})")
-                if t == GAP:
-                    continue
-                raise InvalidRecordState(f"offset {o} is not acquired (share-partition start "
-                                         f"offset {self.start})")
+                continue                        # below the window: done, skipped
             if r.state == ACQUIRED and r.member == member:
-                continue
-            if t == GAP and r.state == ARCHIVED:
                 continue
             raise InvalidRecordState(f"offset {o} is {STATE_NAMES[r.state].lower()}"
                                      + ("" if r.state != ACQUIRED else " by another member"))

@@ -73,9 +73,11 @@ def test_gaps_and_control_batches_are_archived_not_delivered():
     runs = sp.acquire("a", batches((0, 1), (2, 2), (5, 6), control=[(2, 2)]), 0, 500)
     assert runs == [(0, 1, 1), (5, 6, 1)]
     assert sp.state_of(2)[0] == ARCHIVED and sp.state_of(3)[0] == ARCHIVED
-    sp.acknowledge("a", 2, 4, [GAP])                     # a client may call them gaps too
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("a", 2, 4, [GAP])                 # never acquired, so not the member's to ack
     sp.acknowledge("a", 0, 1, [ACCEPT])
     assert sp.start == 5
+    sp.acknowledge("a", 0, 1, [GAP])                     # below the window: done, skipped (as Kafka)
 
 
 def test_bad_acknowledgements_change_nothing():
@@ -92,9 +94,16 @@ def test_bad_acknowledgements_change_nothing():
     with pytest.raises(InvalidRequest):
         sp.acknowledge("a", 0, 0, [9])
     assert all(v[0] == ACQUIRED for v in states(sp).values())
-    sp.acknowledge("a", 0, 3, [ACCEPT])
+    with pytest.raises(InvalidRequest):
+        sp.acknowledge("a", -2, 0, [ACCEPT])
     with pytest.raises(InvalidRecordState):
-        sp.acknowledge("a", 0, 0, [ACCEPT])              # already done
+        sp.acknowledge_all("a", [(0, 1, [ACCEPT]), (1, 2, [ACCEPT])])   # offset 1 twice
+    assert all(v[0] == ACQUIRED for v in states(sp).values())
+    sp.acknowledge("a", 0, 2, [ACCEPT])
+    sp.acknowledge("a", 0, 3, [ACCEPT])                  # 0-2 are done and skipped, 3 is accepted
+    assert sp.start == sp.end == 4
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("a", 6, 6, [ACCEPT])              # nothing in flight: no such batch
 
 
 def test_release_member_and_restore():

@@ -246,8 +246,13 @@ def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1):
 
 
 def _join_raw(c, b, group, topic):
+    from protocol.messages import FindCoordinatorRequest
     member = uuid.uuid4().hex[:22]
-    wait_for(lambda: _heartbeat(c, group, member, 0, [topic]).error_code == 0, 30, what="the coordinator")
+
+    def joined():
+        c.request(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))  # creates __consumer_offsets
+        return _heartbeat(c, group, member, 0, [topic]).error_code == 0
+    wait_for(joined, 30, what="the coordinator")
     return member
 
 
@@ -271,7 +276,7 @@ def test_share_sessions_and_acknowledgements_answer_as_kafka(kafka):
         r = _fetch(c, group, member, 3, tid, acks=[(0, 1, [1])])
         assert r.responses[0].partitions[0].acknowledge_error_code == 0
         r = _fetch(c, group, member, 4, tid, acks=[(0, 0, [2])])
-        assert r.responses[0].partitions[0].acknowledge_error_code == E.INVALID_RECORD_STATE   # already accepted
+        assert r.responses[0].partitions[0].acknowledge_error_code == 0      # already accepted: skipped, as Kafka
         A = ShareAcknowledgeRequest
         ack = A(group_id=group, member_id=member, share_session_epoch=0, topics=[])
         assert c.request(79, 1, ack).error_code == E.INVALID_SHARE_SESSION_EPOCH
@@ -330,6 +335,46 @@ def test_heartbeat_errors_and_group_types(kafka):
         finally:
             kc.close()
         assert _heartbeat(c, group, member, -1).member_epoch == -1
+        assert _heartbeat(c, group, member, -1).error_code == E.UNKNOWN_MEMBER_ID
+        assert _heartbeat(c, unique("none"), member, -1).error_code == E.GROUP_ID_NOT_FOUND
+        assert _heartbeat(c, group, "m" * 37, 0, [topic]).error_code == E.INVALID_REQUEST
+        r = c.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id="m2", member_epoch=0, rack_id="",
+                                                        subscribed_topic_names=[topic]))
+        assert r.error_code == E.INVALID_REQUEST and r.error_message == "RackId can't be empty."
+
+
+def test_a_lost_heartbeat_answer_and_offsets_apis_on_a_share_group(kafka):
+    """A member whose answer moving it to a new epoch was lost heartbeats with its previous epoch
+    and carries on; the offset APIs refuse a share group's id (GROUP_ID_NOT_FOUND) and leave the
+    group alone; ShareFetch never creates state for a group nobody joined."""
+    from protocol.messages import OffsetCommitRequest as OC
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 2)
+    with _conn(kafka) as c:
+        tid = _topic_id(c, topic)
+        a = _join_raw(c, kafka, group, topic)
+        first = _heartbeat(c, group, a, 0, [topic]).member_epoch
+        b = uuid.uuid4().hex[:22]
+        assert _heartbeat(c, group, b, 0, [topic]).error_code == 0          # moves the group on
+        r = _heartbeat(c, group, a, first)
+        assert r.error_code == 0 and r.member_epoch > first
+        again = _heartbeat(c, group, a, first)                              # that answer was lost
+        assert again.error_code == 0 and again.member_epoch == r.member_epoch and again.assignment is not None
+        commit = OC(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                    retention_time_ms=-1, topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[
+                        OC.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                        committed_leader_epoch=-1, committed_metadata="")])])
+        r = c.request(8, 8, commit)
+        assert r.topics[0].partitions[0].error_code == E.GROUP_ID_NOT_FOUND
+        assert _heartbeat(c, group, a, again.member_epoch).error_code == 0
+        stray = unique("stray")
+        r = _fetch(c, stray, "m1", 0, tid)
+        assert r.error_code == 0 and r.responses[0].partitions[0].error_code == E.UNKNOWN_SERVER_ERROR
+        assert describe(kafka, stray).error_code == E.GROUP_ID_NOT_FOUND     # nothing was created
+        r = _fetch(c, group, a, 0, tid)
+        assert r.error_code == 0
+        r = _fetch(c, group, a, 1, tid, acks=[(0, 0, [4])])                  # RENEW needs v2 and IsRenewAck
+        assert r.responses[0].partitions[0].acknowledge_error_code == E.INVALID_REQUEST
 
 
 def test_list_describe_and_delete_share_groups(kafka):
