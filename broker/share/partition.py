@@ -172,10 +172,18 @@ class SharePartition:
 
         Offsets with no record (before a batch, where compaction or the log start left a hole)
         and the offsets of control batches are never delivered: they are archived as they enter
-        the window."""
+        the window.
+
+        Redelivery is throttled as in Kafka 4.2: from half the delivery limit on, a batch is
+        handed out in smaller parts (halved with each further delivery) and alone in its fetch,
+        and a record on its last attempt goes alone, so that one bad record spends only its own
+        attempts."""
         out: list = []
         n = 0
         deadline = now_ms + self.lock_ms
+        limit = self.delivery_limit
+        throttle = max(2, -(-limit // 2))
+        stop = False
 
         def took(a: int, b: int, count: int, cut: bool) -> bool:
             if out and not cut and out[-1][1] == a - 1 and out[-1][2] == count:
@@ -184,7 +192,7 @@ class SharePartition:
                 out.append((a, b, count))
             return False
         for base, last, control in batches:
-            if n >= max_records:
+            if n >= max_records or stop:
                 break
             if last < self.start:
                 continue
@@ -195,22 +203,46 @@ class SharePartition:
             cut = batch_size > 0 and bool(out) and out[-1][1] - out[-1][0] + 1 >= batch_size
             lo = max(base, self.start)
             if lo < self.end and not control:                          # offsets seen before
+                cap, here, first_seen = None, 0, False
                 i = self._index(lo)
                 while i < len(self.runs) and self.runs[i].first <= last:
                     if record_limit and n >= max_records:
                         break
                     r = self.runs[i]
-                    if r.state == AVAILABLE:
-                        a, b = max(r.first, lo), min(r.last, last)
-                        if record_limit:
-                            b = min(b, a + max_records - n - 1)
-                        i = self._isolate(i, a, b)
-                        r = self.runs[i]
-                        r.state, r.member, r.deadline = ACQUIRED, member, deadline
-                        r.count += 1
-                        cut = took(a, b, r.count, cut)
-                        n += b - a + 1
+                    if r.state != AVAILABLE:
+                        i += 1
+                        continue
+                    c = r.count
+                    if not first_seen:
+                        first_seen = True
+                        if c >= throttle and n > 0:         # a throttled batch waits its turn
+                            stop = True
+                            break
+                    if limit > 2 and c == limit - 1 and n > 0:      # a last attempt goes alone
+                        stop = True
+                        break
+                    if c >= throttle and cap is None:
+                        cap = max(1, (last - base + 1) >> (c - throttle + 1))
+                    a, b = max(r.first, lo), min(r.last, last)
+                    if record_limit:
+                        b = min(b, a + max_records - n - 1)
+                    if cap is not None:
+                        b = min(b, a + cap - here - 1)
+                    if limit > 2 and c + 1 == limit:
+                        b = a
+                    i = self._isolate(i, a, b)
+                    r = self.runs[i]
+                    r.state, r.member, r.deadline = ACQUIRED, member, deadline
+                    r.count += 1
+                    cut = took(a, b, r.count, cut)
+                    n += b - a + 1
+                    here += b - a + 1
+                    if (limit > 2 and r.count == limit) or (cap is not None and here >= cap):
+                        stop = True
+                        break
                     i += 1
+            if stop:
+                break
             a = max(lo, self.end)
             if a > last or (record_limit and n >= max_records):
                 continue

@@ -105,12 +105,20 @@ class ModelSharePartition:
 
         Offsets with no record (before a batch, where compaction or the log start left a hole)
         and the offsets of control batches are never delivered: they are archived as they enter
-        the window."""
+        the window.
+
+        Redelivery is throttled as in Kafka 4.2: from half the delivery limit on, a batch is
+        handed out in smaller parts (halved with each further delivery) and alone in its fetch,
+        and a record on its last attempt goes alone, so that one bad record spends only its own
+        attempts."""
         runs: list = []
         n = 0
         deadline = now_ms + self.lock_ms
+        limit = self.delivery_limit
+        throttle = max(2, -(-limit // 2))
+        stop = False
         for base, last, control in batches:
-            if n >= max_records:
+            if n >= max_records or stop:
                 break
             if last < self.start:
                 continue
@@ -121,6 +129,7 @@ class ModelSharePartition:
                     self.offsets[o] = _Offset(ARCHIVED, 0)
                 self.end = base
             cut = batch_size > 0 and runs and runs[-1][1] - runs[-1][0] + 1 >= batch_size
+            cap, here, first_seen = None, 0, False
             for o in range(max(base, self.start), last + 1):
                 if record_limit and n >= max_records:
                     break
@@ -128,8 +137,22 @@ class ModelSharePartition:
                     r = self.offsets[o]
                     if r.state != AVAILABLE or control:
                         continue
+                    c = r.count
+                    if not first_seen:
+                        first_seen = True
+                        if c >= throttle and n > 0:             # a throttled batch waits its turn
+                            stop = True
+                            break
+                    if limit > 2 and c == limit - 1 and n > 0:  # a last attempt goes alone
+                        stop = True
+                        break
+                    if c >= throttle and cap is None:
+                        cap = max(1, (last - base + 1) >> (c - throttle + 1))
                     r.state, r.member, r.deadline = ACQUIRED, member, deadline
                     r.count += 1
+                    here += 1
+                    if (limit > 2 and r.count == limit) or (cap is not None and here >= cap):
+                        stop = True
                 else:
                     if self._full():
                         break
@@ -144,6 +167,8 @@ class ModelSharePartition:
                     runs.append((o, o, r.count))
                 cut = False
                 n += 1
+                if stop:
+                    break
         for first, last, _ in runs:
             heapq.heappush(self._locks, (deadline, first, last))
         self._advance()

@@ -68,6 +68,24 @@ def test_locks_run_out_and_delivery_limit_archives():
     assert sp.start == sp.end == 2
 
 
+def test_redelivery_is_throttled_as_kafka_4_2():
+    """Released again and again (delivery limit 5: throttled from the third delivery), a batch of
+    ten comes back whole three times, then in halves, and each record's last attempt alone: one
+    bad record spends only its own attempts (the sequence Kafka 4.2's SharePartition gives)."""
+    sp = SharePartition(0, delivery_limit=5)
+    seen = []
+    while True:
+        runs = sp.acquire("m", batches((0, 9)), 0, 500)
+        if not runs:
+            break
+        seen.append(runs)
+        for a, b, _ in runs:
+            sp.acknowledge("m", a, b, [RELEASE])
+    assert seen == [[(0, 9, 1)], [(0, 9, 2)], [(0, 9, 3)], [(0, 4, 4)]] + [[(o, o, 5)] for o in range(5)] + \
+        [[(5, 9, 4)]] + [[(o, o, 5)] for o in range(5, 10)]
+    assert sp.start == sp.end == 10
+
+
 def test_gaps_and_control_batches_are_archived_not_delivered():
     sp = SharePartition(0)
     runs = sp.acquire("a", batches((0, 1), (2, 2), (5, 6), control=[(2, 2)]), 0, 500)
