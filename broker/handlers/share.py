@@ -125,6 +125,8 @@ async def share_fetch(ctx, req):
         return R(error_code=E.INVALID_REQUEST, acquisition_lock_timeout_ms=0, responses=[])
     now = _now_ms()
     err, session = share._session_for(group, member, epoch, now, ctx.connection)
+    if err == E.SHARE_SESSION_LIMIT_REACHED and req.max_wait_ms > 0:
+        await asyncio.sleep(req.max_wait_ms / 1000)     # as Kafka: the answer waits MaxWaitMs
     if err:
         return R(error_code=err, acquisition_lock_timeout_ms=0, responses=[])
     named: dict = {}                       # (topic id, partition) -> PartitionData, in request order
