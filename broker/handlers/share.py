@@ -60,7 +60,7 @@ async def share_group_describe(ctx, req):
         err, message, g = share.describe(gid)
         if err:
             groups.append(D.DescribedGroup(error_code=err, error_message=message, group_id=gid,
-                                           group_state="Dead" if err == E.GROUP_ID_NOT_FOUND else "",
+                                           group_state="",
                                            assignor_name=""))
             continue
         members = []
