@@ -59,8 +59,7 @@ async def share_group_describe(ctx, req):
             continue
         err, message, g = share.describe(gid)
         if err:
-            groups.append(D.DescribedGroup(error_code=err, error_message=message, group_id=gid,
-                                           group_state="",
+            groups.append(D.DescribedGroup(error_code=err, error_message=message, group_id=gid, group_state="",
                                            assignor_name=""))
             continue
         members = []
