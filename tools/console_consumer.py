@@ -268,14 +268,20 @@ async def consume(o, props) -> int:
             await consumer.close()
             await client.close()
         finally:
-            try:
-                out.flush()
-            except BrokenPipeError:
-                pass
-            print(f"Processed a total of {count} messages", file=sys.stderr)
-            if o.has("enable-systest-events"):
-                print("shutdown_complete")
+            report_end(out, count, o)
     return status
+
+
+def report_end(out, count: int, o) -> None:
+    """What Kafka's console consumers print as they stop: the count on stderr, and for system
+    tests ``shutdown_complete``."""
+    try:
+        out.flush()
+    except BrokenPipeError:
+        pass
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+    if o.has("enable-systest-events"):
+        print("shutdown_complete")
 
 
 def main(argv=None) -> int:

@@ -20,7 +20,7 @@ import time
 
 from tools.common import (OptionParser, ToolError, UsageError, librdkafka_client, load_properties, parse_kv_list,
                           parse_or_exit, require, run)
-from tools.console_consumer import Formatter
+from tools.console_consumer import Formatter, report_end
 
 DESCRIPTION = "This tool helps to read data from Kafka topics using share groups and outputs it to standard output."
 
@@ -170,13 +170,7 @@ def consume(o, conf) -> int:
         try:
             consumer.close()
         finally:
-            try:
-                out.flush()
-            except BrokenPipeError:
-                pass
-            print(f"Processed a total of {count} messages", file=sys.stderr)
-            if o.has("enable-systest-events"):
-                print("shutdown_complete")
+            report_end(out, count, o)
     return 0
 
 
