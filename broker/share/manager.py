@@ -346,7 +346,10 @@ class ShareCoordinator:
         return self.state.groups()
 
     def has_group(self, group_id: str) -> bool:
-        return group_id in self.groups or group_id in self._persisted_groups()
+        """Asked by the group coordinator for every join and offset commit: no copies."""
+        if group_id in self.groups:
+            return True
+        return self.broker.controller.topic("__share_group_state") is not None and self.state.has_group(group_id)
 
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of every share group coordinated here."""

@@ -187,6 +187,10 @@ class ShareStateLog:
         self._load_all()
         return sorted(self._live.get(group, ()), key=lambda k: (str(k[1]), k[2]))
 
+    def has_group(self, group: str) -> bool:
+        self._load_all()
+        return group in self._live
+
     def groups(self) -> set:
         """The groups with a snapshot here."""
         self._load_all()
