@@ -293,7 +293,7 @@ class _Snapshot:
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
                  "exempt_request_time", "replication_throttle_rates", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs",
-                 "client_metrics", "client_series")
+                 "client_metrics", "client_series", "share_sessions")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -371,6 +371,9 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.replication_throttle_rates = (rm.leader_quota.current_rate(), rm.follower_quota.current_rate()) \
         if rm is not None and getattr(rm, "leader_quota", None) is not None else None
     snap.groups, snap.group_epoch_bumps = _group_counts(broker)
+    share = getattr(broker, "share", None)
+    snap.share_sessions = (len(share.sessions), sum(len(s.partitions) for s in share.sessions.values())) \
+        if share is not None else (0, 0)
     lm = getattr(broker, "log_manager", None)
     snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
     cm = getattr(broker, "client_metrics", None)
@@ -386,6 +389,7 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
 
 CLASSIC_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 CONSUMER_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
+SHARE_STATES = ("Empty", "Stable", "Dead")
 
 
 def _group_counts(broker):
@@ -399,6 +403,11 @@ def _group_counts(broker):
     for g in coord.groups.values():
         proto = "consumer" if g.modern is not None else "classic"
         counts[(proto, g.state)] = counts.get((proto, g.state), 0) + 1
+    counts.update({("share", s): 0 for s in SHARE_STATES})
+    share = getattr(broker, "share", None)
+    if share is not None and share.enabled():
+        for _, state in share.list_groups():
+            counts[("share", state)] = counts.get(("share", state), 0) + 1
     return counts, getattr(coord, "consumer_rebalances", 0)
 
 
@@ -524,10 +533,10 @@ def families(snap: _Snapshot):
     gc = "kafka_server_group_coordinator_metrics_"
     fam = GaugeMetricFamily(gc + "group_count", "Groups this broker coordinates, by protocol (group-count).",
                             labels=["protocol"])
-    for proto in ("classic", "consumer"):
+    for proto in ("classic", "consumer", "share"):
         fam.add_metric([proto], sum(n for (p, _), n in snap.groups.items() if p == proto))
     yield fam
-    for proto in ("classic", "consumer"):
+    for proto in ("classic", "consumer", "share"):
         fam = GaugeMetricFamily(gc + f"{proto}_group_count", f"{proto.capitalize()} groups by state "
                                 f"({proto}-group-count).", labels=["state"])
         for (p, state), n in sorted(snap.groups.items()):
@@ -600,6 +609,12 @@ def families(snap: _Snapshot):
                                 "Time of requests exempt from the request quota (inter-broker, follower "
                                 "fetches, acks=0 produces, SASL) in percent of one second per second over "
                                 "the quota windows (exempt-request-time).", value=snap.exempt_request_time)
+    # kafka.server:type=ShareSessionCache (KIP-932)
+    yield GaugeMetricFamily("kafka_server_sharesessioncache_sharesessioncount",
+                            "Share sessions in the cache (ShareSessionCount).", value=snap.share_sessions[0])
+    yield GaugeMetricFamily("kafka_server_sharesessioncache_sharepartitionscount",
+                            "Partitions in all the cached share sessions (SharePartitionsCount).",
+                            value=snap.share_sessions[1])
     # kafka.server:type=FetchSessionCache
     sessions, cached, evictions = snap.fetch_sessions
     yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",

@@ -301,3 +301,47 @@ def test_group_coordinator_gauges(kafka):
         assert delta(mid, after, gc + "consumer_group_count", state="stable") == -1
         assert delta(mid, after, gc + "consumer_group_count", state="empty") == 1
         assert delta(mid, after, gc + "consumer_group_rebalance_total") == 1
+
+
+def test_share_group_and_share_session_metrics(kafka):
+    """group-count{protocol=share}, share-group-count by state and the share session cache: a raw
+    ShareGroupHeartbeat joins a share group and a ShareFetch opens a session, then both end."""
+    from protocol.messages import (CreateTopicsRequest, FindCoordinatorRequest, ShareFetchRequest,
+                                   ShareGroupHeartbeatRequest)
+    topic, group = _name("sgm"), _name("sg")
+    host, port = kafka.bootstrap.split(":")
+    gc = "kafka_server_group_coordinator_metrics_"
+    sc = "kafka_server_sharesessioncache_"
+    with RawConnection(host, int(port)) as conn:
+        conn.request(19, 4, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=topic, num_partitions=2, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=10000, validate_only=False))
+        tid = conn.metadata([topic], version=12).topics[0].topic_id
+        deadline = time.monotonic() + 30
+        while conn.request(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group])) \
+                .coordinators[0].error_code and time.monotonic() < deadline:
+            time.sleep(0.2)
+        before = scrape(kafka.metrics_url)
+        r = conn.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id="m" * 22, member_epoch=0,
+                                                           rack_id=None, subscribed_topic_names=[topic]))
+        assert r.error_code == 0
+        F = ShareFetchRequest
+        fetch = F(group_id=group, member_id="m" * 22, share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+                  max_bytes=1 << 20, max_records=500, batch_size=500, forgotten_topics_data=[],
+                  topics=[F.FetchTopic(topic_id=tid, partitions=[
+                      F.FetchPartition(partition_index=p, partition_max_bytes=0, acknowledgement_batches=[])
+                      for p in (0, 1)])])
+        assert conn.request(78, 1, fetch).error_code == 0
+        mid = scrape(kafka.metrics_url)
+        assert delta(before, mid, gc + "group_count", protocol="share") == 1
+        assert delta(before, mid, gc + "share_group_count", state="stable") == 1
+        assert delta(before, mid, sc + "sharesessioncount") == 1
+        assert delta(before, mid, sc + "sharepartitionscount") == 2
+        r = conn.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id="m" * 22, member_epoch=-1,
+                                                           rack_id=None, subscribed_topic_names=None))
+        assert r.error_code == 0
+    time.sleep(0.5)                       # the closed connection ends the session
+    after = scrape(kafka.metrics_url)
+    assert delta(mid, after, gc + "share_group_count", state="stable") == -1
+    assert delta(mid, after, gc + "share_group_count", state="empty") == 1
+    assert delta(mid, after, sc + "sharesessioncount") == -1
