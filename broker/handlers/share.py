@@ -65,7 +65,7 @@ async def share_group_describe(ctx, req):
         members = []
         for m in g.members.values():
             tps = []
-            for tid, ps in sorted(m.assigned.items(), key=lambda kv: str(kv[0])):
+            for tid, ps in sorted(m.current.items(), key=lambda kv: str(kv[0])):
                 name = share.topic_name(tid)
                 if name is not None and ps:
                     tps.append(D.TopicPartitions(topic_id=tid, topic_name=name, partitions=list(ps)))
@@ -141,7 +141,8 @@ async def share_fetch(ctx, req):
                                                   records=b"", acquired_records=[])
             if name is None:
                 pd.error_code = E.UNKNOWN_TOPIC_ID
-            elif epoch != FINAL_EPOCH:
+            if epoch != FINAL_EPOCH:
+                # an unknown topic id stays in the session (reported each time, as Kafka does)
                 session.partitions[key] = name
     for ft in req.forgotten_topics_data or ():
         for p in ft.partitions or ():
@@ -196,6 +197,13 @@ async def _acquire_all(ctx, share, session, named, req, max_records) -> int:
         if found >= max_records or remaining_bytes <= 0:
             break
         pd = named.get((tid, p))
+        if name is None:
+            name = session.partitions[(tid, p)] = share.topic_name(tid)     # created since?
+            if name is None:
+                if pd is None:
+                    pd = named[(tid, p)] = _empty(R, p)
+                pd.error_code = E.UNKNOWN_TOPIC_ID
+                continue
         try:
             sp = await share._share_partition(group, tid, name, p, create=False)
         except Exception as e:      # noqa: BLE001 - uninitialized (never assigned) or unreadable state

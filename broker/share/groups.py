@@ -36,7 +36,8 @@ class ShareMember:
     subscribed: tuple = ()
     epoch: int = 0
     previous_epoch: int = -1                           # accepted too: the answer giving ``epoch`` may be lost
-    assigned: dict = field(default_factory=dict)       # topic id -> sorted partitions
+    assigned: dict = field(default_factory=dict)       # topic id -> sorted partitions (the target)
+    current: dict = field(default_factory=dict)        # the assignment the member was last told
     sent_epoch: int = -1                               # the epoch whose assignment it was told
     deadline_ms: int = 0
 

@@ -241,6 +241,7 @@ class ShareCoordinator:
                 member.previous_epoch = member.epoch
             member.epoch = group.assignment_epoch
             member.sent_epoch = group.assignment_epoch
+            member.current = member.assigned
             out["assignment"] = member.assigned
         out["member_epoch"] = member.epoch
         return out

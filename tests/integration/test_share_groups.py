@@ -564,3 +564,22 @@ def test_kafka_console_share_consumer(kafka):
     assert r.stdout.splitlines() == ["DeliveryCount:2\ta", "DeliveryCount:2\tb", "DeliveryCount:2\tc"], r.stdout + r.stderr
     r = console("--timeout-ms", "2000")
     assert r.stdout == "" and "Processed a total of 0 messages" in r.stderr, r.stdout + r.stderr
+
+
+def test_an_unknown_topic_id_stays_in_the_share_session(kafka):
+    """As Kafka: a topic id the broker does not know is answered UNKNOWN_TOPIC_ID in every fetch
+    of the session until the member forgets it."""
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    ghost = uuid.uuid4()
+    F = ShareFetchRequest
+    with _conn(kafka) as c:
+        member = _join_raw(c, kafka, group, topic)
+        r = _fetch(c, group, member, 0, ghost)
+        assert [(t.topic_id, p.error_code) for t in r.responses for p in t.partitions] == [(ghost, E.UNKNOWN_TOPIC_ID)]
+        r = _fetch(c, group, member, 1)
+        assert [(t.topic_id, p.error_code) for t in r.responses for p in t.partitions] == [(ghost, E.UNKNOWN_TOPIC_ID)]
+        r = c.request(78, 1, F(group_id=group, member_id=member, share_session_epoch=2, max_wait_ms=0, min_bytes=1,
+                               max_bytes=1 << 20, max_records=500, batch_size=500, topics=[],
+                               forgotten_topics_data=[F.ForgottenTopic(topic_id=ghost, partitions=[0])]))
+        assert r.error_code == 0 and r.responses == []
