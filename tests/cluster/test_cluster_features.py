@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from protocol.messages import ApiVersionsRequest, UpdateFeaturesRequest
+from protocol.messages import ApiVersionsRequest, ShareGroupHeartbeatRequest, UpdateFeaturesRequest
 from tests.support.cluster import Cluster
 from tests.support.rawkafka import send_once
 from tests.tools.conftest import tool
@@ -36,6 +36,13 @@ def test_feature_node_epoch_watch_and_update(cluster_factory):
     assert json.loads(data) == {"features": {}, "version": 2, "status": 1}
     for b in c.brokers.values():
         assert finalized(b) == (stat.version, {})
+    # a broker in ZooKeeper mode has no share groups (KIP-932): not advertised, not served
+    keys = {k.api_key for k in _send(c.brokers[1], ApiVersionsRequest(client_software_name="t",
+                                                                      client_software_version="1"), 3).api_keys}
+    assert {68, 69} <= keys and not keys & {76, 77, 78, 79, 90, 91, 92}, sorted(keys)
+    with pytest.raises((ConnectionError, OSError, EOFError)):
+        _send(c.brokers[1], ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0, rack_id=None,
+                                                       subscribed_topic_names=["t"]), 1)
 
     # a feature written by hand reaches both brokers (epoch = the new zkVersion)
     stat = zk.set("/feature", json.dumps({"features": {"foo.version": {"max_version_level": 3}},
