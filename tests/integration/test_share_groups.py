@@ -433,6 +433,17 @@ def test_group_configs_earliest_and_read_committed(kafka):
         assert not drain([c], 1, timeout=2)[0]
     finally:
         c.close()
+    # by_duration: the first record at or after an hour ago, so the old records too
+    other = unique("sg")
+    r = configs_tool(kafka, "--entity-type", "groups", "--entity-name", other, "--alter", "--add-config",
+                     "share.auto.offset.reset=by_duration:PT1H")
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = share_consumer(kafka, other, topic)
+    try:
+        got = drain([c], 4, timeout=20)[0]
+        assert sorted(v for v, _ in got) == [b"aborted", b"committed", b"old1", b"old2"]   # read_uncommitted
+    finally:
+        c.close()
 
 
 def test_share_groups_can_be_disabled(tmp_path):
@@ -483,6 +494,10 @@ def test_kafka_share_groups_tool(kafka):
         assert row[:4] == [group, kafka.bootstrap, "(0)", "Stable"] and row[4] == row[5] and row[6] == "1", row
         r = share_tool(kafka, "--reset-offsets", "--group", group, "--all-topics", "--to-earliest", "--execute")
         assert r.returncode == 1 and f"Share group '{group}' is not empty." in r.stderr, r.stdout + r.stderr
+        r = subprocess.run([str(REPO / "bin" / "kafka-groups.sh"), "--bootstrap-server", kafka.bootstrap, "--list",
+                            "--share"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=str(REPO)))
+        assert [group, "Share", "share"] in [line.split() for line in r.stdout.splitlines()], r.stdout + r.stderr
     finally:
         c.close()
     wait_for(lambda: describe(kafka, group).group_state == "Empty", 10, what="an empty group")
