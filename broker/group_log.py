@@ -113,6 +113,7 @@ async def attach_group_coordinator(broker) -> None:
     coord.topic_names = lambda: broker.controller.topics().keys()
     coord.group_configs = lambda gid: broker.controller.group_configs(gid)
     coord.broker_racks = lambda: {b.id: b.rack for b in broker.controller.brokers() if b.rack}
+    coord.share = broker.share
     broker.groups = coord
     await coord.start()
     for (t, p), part in broker.replicas.partitions.items():

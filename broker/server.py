@@ -223,12 +223,11 @@ class Broker:
             from broker.group_log import attach_group_coordinator
         except ImportError:
             return
+        from broker.share.manager import ShareCoordinator
+        self.share = ShareCoordinator(self)         # first: loading __consumer_offsets hands it share groups
         await attach_group_coordinator(self)
         from broker.txn.state_log import attach_transaction_coordinator
         await attach_transaction_coordinator(self)
-        from broker.share.manager import ShareCoordinator
-        self.share = ShareCoordinator(self)
-        self.groups.share = self.share
         self.share.start()
 
     def _start_client_quotas(self) -> None:

@@ -37,6 +37,7 @@ from protocol.errors import ErrorCode as E, code_for_exception
 
 from broker.background import BackgroundTasks
 from broker.group import modern_records as MR
+from broker.share import group_records as SR
 from broker.group import records as R
 from broker.group.group import DEAD, EMPTY, STABLE, STATES, Group, OffsetAndMetadata
 from broker.group.hashing import partition_for
@@ -282,6 +283,7 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         offsets: dict[tuple[str, str, int], R.OffsetValue] = {}
         groups: dict[str, R.GroupValue] = {}
         modern: dict[str, dict] = {}        # consumer-protocol groups: key version -> last value
+        share: dict[str, dict] = {}         # share groups, the same way (broker/share/group_records.py)
         removed: set[str] = set()
         count = 0
         for _offset, key, value in self.log.read(partition):
@@ -296,6 +298,12 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
                     mk = MR.parse_key(key)
                     if mk is not None:
                         self._load_modern_record(modern, mk, value)
+                        continue
+                    sk = SR.parse_key(key)
+                    if sk is not None:
+                        if sk.kind in SR.PARSERS:
+                            self._load_modern_record(share, sk, value, SR.PARSERS, SR.GROUP_METADATA,
+                                                     SR.TARGET_METADATA)
                         continue
                 if isinstance(k, R.OffsetKey):
                     gtp = (k.group, k.topic, k.partition)
@@ -336,6 +344,8 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
             self.groups[gid] = group
             self._on_group_loaded(group)
             loaded += 1
+        if self.share is not None:
+            self.share.load_groups({gid: d for gid, d in share.items() if self.partition_for(gid) == partition})
         self._load_open_txn_offsets(partition)
         for producer_id, commit in mine:                  # markers appended after the loaded range
             self.complete_txn(producer_id, [partition], commit)
@@ -366,12 +376,14 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         return group
 
     @staticmethod
-    def _load_modern_record(modern: dict, k, value) -> None:
-        """One consumer-protocol record into ``modern`` (last value wins, a tombstone deletes)."""
+    def _load_modern_record(modern: dict, k, value, parsers=MR.PARSERS, epoch_kind=MR.GROUP_METADATA,
+                            target_kind=MR.TARGET_METADATA) -> None:
+        """One consumer-protocol (or, with share ``parsers`` and kinds, share group) record into
+        ``modern`` (last value wins, a tombstone deletes)."""
         d = modern.setdefault(k.group, {"members": {}})
-        field = {MR.GROUP_METADATA: "epoch", MR.PARTITION_METADATA: "metadata",
-                 MR.TARGET_METADATA: "assignment_epoch"}.get(k.kind)
-        parsed = None if value is None else MR.PARSERS[k.kind](value)
+        field = {epoch_kind: "epoch", MR.PARTITION_METADATA: "metadata",
+                 target_kind: "assignment_epoch"}.get(k.kind)
+        parsed = None if value is None else parsers[k.kind](value)
         if field is not None:
             d[field] = parsed
         elif parsed is None:
@@ -392,6 +404,8 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         """Drop the groups of ``partition``; their waiting requests get NOT_COORDINATOR."""
         self.owned.discard(partition)
         self.loading.pop(partition, None)
+        if self.share is not None:
+            self.share.unload_groups(lambda gid: self.partition_for(gid) == partition)
         for gid, group in list(self.groups.items()):
             if self.partition_for(gid) == partition:
                 self._on_group_unloaded(group)
@@ -432,7 +446,12 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
             return await self._append_unlocked(group, records)
 
     async def _append_unlocked(self, group: Group, records) -> int:
-        partition = self.partition_for(group.group_id)
+        return await self.append_records(group.group_id, records)
+
+    async def append_records(self, group_id: str, records) -> int:
+        """Append ``records`` to the partition of ``group_id`` (the caller keeps the writes of a
+        group in order); the error code of a failure, 0 on success."""
+        partition = self.partition_for(group_id)
         if partition not in self.owned:
             return E.NOT_LEADER_OR_FOLLOWER
         try:

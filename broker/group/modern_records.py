@@ -71,22 +71,24 @@ class CurrentAssignment:
     revoking: dict
 
 
-def key(kind: int, group: str, member: str | None = None) -> bytes:
+def key(kind: int, group: str, member: str | None = None, with_member=_WITH_MEMBER) -> bytes:
+    """The key of record type ``kind``: the group, and the member for the types ``with_member``."""
     w = _Writer(kind)
     w.string(group)
-    if kind in _WITH_MEMBER:
+    if kind in with_member:
         w.string(member)
     return bytes(w.out)
 
 
-def parse_key(data) -> ModernKey | None:
-    """A consumer-protocol group key, or None for any other key version."""
+def parse_key(data, kinds=KINDS, with_member=_WITH_MEMBER, cls=ModernKey):
+    """A consumer-protocol group key (or, with other ``kinds``, ``with_member`` and ``cls``, a
+    share group key), or None for any other key version."""
     r = _Reader(data)
     kind = r.i16()
-    if kind not in KINDS:
+    if kind not in kinds:
         return None
     group = r.string()
-    return ModernKey(kind, group, r.string() if kind in _WITH_MEMBER else None)
+    return cls(kind, group, r.string() if kind in with_member else None)
 
 
 # --------------------------------------------------------------------------- values

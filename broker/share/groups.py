@@ -14,17 +14,23 @@ with more members than partitions every partition goes to several members, so th
 has one.  A member whose session (``group.share.session.timeout.ms``) passes without a
 heartbeat is removed.
 
-Groups live in memory; the records a group consumed are kept by the share partitions
-(``broker/share/manager.py``) in ``__share_group_state``.
+A group's epochs, members and assignments are written to ``__consumer_offsets`` before a
+heartbeat is answered (Kafka 4.2's records, ``group_records.py``) and read back when the broker
+starts, so a member goes on at its epoch after a restart; the records a group consumed are kept
+by the share partitions (``broker/share/manager.py``) in ``__share_group_state``.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
+
+from broker.share.group_records import topics_hash
 
 log = logging.getLogger("odradek.share")
 
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
+EMPTY_HASH = topics_hash({})
 
 
 @dataclass
@@ -49,6 +55,9 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict = field(default_factory=dict)        # member id -> ShareMember
     topics_seen: dict = field(default_factory=dict)    # topic name -> (topic id, partition count)
+    metadata_hash: int = EMPTY_HASH                    # topics_hash(topics_seen), written with the epoch
+    persisted: dict | None = None                      # what __consumer_offsets holds (manager._records)
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @property
     def state(self) -> str:

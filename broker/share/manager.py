@@ -32,7 +32,9 @@ import re
 import time
 import uuid
 
-from broker.share.groups import ShareGroup, ShareMember, simple_assign
+from broker.group.modern_records import epoch_value, target_member_value
+from broker.share import group_records as SR
+from broker.share.groups import EMPTY_HASH, ShareGroup, ShareMember, simple_assign
 from broker.share.partition import REJECT, RENEW, InvalidRecordState, InvalidRequest, SharePartition
 from broker.share.state_log import ShareStateLog
 from protocol import records as rec
@@ -178,16 +180,19 @@ class ShareCoordinator:
         interval = self._group_config(group_id, "share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms")
         session_ms = self._group_config(group_id, "share.session.timeout.ms", "group.share.session.timeout.ms")
         out["heartbeat_interval_ms"] = interval
-        if group is None and member_epoch == -1:
-            return fail(E.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
-        # An unknown group with a member epoch above 0 is UNKNOWN_MEMBER_ID here, where Kafka says
-        # GROUP_ID_NOT_FOUND: membership is not kept across a restart, so this is a member of a
-        # group from before it, and UNKNOWN_MEMBER_ID makes it rejoin (GROUP_ID_NOT_FOUND is fatal
-        # to librdkafka).
+        if group is None and member_epoch != 0:
+            # A group known only by the share partitions it left in __share_group_state (from
+            # before its members were written to __consumer_offsets) exists, with no members.
+            if not self.has_group(group_id):
+                return fail(E.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            return fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         if member_epoch == -1:
             if member_id not in group.members:
                 return fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
             await self._remove_member(group, member_id)
+            err = await self._write_group(group)
+            if err:
+                return fail(err)
             out["member_epoch"] = -1
             return out
         member = group.members.get(member_id) if group is not None else None
@@ -223,7 +228,10 @@ class ShareCoordinator:
         seen = self._topics_of(group.subscribed_topics())
         if seen != group.topics_seen:
             group.topics_seen = seen
-            group.epoch += 1
+            digest = SR.topics_hash(seen)
+            if digest != group.metadata_hash:       # not after a restart, if the topics stayed as they were
+                group.metadata_hash = digest
+                group.epoch += 1
         while group.assignment_epoch != group.epoch:
             # the writes of _initialize let other heartbeats in: a target computed for an epoch
             # that moved on meanwhile is computed again
@@ -243,6 +251,9 @@ class ShareCoordinator:
             member.sent_epoch = group.assignment_epoch
             member.current = member.assigned
             out["assignment"] = member.assigned
+        err = await self._write_group(group)
+        if err:
+            return fail(err)
         out["member_epoch"] = member.epoch
         return out
 
@@ -309,6 +320,7 @@ class ShareCoordinator:
         if not group.members:
             group.assignment_epoch = group.epoch
             group.topics_seen = {}
+            group.metadata_hash = EMPTY_HASH
 
     async def _close_session(self, group: str, member_id: str) -> None:
         s = self.sessions.pop((group, member_id), None)
@@ -360,6 +372,89 @@ class ShareCoordinator:
         coord = self.broker.groups
         return sorted((g, s) for g, s in out.items()
                       if coord is None or coord._owns(coord.partition_for(g)))
+
+    # ------------------------------------------------------------------ membership records
+    @staticmethod
+    def _records(group: ShareGroup) -> tuple[list, dict]:
+        """The records that take ``__consumer_offsets`` from ``group.persisted`` to the group as
+        it is now (in Kafka's order: members gone, member metadata, group epoch, targets, target
+        epoch, current assignments), and the snapshot they leave."""
+        gid = group.group_id
+        old = group.persisted or {"epoch": None, "assignment_epoch": None, "members": {}}
+        snaps = {mid: (SR.MemberMetadata(m.rack_id, m.client_id, m.client_host, m.subscribed), _frozen(m.assigned),
+                       (m.epoch, m.previous_epoch, _frozen(m.current)))
+                 for mid, m in group.members.items()}
+        changed = {mid: old["members"].get(mid) or (None, None, None) for mid in sorted(snaps)}
+        recs = [(SR.key(k, gid, mid), None) for mid in sorted(set(old["members"]) - set(snaps)) for k in SR.MEMBER_KINDS]
+        recs += [(SR.key(SR.MEMBER_METADATA, gid, mid), SR.member_metadata_value(snaps[mid][0]))
+                 for mid, o in changed.items() if o[0] != snaps[mid][0]]
+        epoch = (group.epoch, group.metadata_hash)
+        if epoch != old["epoch"]:
+            recs.append((SR.key(SR.GROUP_METADATA, gid), SR.group_metadata_value(*epoch)))
+        recs += [(SR.key(SR.TARGET_MEMBER, gid, mid), target_member_value(group.members[mid].assigned))
+                 for mid, o in changed.items() if o[1] != snaps[mid][1]]
+        if group.assignment_epoch != old["assignment_epoch"]:
+            recs.append((SR.key(SR.TARGET_METADATA, gid), epoch_value(group.assignment_epoch)))
+        for mid, o in changed.items():
+            if o[2] != snaps[mid][2]:
+                m = group.members[mid]
+                recs.append((SR.key(SR.CURRENT_ASSIGNMENT, gid, mid), SR.current_assignment_value(
+                    SR.CurrentAssignment(m.epoch, m.previous_epoch, m.current))))
+        return recs, {"epoch": epoch, "assignment_epoch": group.assignment_epoch, "members": snaps}
+
+    async def _write_group(self, group: ShareGroup) -> int:
+        """Write what changed in ``group``'s membership to ``__consumer_offsets``; the error a
+        member should see (0 if all is written)."""
+        coord = self.broker.groups
+        if coord is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        async with group.write_lock:
+            recs, snap = self._records(group)
+            if not recs:
+                return E.NONE
+            err = await coord.append_records(group.group_id, recs)
+            if err:
+                return coord._store_group_error(err)
+            group.persisted = snap
+            return E.NONE
+
+    async def _write_quietly(self, group: ShareGroup) -> None:
+        err = await self._write_group(group)
+        if err:
+            log.warning("could not write share group %s to __consumer_offsets: error %d (written with its next "
+                        "change)", group.group_id, err)
+
+    def load_groups(self, data: dict) -> None:
+        """The share groups read from a partition of ``__consumer_offsets`` ({group id: {"epoch",
+        "assignment_epoch", "members": {member id: {record type: value}}}}: the last value of
+        each key).  Every member's session starts again now, as in Kafka."""
+        now = _now_ms()
+        for gid, d in data.items():
+            if d.get("epoch") is None:
+                continue
+            epoch, digest = d["epoch"]
+            group = ShareGroup(gid, epoch=epoch, assignment_epoch=d.get("assignment_epoch") or 0,
+                               metadata_hash=digest)
+            session_ms = self._group_config(gid, "share.session.timeout.ms", "group.share.session.timeout.ms")
+            for mid, recs in sorted(d["members"].items()):
+                meta = recs.get(SR.MEMBER_METADATA)
+                if meta is None:
+                    continue
+                current = recs.get(SR.CURRENT_ASSIGNMENT) or SR.CurrentAssignment(0, -1, {})
+                group.members[mid] = ShareMember(
+                    mid, meta.rack_id, meta.client_id, meta.client_host, tuple(sorted(set(meta.subscribed))),
+                    epoch=current.epoch, previous_epoch=current.previous_epoch,
+                    assigned=_lists(recs.get(SR.TARGET_MEMBER) or {}), current=_lists(current.assigned),
+                    deadline_ms=now + session_ms)
+            group.persisted = self._records(group)[1]
+            self.groups[gid] = group
+            log.info("loaded share group %s (epoch %d) with %d members", gid, epoch, len(group.members))
+
+    def unload_groups(self, belongs) -> None:
+        """Forget the groups for which ``belongs(group id)`` holds (their partition of
+        ``__consumer_offsets`` moved away)."""
+        for gid in [g for g in self.groups if belongs(g)]:
+            del self.groups[gid]
 
     # ------------------------------------------------------------------ fetch and acknowledge
     def _session_for(self, group: str, member: str, epoch: int, now: int, connection=None):
@@ -521,10 +616,14 @@ class ShareCoordinator:
 
     async def _tick(self, now: int) -> None:
         for group in list(self.groups.values()):
+            gone = False
             for mid, m in list(group.members.items()):
                 if m.deadline_ms and m.deadline_ms < now:
                     log.info("share group %s: member %s left (session timed out)", group.group_id, mid)
                     await self._remove_member(group, mid)
+                    gone = True
+            if gone:
+                await self._write_quietly(group)
         expired = []
         for (g, tid, p), sp in list(self.partitions.items()):
             d = sp.next_deadline()
@@ -555,7 +654,8 @@ class ShareCoordinator:
         """Set the start offsets {(topic id, partition): offset} of an empty group's share
         partitions: nothing is in flight afterwards.  {(topic id, partition): (error, message)}."""
         out = {}
-        self.groups.setdefault(group_id, ShareGroup(group_id))
+        if group_id not in self.groups:         # created empty, as Kafka does
+            await self._write_quietly(self.groups.setdefault(group_id, ShareGroup(group_id)))
         for (tid, p), offset in offsets.items():
             name = self.topic_name(tid)
             part = self.broker.replicas.get(name, p) if name is not None else None
@@ -587,6 +687,7 @@ class ShareCoordinator:
         g = self.groups.get(group_id)
         if g is not None:
             g.epoch += 1            # members, if any later, get the deleted partitions afresh
+            await self._write_quietly(g)
 
     # ------------------------------------------------------------------ deletion
     async def delete_group(self, group_id: str) -> int:
@@ -595,6 +696,15 @@ class ShareCoordinator:
             return E.NON_EMPTY_GROUP
         keys = [k for k in self.partitions if k[0] == group_id]
         persisted = self.state.keys_of(group_id) if group_id in self._persisted_groups() else []
+        if group is not None and group.persisted is not None:
+            async with group.write_lock:
+                recs = [(SR.key(k, group_id, mid), None) for mid in sorted(group.persisted["members"])
+                        for k in SR.MEMBER_KINDS]
+                recs += [(SR.key(SR.TARGET_METADATA, group_id), None), (SR.key(SR.GROUP_METADATA, group_id), None)]
+                err = await self.broker.groups.append_records(group_id, recs)
+                if err:
+                    return self.broker.groups._store_group_error(err)
+                group.persisted = None
         for k in set(keys) | set(persisted):
             self.partitions.pop(k, None)
             await self.state.write(k[0], k[1], k[2], 0, -1, None)
@@ -641,6 +751,14 @@ def _check_batches(batches, renew: bool = False) -> None:
         if any(not 0 <= t <= top for t in types):
             raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
         prev = last
+
+
+def _frozen(assignment: dict) -> tuple:
+    return tuple(sorted((str(t), tuple(sorted(ps))) for t, ps in assignment.items() if ps))
+
+
+def _lists(assignment: dict) -> dict:
+    return {t: sorted(ps) for t, ps in assignment.items() if ps}
 
 
 def _now_ms() -> int:

@@ -377,6 +377,77 @@ def test_a_lost_heartbeat_answer_and_offsets_apis_on_a_share_group(kafka):
         assert r.responses[0].partitions[0].acknowledge_error_code == E.INVALID_REQUEST
 
 
+def _members(d) -> dict:
+    return {m.member_id: (m.member_epoch, sorted((str(t.topic_id), tuple(t.partitions))
+                                                 for t in m.assignment.topic_partitions)) for m in d.members}
+
+
+def test_membership_survives_a_kill_minus_9(tmp_path):
+    """Share group membership is written to __consumer_offsets before a heartbeat is answered
+    (Kafka 4.2's records): after a kill -9 and a restart the group has the same epochs, members
+    and assignments, a member goes on at its epoch without rejoining, a member that left stays
+    gone, a deleted group stays deleted, and a heartbeat above epoch 0 for a group that never
+    was is GROUP_ID_NOT_FOUND, as in Kafka."""
+    from protocol.messages import DeleteGroupsRequest
+    b = BrokerProcess(tmp_path, name="broker", props=PROPS)
+    b.start()
+    try:
+        topic, group, deleted = unique("sq"), unique("sg"), unique("sg")
+        create_topic(b, topic, 2)
+        c = share_consumer(b, group, topic)
+        with _conn(b) as raw:
+            tid = _topic_id(raw, topic)
+            member = _join_raw(raw, b, group, topic)
+            for _ in range(3):                   # members coming and going move the epoch on
+                other = uuid.uuid4().hex[:22]
+                assert _heartbeat(raw, group, other, 0, [topic]).error_code == 0
+                assert _heartbeat(raw, group, other, -1).member_epoch == -1
+            gone = uuid.uuid4().hex[:22]
+            gone_epoch = _heartbeat(raw, group, gone, 0, [topic]).member_epoch
+            assert _heartbeat(raw, group, gone, -1).member_epoch == -1
+            wait_assigned(c, b, group, members=2)
+            mine = _heartbeat(raw, group, member, _heartbeat(raw, group, member, 0, [topic]).member_epoch)
+            assert mine.error_code == 0
+            temp = _join_raw(raw, b, deleted, topic)
+            assert _heartbeat(raw, deleted, temp, -1).member_epoch == -1
+            assert raw.request(42, 2, DeleteGroupsRequest(groups_names=[deleted])).results[0].error_code == 0
+        wait_for(lambda: all(e == describe(b, group).group_epoch for e, _ in _members(describe(b, group)).values()),
+                 30, what="every member at the group epoch")
+        before = describe(b, group)
+        assert before.group_epoch >= 8 and len(before.members) == 2
+        b.kill()
+        b.start()
+        after = describe(b, group)
+        assert after.error_code == 0
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        assert _members(after) == _members(before)
+        assert {m.member_id: (m.client_id, tuple(m.subscribed_topic_names)) for m in after.members} == \
+            {m.member_id: (m.client_id, tuple(m.subscribed_topic_names)) for m in before.members}
+        with _conn(b) as raw:
+            r = _heartbeat(raw, group, member, mine.member_epoch)
+            assert r.error_code == 0 and r.member_epoch == mine.member_epoch
+            assert [(t.topic_id, sorted(t.partitions)) for t in r.assignment.topic_partitions] == \
+                [(tid, list(_members(before)[member][1][0][1]))]
+            assert _heartbeat(raw, group, gone, gone_epoch).error_code == E.UNKNOWN_MEMBER_ID
+            r = _heartbeat(raw, deleted, temp, 1)
+            assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, f"Share group {deleted} not found.")
+            assert _heartbeat(raw, unique("never"), member, 3).error_code == E.GROUP_ID_NOT_FOUND
+            # the ShareConsumer goes on at its epoch: it reads its partition without rejoining
+            theirs = [m for m in after.members if m.member_id != member][0]
+            partition = theirs.assignment.topic_partitions[0].partitions[0]
+            values = [f"after{i}".encode() for i in range(20)]
+            produce(b, topic, values, partition=partition)
+            got = drain([c], 20, timeout=30)[0]
+            assert sorted(v for v, _ in got) == sorted(values)
+            assert _members(describe(b, group))[theirs.member_id][0] == theirs.member_epoch
+            assert _heartbeat(raw, group, member, mine.member_epoch).member_epoch == mine.member_epoch
+    finally:
+        try:
+            c.close()
+        finally:
+            b.stop()
+
+
 def test_list_describe_and_delete_share_groups(kafka):
     from protocol.messages import DeleteGroupsRequest, ListGroupsRequest
     topic, group = unique("sq"), unique("sg")
