@@ -44,10 +44,35 @@ def log_config_for(broker_cfg, overrides) -> LogConfig:
     return LogConfig.from_properties(props)
 
 
-class Partition:
+class Wakeable:
+    """Something long polls park on: ``wake`` resolves every future registered with
+    ``add_waiter`` (``wait_for_wake`` registers one and waits for it)."""
+
+    def __init__(self):
+        self._waiters: list[asyncio.Future] = []
+
+    def add_waiter(self, fut: asyncio.Future) -> None:
+        self._waiters.append(fut)
+
+    def remove_waiter(self, fut: asyncio.Future) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def wake(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for f in waiters:
+                if not f.done():
+                    f.set_result(None)
+
+
+class Partition(Wakeable):
     """One hosted partition.  Owned by the event loop; not thread-safe."""
 
     def __init__(self, manager, topic, partition, topic_id, log_):
+        super().__init__()
         self.manager = manager
         self.topic = topic
         self.partition = partition
@@ -57,7 +82,6 @@ class Partition:
         self.leader_epoch = 0
         self.replicas: list[int] = []
         self.isr: list[int] = []
-        self._waiters: list[asyncio.Future] = []
         # Cluster (ZooKeeper) mode only; see broker/replication.py.
         self.partition_epoch = 0          # zkVersion of the state znode
         self.remote: dict = {}            # follower id -> RemoteReplica (while leader)
@@ -75,22 +99,6 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
-
-    def add_waiter(self, fut: asyncio.Future) -> None:
-        self._waiters.append(fut)
-
-    def remove_waiter(self, fut: asyncio.Future) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
-
-    def wake(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, []
-            for f in waiters:
-                if not f.done():
-                    f.set_result(None)
 
     def maybe_advance_high_watermark(self) -> bool:
         """Move the high watermark to the minimum log end offset over the ISR."""
@@ -128,12 +136,7 @@ class Partition:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return E.REQUEST_TIMED_OUT
-            fut = loop.create_future()
-            self.add_waiter(fut)
-            try:
-                await wait_until(fut, deadline)
-            finally:
-                self.remove_waiter(fut)
+            await wait_for_wake((self,), deadline)
         return 0
 
 
@@ -146,6 +149,18 @@ def not_leader_error(part) -> int:
 def _expire(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+async def wait_for_wake(sources, deadline: float) -> None:
+    """Wait until one of ``sources`` (``Wakeable``) wakes, or until the loop time ``deadline``."""
+    fut = asyncio.get_running_loop().create_future()
+    for s in sources:
+        s.add_waiter(fut)
+    try:
+        await wait_until(fut, deadline)
+    finally:
+        for s in sources:
+            s.remove_waiter(fut)
 
 
 async def wait_until(fut: asyncio.Future, deadline: float) -> None:

@@ -29,7 +29,7 @@ import time
 from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
 from broker.fetch_session import FetchContext, new_context, records_size
-from broker.replica import not_leader_error, wait_until
+from broker.replica import not_leader_error, wait_for_wake
 from broker.replication import now_ms
 from broker.security import acl as A
 from protocol import records as rec
@@ -229,14 +229,7 @@ async def fetch(ctx, req):
             remaining = deadline - loop.time()
             if remaining <= 0 or ctx.connection.closed:
                 break
-            fut = loop.create_future()
-            for p in hosted:
-                p.add_waiter(fut)
-            try:
-                await wait_until(fut, deadline)
-            finally:
-                for p in hosted:
-                    p.remove_waiter(fut)
+            await wait_for_wake(hosted, deadline)
             responses, total = _read_all(ctx, req, plan, follower, throttled)
     if throttled is not None:
         _record_throttled(broker.replicas.replication.leader_quota, responses)

@@ -15,7 +15,7 @@ import asyncio
 from broker.dispatch import handler
 from broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, INT_MIN, _client_host
 from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, PARTITION_READ_BYTES, _now_ms
-from broker.replica import wait_until
+from broker.replica import wait_for_wake
 from protocol.errors import ErrorCode as E
 from protocol.messages import (AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsResponse,
                                DescribeShareGroupOffsetsResponse, ShareAcknowledgeResponse, ShareFetchResponse,
@@ -159,26 +159,31 @@ async def share_fetch(ctx, req):
         return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms,
                  responses=_by_topic(R, ctx, share, {k: v for k, v in named.items() if k in results}))
     max_records = max(req.max_records, 0)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+    waits = req.max_wait_ms > 0 and bool(session.partitions) and max_records > 0
+    # MinBytes, as Kafka's delayed share fetch: nothing is acquired until that many bytes are
+    # there to read past the partitions' next offsets, or MaxWaitMs has passed
+    while waits and req.min_bytes > 1 and share.readable_bytes(session, req.min_bytes) < req.min_bytes \
+            and await _park(ctx, share, session, deadline):
+        pass
     found = await _acquire_all(ctx, share, session, named, req, max_records)
-    if not found and req.max_wait_ms > 0 and session.partitions and max_records:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + req.max_wait_ms / 1000
-        hosted = [ctx.broker.replicas.get(n, p) for (tid, p), n in session.partitions.items()]
-        hosted = [h for h in hosted if h is not None]
-        while not found and loop.time() < deadline and not ctx.connection.closed \
-                and share.sessions.get((group, member)) is session:
-            fut = loop.create_future()
-            for h in hosted:
-                h.add_waiter(fut)
-            share.add_waiter(fut)
-            try:
-                await wait_until(fut, deadline)
-            finally:
-                for h in hosted:
-                    h.remove_waiter(fut)
-                share.remove_waiter(fut)
-            found = await _acquire_all(ctx, share, session, named, req, max_records)
+    while waits and not found and await _park(ctx, share, session, deadline):
+        found = await _acquire_all(ctx, share, session, named, req, max_records)
     return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms, responses=_by_topic(R, ctx, share, named))
+
+
+async def _park(ctx, share, session, deadline: float) -> bool:
+    """Wait for an append to a partition of the session, or for records that come free, until
+    ``deadline``; False without waiting once it has passed, the connection closed or the
+    session was replaced."""
+    loop = asyncio.get_running_loop()
+    if loop.time() >= deadline or ctx.connection.closed \
+            or share.sessions.get((session.group, session.member)) is not session:
+        return False
+    hosted = [ctx.broker.replicas.get(n, p) for (_tid, p), n in session.partitions.items() if n is not None]
+    await wait_for_wake([h for h in hosted if h is not None] + [share], deadline)
+    return True
 
 
 async def _acquire_all(ctx, share, session, named, req, max_records) -> int:

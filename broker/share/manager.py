@@ -33,6 +33,7 @@ import time
 import uuid
 
 from broker.group.modern_records import epoch_value, target_member_value
+from broker.replica import Wakeable
 from broker.share import group_records as SR
 from broker.share.groups import EMPTY_HASH, ShareGroup, ShareMember, simple_assign
 from broker.share.partition import REJECT, RENEW, InvalidRecordState, InvalidRequest, SharePartition
@@ -75,15 +76,17 @@ def _next_epoch(e: int) -> int:
     return 1 if e >= 0x7FFFFFFF else e + 1
 
 
-class ShareCoordinator:
+class ShareCoordinator(Wakeable):
+    """A ``Wakeable``: share fetches park on it for records that come free."""
+
     def __init__(self, broker):
+        super().__init__()
         self.broker = broker
         self.cfg = broker.config
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple, SharePartition] = {}     # (group, topic id, partition)
         self.sessions: dict[tuple, ShareSession] = {}         # (group, member id)
         self.state = ShareStateLog(broker)
-        self._waiters: list[asyncio.Future] = []
         self._task: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ life cycle
@@ -338,7 +341,7 @@ class ShareCoordinator:
         for tid, p, sp in changed:
             await self._persist_quietly(group, tid, p, sp)
         if changed:
-            self._wake()
+            self.wake()
 
     def describe(self, group_id: str):
         err = self._coordinator_error(group_id)
@@ -535,7 +538,7 @@ class ShareCoordinator:
                     code, message = code_for_exception(e), str(e)
             out[(tid, p)] = (code, message)
         if out:
-            self._wake()
+            self.wake()
         return out
 
     def acquire(self, group: str, member: str, tid: uuid.UUID, topic: str, p: int, sp: SharePartition,
@@ -579,6 +582,29 @@ class ShareCoordinator:
                 end = h.pos + h.size
         return E.NONE, bytes(buf[start:end]), runs
 
+    def readable_bytes(self, session: ShareSession, enough: int) -> int:
+        """The bytes a fetch of ``session`` could read from its partitions' next fetch offsets to
+        their high watermarks (last stable offsets in a read_committed group), counted up to
+        ``enough``; Kafka's measure for MinBytes, which counts records others hold as well."""
+        committed = str(self._group_config(session.group, "share.isolation.level", None,
+                                           "read_uncommitted")).lower() == "read_committed"
+        total = 0
+        for (tid, p), name in session.partitions.items():
+            part = self.broker.replicas.get(name, p) if name is not None else None
+            if part is None or part.log is None or not part.is_leader:
+                continue
+            sp = self.partitions.get((session.group, tid, p))
+            if sp is None:              # not read from __share_group_state yet: the fetch does that
+                return enough
+            limit = part.log.last_stable_offset() if committed else part.high_watermark
+            try:
+                total += part.log.read(sp.next_fetch_offset(), enough - total, max_offset=limit).length
+            except OffsetOutOfRangeError:
+                continue
+            if total >= enough:
+                break
+        return total
+
     async def _persist(self, group: str, tid: uuid.UUID, p: int, sp: SharePartition) -> None:
         await self.state.write(group, tid, p, sp.state_epoch, -1, sp.start, sp.state_batches())
 
@@ -589,21 +615,6 @@ class ShareCoordinator:
             log.warning("could not write the share state of %s %s-%d: %r", group, tid, p, e)
 
     # ------------------------------------------------------------------ waiting
-    def add_waiter(self, fut: asyncio.Future) -> None:
-        self._waiters.append(fut)
-
-    def remove_waiter(self, fut: asyncio.Future) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
-
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for f in waiters:
-            if not f.done():
-                f.set_result(None)
-
     async def _tick_loop(self) -> None:
         while True:
             await asyncio.sleep(LOCK_TICK_S)
@@ -632,7 +643,7 @@ class ShareCoordinator:
         for g, tid, p, sp in expired:
             await self._persist_quietly(g, tid, p, sp)
         if expired:
-            self._wake()
+            self.wake()
 
     # ------------------------------------------------------------------ offsets (admin)
     def start_offsets(self, group_id: str) -> dict:

@@ -233,7 +233,7 @@ def _heartbeat(c, group, member, epoch, topics=None):
                                                        rack_id=None, subscribed_topic_names=topics))
 
 
-def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1):
+def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1, min_bytes=1):
     F = ShareFetchRequest
     topics = []
     if tid is not None:
@@ -241,7 +241,7 @@ def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1):
             partition_index=0, partition_max_bytes=0, acknowledgement_batches=[
                 F.AcknowledgementBatch(first_offset=a, last_offset=z, acknowledge_types=t) for a, z, t in acks or ()])])]
     return c.request(78, version, F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
-                                    min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500,
+                                    min_bytes=min_bytes, max_bytes=1 << 20, max_records=500, batch_size=500,
                                     topics=topics, forgotten_topics_data=[]))
 
 
@@ -286,6 +286,33 @@ def test_share_sessions_and_acknowledgements_answer_as_kafka(kafka):
         r = c.request(79, 1, ack)
         assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
         assert _fetch(c, group, member, 5).error_code == E.SHARE_SESSION_NOT_FOUND         # closed by -1
+
+
+def test_share_fetch_waits_for_min_bytes(kafka):
+    """MinBytes, as Kafka's delayed share fetch: a fetch acquires nothing until MinBytes are there
+    to read, then takes them all in one answer; when MaxWaitMs passes first it takes what there
+    is."""
+    import threading
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    with _conn(kafka) as c:
+        tid = _topic_id(c, topic)
+        member = _join_raw(c, kafka, group, topic)
+        assert _fetch(c, group, member, 0, tid).error_code == 0
+        produce(kafka, topic, [b"small"])
+        answer: list = []
+        waiting = threading.Thread(target=lambda: answer.append(
+            _fetch(c, group, member, 1, wait=60_000, min_bytes=4000)))
+        waiting.start()
+        waiting.join(1.0)
+        assert waiting.is_alive() and not answer          # 1 record of some 80 bytes is not enough
+        produce(kafka, topic, [b"x" * 1000 for _ in range(5)], batch=1)
+        waiting.join(30)
+        p = answer[0].responses[0].partitions[0]
+        assert [(a.first_offset, a.last_offset) for a in p.acquired_records] == [(0, 5)]
+        produce(kafka, topic, [b"lone"])
+        r = _fetch(c, group, member, 2, wait=300, min_bytes=1 << 20)      # MaxWaitMs passes: what there is
+        assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(6, 6)]
 
 
 def test_a_closed_connection_releases_what_its_session_held(kafka):
