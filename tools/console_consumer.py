@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 import sys
@@ -31,7 +32,12 @@ def build_parser() -> OptionParser:
     p.add("consumer.config", "A properties file of consumer settings (--consumer-property "
                              "wins).", "config file")
     p.add("command-config", "Same as --consumer.config.", "config file")
-    p.add("formatter", "Only the default formatter is available.", "class",
+    p.add("formatter", "The class that formats each record: DefaultMessageFormatter, "
+                       "NoOpMessageFormatter, or for internal topics OffsetsMessageFormatter, "
+                       "GroupMetadataMessageFormatter, ShareGroupMessageFormatter "
+                       "(__consumer_offsets), TransactionLogMessageFormatter (__transaction_state) "
+                       "and group.share.ShareGroupStateMessageFormatter (__share_group_state), all "
+                       "in org.apache.kafka.tools.consumer.", "class",
           default="org.apache.kafka.tools.consumer.DefaultMessageFormatter")
     p.add("property", "A formatter setting, key=value (repeatable): print.timestamp, print.key, "
                       "print.offset, print.partition, print.headers, print.value, key.separator, "
@@ -102,6 +108,64 @@ class Formatter:
         return self.key_sep.join(cols) + self.line_sep
 
 
+class NoOpFormatter:
+    def format(self, r) -> bytes:  # noqa: ARG002
+        return b""
+
+
+class CoordinatorFormatter:
+    """Kafka's formatters for the records of its internal topics: each record of the kinds in
+    ``kinds`` as one JSON object, ``{"key":{"<label>":K,"data":{...}},"value":{"version":V,
+    "data":{...}}}`` (``"value":null`` for a tombstone), with no line separator, as Kafka writes
+    them.  The formatters Kafka 3.9 has label the key's type "version"; the share group ones,
+    which print Kafka 4.2's records, label it "type", as 4.2 does.  Records of other kinds, and
+    records without a key, print nothing."""
+
+    def __init__(self, key_of, value_of, kinds, label: str = "version"):
+        self.key_of, self.value_of, self.kinds, self.label = key_of, value_of, kinds, label
+
+    def format(self, r) -> bytes:
+        if r.key is None:
+            return b""
+        kind, key_data = self.key_of(r.key)
+        if key_data is None or (self.kinds is not None and kind not in self.kinds):
+            return b""
+        out = {"key": {self.label: kind, "data": key_data}, "value": None}
+        if r.value is not None:
+            version, data = self.value_of(kind, r.value)
+            out["value"] = {"version": version, "data": data}
+        return json.dumps(out, separators=(",", ":")).encode()
+
+
+_PKG = "org.apache.kafka.tools.consumer."
+_DEPRECATED = {"kafka.tools.DefaultMessageFormatter": _PKG + "DefaultMessageFormatter",
+               "kafka.tools.NoOpMessageFormatter": _PKG + "NoOpMessageFormatter"}
+
+
+def build_formatter(p, name: str, props: dict):
+    """The formatter of class ``name`` (Kafka's class names); an unknown class exits with its
+    name and the usage, as Kafka's ConsoleConsumer does."""
+    from tools import record_json as RJ
+    if name in _DEPRECATED:
+        print(f"WARNING: {name} is deprecated and will be removed in the next major release. "
+              f"Please use {_DEPRECATED[name]} instead", file=sys.stderr)
+        name = _DEPRECATED[name]
+    made = {
+        _PKG + "DefaultMessageFormatter": lambda: Formatter(props),
+        _PKG + "NoOpMessageFormatter": NoOpFormatter,
+        _PKG + "OffsetsMessageFormatter": lambda: CoordinatorFormatter(RJ.group_key, RJ.group_value, {0, 1}),
+        _PKG + "GroupMetadataMessageFormatter": lambda: CoordinatorFormatter(RJ.group_key, RJ.group_value, {2}),
+        _PKG + "TransactionLogMessageFormatter": lambda: CoordinatorFormatter(RJ.txn_key, RJ.txn_value, None),
+        _PKG + "ShareGroupMessageFormatter": lambda: CoordinatorFormatter(
+            RJ.group_key, RJ.group_value, set(range(10, 16)), "type"),
+        _PKG + "group.share.ShareGroupStateMessageFormatter": lambda: CoordinatorFormatter(
+            RJ.share_state_key, RJ.share_state_value, None, "type"),
+    }.get(name)
+    if made is None:
+        p.usage_exit(name)
+    return made()
+
+
 def _unescape(s: str) -> str:
     return s.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in s else s
 
@@ -166,12 +230,15 @@ def consumer_props(p, o):
     return props
 
 
-async def consume(o, props) -> int:
+def formatter_props(o) -> dict:
     fmt_props = {}
     if o.get("formatter-config"):
         fmt_props.update(load_properties(o["formatter-config"]))
     fmt_props.update(parse_kv_list(o["property"]))
-    formatter = Formatter(fmt_props)
+    return fmt_props
+
+
+async def consume(o, props, formatter) -> int:
     try:
         settings = consumer_settings(props)
     except ValueError as e:
@@ -295,7 +362,7 @@ def main(argv=None) -> int:
             props["group.id"] = None
             props.setdefault("enable.auto.commit", "false")
         o["_group_random"] = f"console-consumer-{random.randrange(100000)}"
-        return consume(o, props)
+        return consume(o, props, build_formatter(p, o["formatter"], formatter_props(o)))
 
     return run(body, sys.argv[1:] if argv is None else argv)
 

@@ -10,6 +10,7 @@ import sys
 
 from protocol import records as rec
 from protocol.compression import CODEC_NAMES
+from tools import record_json as RJ
 from tools.common import OptionParser, ToolError, parse_or_exit, require, run
 
 DESCRIPTION = ("Prints what is stored in segment files (.log) and their offset and time indexes, "
@@ -35,6 +36,8 @@ def build_parser() -> OptionParser:
           default=2 ** 31 - 1)
     p.add("offsets-decoder", "Decode the records as __consumer_offsets keys and values "
                              "(implies --print-data-log).")
+    p.add("share-group-state-decoder", "Decode the records as __share_group_state keys and "
+                                       "values (implies --print-data-log).")
     p.add("transaction-log-decoder", "Decode the records as __transaction_state keys "
                                      "(implies --print-data-log).")
     p.add("skip-record-metadata", "Leave out each record's offset, timestamp, sizes, sequence and "
@@ -48,196 +51,36 @@ def build_parser() -> OptionParser:
 
 # -- __consumer_offsets / __transaction_state decoding ------------------------------------------
 
-class _R:
-    def __init__(self, b):
-        self.b, self.p = bytes(b), 0
-
-    def i(self, fmt):
-        v = struct.unpack_from(fmt, self.b, self.p)[0]
-        self.p += struct.calcsize(fmt)
-        return v
-
-    def s(self, nullable=False):
-        n = self.i(">h")
-        if n < 0:
-            return None
-        v = self.b[self.p:self.p + n].decode("utf-8", "replace")
-        self.p += n
-        return v
-
-    def uvarint(self):
-        shift = out = 0
-        while True:
-            b = self.b[self.p]
-            self.p += 1
-            out |= (b & 0x7F) << shift
-            if b < 0x80:
-                return out
-            shift += 7
-
-    def cs(self):
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        v = self.b[self.p:self.p + n].decode("utf-8", "replace")
-        self.p += n
-        return v
-
-
 def _j(o):
     return json.dumps(o, separators=(",", ":"))
 
 
-def offsets_parser(key, value):
-    if key is None:
-        return "NO_KEY", "NO_PAYLOAD" if value is None else "<unknown>"
-    k = _R(key)
-    kv = k.i(">h")
-    if kv in (0, 1):
-        kd = {"group": k.s(), "topic": k.s(), "partition": k.i(">i")}
-        key_s = _j({"type": str(kv), "data": kd})
-        if value is None:
-            return key_s, "<DELETE>"
-        v = _R(value)
-        vv = v.i(">h")
+def _coordinator_parser(key_of, value_of):
+    """A --*-decoder: each record as DumpLogSegments prints a coordinator record,
+    ``{"type":"<key type>","data":{...}}`` and ``{"version":"<value version>","data":{...}}``
+    (``<DELETE>`` for a tombstone)."""
+    def parse(key, value):
+        if key is None:
+            return "NO_KEY", "NO_PAYLOAD" if value is None else "<unknown>"
         try:
-            if vv >= 4:
-                data = {"offset": v.i(">q"), "leaderEpoch": v.i(">i"), "metadata": v.cs(),
-                        "commitTimestamp": v.i(">q")}
-            else:
-                data = {"offset": v.i(">q")}
-                if vv == 3:
-                    data["leaderEpoch"] = v.i(">i")
-                data["metadata"] = v.s()
-                data["commitTimestamp"] = v.i(">q")
-                if vv == 1:
-                    data["expireTimestamp"] = v.i(">q")
-        except (struct.error, IndexError):
-            return key_s, "<unparseable>"
-        return key_s, _j({"version": str(vv), "data": data})
-    if kv == 2:
-        key_s = _j({"type": "2", "data": {"group": k.s()}})
+            kind, kd = key_of(key)
+        except Exception:
+            return "<unparseable>", "<unparseable>"
+        if kd is None:
+            return _j({"type": str(kind), "data": "<unknown>"}), "<unknown>"
+        key_s = _j({"type": str(kind), "data": kd})
         if value is None:
             return key_s, "<DELETE>"
         try:
-            return key_s, _group_metadata_json(value)
+            version, data = value_of(kind, value)
         except Exception:
             return key_s, "<unparseable>"
-    if 3 <= kv <= 8:                   # the consumer group protocol's records (KIP-848)
-        from broker.group import modern_records as MR
-        mk = MR.parse_key(key)
-        if mk is None:
-            return _j({"type": str(kv), "data": "<unknown>"}), "<unknown>"
-        kd = {"groupId": mk.group}
-        if mk.member is not None:          # the member records' keys carry the member id
-            kd["memberId"] = mk.member
-        key_s = _j({"type": str(kv), "data": kd})
-        if value is None:
-            return key_s, "<DELETE>"
-        try:
-            return key_s, _j({"version": str(struct.unpack_from(">h", value)[0]),
-                              "data": _consumer_group_value_json(kv, value)})
-        except Exception:
-            return key_s, "<unparseable>"
-    return _j({"type": str(kv), "data": "<unknown>"}), "<unknown>"
+        return key_s, _j({"version": str(version), "data": data})
+    return parse
 
 
-def _b64(data) -> str | None:
-    import base64
-    return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
-
-
-def _topic_partitions_json(parts: dict) -> list:
-    from controller.api import uuid_to_base64
-    return [{"topicId": uuid_to_base64(t), "partitions": sorted(ps)} for t, ps in sorted(parts.items())]
-
-
-def _consumer_group_value_json(kind: int, value) -> dict:
-    """A consumer-protocol record's value, with the field names and order of Kafka's
-    ConsumerGroup*Value specs (what kafka-dump-log's JSON converters print)."""
-    from broker.group import modern_records as MR
-    from controller.api import uuid_to_base64
-    parsed = MR.PARSERS[kind](value)
-    if kind == MR.GROUP_METADATA:
-        return {"epoch": parsed}
-    if kind == MR.TARGET_METADATA:
-        return {"assignmentEpoch": parsed}
-    if kind == MR.PARTITION_METADATA:
-        return {"topics": [{"topicId": uuid_to_base64(meta[0]), "topicName": name, "numPartitions": meta[1],
-                            "partitionMetadata": [{"partition": p, "racks": list(racks)} for p, racks in meta[2]]}
-                           for name, meta in parsed.items()]}
-    if kind == MR.MEMBER_METADATA:
-        out = {"instanceId": parsed.instance_id, "rackId": parsed.rack_id, "clientId": parsed.client_id,
-               "clientHost": parsed.client_host, "subscribedTopicNames": list(parsed.subscribed),
-               "subscribedTopicRegex": parsed.regex, "rebalanceTimeoutMs": parsed.rebalance_timeout_ms,
-               "serverAssignor": parsed.server_assignor}
-        if parsed.classic is not None:          # tagged field 0, written only when set
-            session, protocols = parsed.classic
-            out["classicMemberMetadata"] = {"sessionTimeoutMs": session, "supportedProtocols": [
-                {"name": n, "metadata": _b64(m)} for n, m in protocols]}
-        return out
-    if kind == MR.TARGET_MEMBER:
-        return {"topicPartitions": _topic_partitions_json(parsed)}
-    return {"memberEpoch": parsed.epoch, "previousMemberEpoch": parsed.previous_epoch,
-            "state": MR.STATE_CODES.get(parsed.state, -1),
-            "assignedPartitions": _topic_partitions_json(parsed.assigned),
-            "partitionsPendingRevocation": _topic_partitions_json(parsed.revoking)}
-
-
-def _group_metadata_json(value) -> str:
-    """GroupMetadataValue as Kafka's converter prints it (the fields of the record's version),
-    with each member's subscription and assignment decoded for protocol type "consumer"."""
-    from broker.group.records import parse_group_value
-    vv = struct.unpack_from(">h", value)[0]
-    g = parse_group_value(value)
-    data = {"protocolType": g.protocol_type, "generation": g.generation, "protocol": g.protocol,
-            "leader": g.leader}
-    if vv >= 2:
-        data["currentStateTimestamp"] = g.current_state_timestamp
-    members = []
-    for m in g.members:
-        md = {"memberId": m.member_id}
-        if vv >= 3:
-            md["groupInstanceId"] = m.group_instance_id
-        md.update(clientId=m.client_id, clientHost=m.client_host)
-        if vv >= 1:
-            md["rebalanceTimeout"] = m.rebalance_timeout
-        md["sessionTimeout"] = m.session_timeout
-        md["subscription"], md["assignment"] = _b64(m.subscription), _b64(m.assignment)
-        if g.protocol_type == "consumer":
-            for name, decode in (("subscription", _subscription_json), ("assignment", _assignment_json)):
-                try:
-                    md[name] = decode(getattr(m, name))
-                except Exception:
-                    pass                        # undecodable: the bytes stay, as Kafka leaves them
-        members.append(md)
-    data["members"] = members
-    return _j({"version": str(vv), "data": data})
-
-
-def _subscription_json(data) -> dict:
-    """ConsumerProtocolSubscription's fields at the subscription's own version."""
-    from broker.group.embedded import decode_subscription
-    sub = decode_subscription(data)
-    out = {"topics": list(sub.topics), "userData": _b64(sub.user_data)}
-    if sub.version >= 1:
-        out["ownedPartitions"] = [{"topic": t, "partitions": list(ps)} for t, ps in sub.owned.items()]
-    if sub.version >= 2:
-        out["generationId"] = sub.generation
-    if sub.version >= 3:
-        out["rackId"] = sub.rack_id
-    return out
-
-
-def _assignment_json(data) -> dict:
-    """ConsumerProtocolAssignment's fields: the partitions and the user data."""
-    from broker.group.embedded import _Reader
-    r = _Reader(bytes(data))
-    r.i16()
-    parts = r.topic_partitions()
-    user_data = r.nullable_bytes() if not r.at_end() else None
-    return {"assignedPartitions": [{"topic": t, "partitions": list(ps)} for t, ps in parts.items()],
-            "userData": _b64(user_data)}
+offsets_parser = _coordinator_parser(RJ.group_key, lambda kind, value: RJ.group_value(kind, value, decode_embedded=True))
+share_state_parser = _coordinator_parser(RJ.share_state_key, RJ.share_state_value)
 
 
 def txn_parser(key, value):
@@ -437,9 +280,11 @@ def execute(o):
         parser = offsets_parser
     elif o.has("transaction-log-decoder"):
         parser = txn_parser
+    elif o.has("share-group-state-decoder"):
+        parser = share_state_parser
     else:
         parser = string_parser
-    if o.has("offsets-decoder") or o.has("transaction-log-decoder"):
+    if o.has("offsets-decoder") or o.has("transaction-log-decoder") or o.has("share-group-state-decoder"):
         o["print-data-log"] = True
         o._given.add("print-data-log")
     deep = o.has("deep-iteration") or o.has("print-data-log")

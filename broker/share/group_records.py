@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from broker.group.modern_records import (_partitions, _read_partitions, _reader, _w, key as _key,
+from broker.group.modern_records import (_partitions, _read_partitions, _read_uuid, _reader, _w, key as _key,
                                          parse_epoch_value, parse_key as _parse_key, parse_target_member_value)
 
 MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 10, 11, 12, 13, 14
@@ -134,6 +134,27 @@ def parse_current_assignment_value(data) -> CurrentAssignment:
     assigned = _read_partitions(r)
     r.skip_tags()
     return CurrentAssignment(epoch, previous, assigned)
+
+
+def parse_state_partition_metadata_value(data) -> dict:
+    """ShareGroupStatePartitionMetadataValue (written by Kafka, not by Odradek): {"initializing"
+    and "initialized": [(topic id, name, partitions)], "deleting": [(topic id, name)]}."""
+    r = _reader(data)
+    out = {}
+    for name in ("initializing", "initialized"):
+        topics = []
+        for _ in range(r.array_len()):
+            tid, topic = _read_uuid(r), r.string()
+            topics.append((tid, topic, [r.i32() for _ in range(r.array_len())]))
+            r.skip_tags()
+        out[name] = topics
+    deleting = []
+    for _ in range(r.array_len()):
+        deleting.append((_read_uuid(r), r.string()))
+        r.skip_tags()
+    out["deleting"] = deleting
+    r.skip_tags()
+    return out
 
 
 PARSERS = {

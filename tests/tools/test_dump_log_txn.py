@@ -3,6 +3,7 @@ as Kafka 3.9's TransactionLog.formatRecordKeyAndValue prints it."""
 from __future__ import annotations
 
 import glob
+import json
 import re
 
 import pytest
@@ -29,6 +30,26 @@ def test_transaction_log_decoder(tmp_path):
         p.produce("tx", b"a", partition=0)
         p.produce("tx", b"b", partition=1)
         p.commit_transaction(30)
+        # kafka-console-consumer.sh's TransactionLogMessageFormatter: Kafka 3.9's JSON, one
+        # object after another
+        r = tool("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", "__transaction_state",
+                 "--from-beginning", "--timeout-ms", 2500,
+                 "--formatter", "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter")
+        assert r.rc == 0, r
+        objs, pos, dec = [], 0, json.JSONDecoder()
+        while pos < len(r.out):
+            obj, pos = dec.raw_decode(r.out, pos)
+            objs.append(obj)
+        assert {json.dumps(o["key"]) for o in objs} == {'{"version": 0, "data": {"transactionalId": "dump-me"}}'}
+        data = [o["value"]["data"] for o in objs]
+        assert [list(d) for d in data[:1]] == [["producerId", "producerEpoch", "transactionTimeoutMs",
+                                               "transactionStatus", "transactionPartitions",
+                                               "transactionLastUpdateTimestampMs", "transactionStartTimestampMs"]]
+        codes = [d["transactionStatus"] for d in data]
+        assert [c for i, c in enumerate(codes) if i == 0 or codes[i - 1] != c] == [0, 1, 2, 4], codes
+        assert data[0]["transactionPartitions"] is None and data[-1]["transactionPartitions"] == []
+        ongoing = [d for d in data if d["transactionStatus"] == 1][-1]["transactionPartitions"]
+        assert sorted((t["topic"], p) for t in ongoing for p in t["partitionIds"]) == [("tx", 0), ("tx", 1)]
     lines = []
     for seg in sorted(glob.glob(str(b.log_dir / "__transaction_state-*" / "*.log"))):
         r = tool("kafka-dump-log", "--files", seg, "--transaction-log-decoder")
