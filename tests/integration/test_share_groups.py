@@ -659,9 +659,8 @@ def test_kafka_console_share_consumer(kafka):
     next run accepts them (count 2), and a third run finds nothing left."""
     topic, group = unique("sq"), unique("sg")
     create_topic(kafka, topic, 1)
-    r = subprocess.run([str(REPO / "bin" / "kafka-configs.sh"), "--bootstrap-server", kafka.bootstrap,
-                        "--entity-type", "groups", "--entity-name", group, "--alter", "--add-config",
-                        "share.auto.offset.reset=earliest"], capture_output=True, text=True, timeout=60)
+    r = configs_tool(kafka, "--entity-type", "groups", "--entity-name", group, "--alter", "--add-config",
+                     "share.auto.offset.reset=earliest")
     assert r.returncode == 0, r.stdout + r.stderr
     produce(kafka, topic, [b"a", b"b", b"c"])
 
@@ -677,6 +676,44 @@ def test_kafka_console_share_consumer(kafka):
     assert r.stdout.splitlines() == ["DeliveryCount:2\ta", "DeliveryCount:2\tb", "DeliveryCount:2\tc"], r.stdout + r.stderr
     r = console("--timeout-ms", "2000")
     assert r.stdout == "" and "Processed a total of 0 messages" in r.stderr, r.stdout + r.stderr
+
+
+def test_kafka_share_consumer_perf_test(kafka):
+    """kafka-share-consumer-perf-test.sh (Kafka 4.2's ShareConsumerPerformance): two members share
+    the records, the per-member and group lines add up, what they read is accepted (a second run
+    finds nothing and says so), and the arguments are checked as Kafka checks them."""
+    import re
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 2)
+    r = configs_tool(kafka, "--entity-type", "groups", "--entity-name", group, "--alter", "--add-config",
+                     "share.auto.offset.reset=earliest")
+    assert r.returncode == 0, r.stdout + r.stderr
+    produce(kafka, topic, [b"x" * 100 for _ in range(4000)])
+
+    def perf(*args):
+        return subprocess.run([str(REPO / "bin" / "kafka-share-consumer-perf-test.sh"), *args],
+                              capture_output=True, text=True, timeout=120)
+    r = perf("--bootstrap-server", kafka.bootstrap, "--topic", topic, "--group", group, "--num-records", "4000",
+             "--threads", "2", "--show-consumer-stats", "--timeout", "15000")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == ("start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, "
+                        "fetch.time.ms")
+    members = [re.fullmatch(r"Share consumer (\d) having client id (\S+) consumption metrics- .*, (\d+), \d+", x)
+               for x in lines[1:3]]
+    assert all(members), lines
+    assert [(m.group(1), m.group(2)) for m in members] == [("1", "perf-share-consumer-client-1"),
+                                                            ("2", "perf-share-consumer-client-2")]
+    total = lines[-1].split(", ")
+    assert len(total) == 7 and total[5] == "4000" and total[2] == "0.3815", lines      # 4000 x 100 bytes
+    assert sum(int(m.group(3)) for m in members) == 4000
+    r = perf("--bootstrap-server", kafka.bootstrap, "--topic", topic, "--group", group, "--num-records", "1",
+             "--timeout", "3000", "--hide-header")
+    assert r.returncode == 0 and r.stdout.splitlines()[0].startswith(
+        "WARNING: Exiting before consuming the expected number of records: timeout (3000 ms) exceeded."), r.stdout
+    assert r.stdout.splitlines()[-1].split(", ")[5] == "0"
+    r = perf("--bootstrap-server", kafka.bootstrap, "--topic", topic)
+    assert r.returncode == 1 and "Exactly one of the following arguments is required" in r.stderr, r.stderr
 
 
 def test_an_unknown_topic_id_stays_in_the_share_session(kafka):
