@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from tests.support.net import wait_for
 from tests.tools.conftest import tool
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
@@ -70,6 +71,29 @@ def test_help_and_unknown_flag(t):
 def test_version_flag():
     r = tool("kafka-topics", "--version")
     assert r.rc == 0 and "Odradek" in r.out
+
+
+def test_kafka_run_class(kafka, needs, tmp_path):
+    """kafka-run-class.sh runs the tool of a Kafka main class (old and new package names), in the
+    background with -daemon; an unknown class is Java's error."""
+    t = make_topic(kafka, needs)
+    produce(kafka, t, ["a", "b", "c"])
+    for cls in ("kafka.tools.GetOffsetShell", "org.apache.kafka.tools.GetOffsetShell"):
+        r = tool("kafka-run-class", cls, "--bootstrap-server", kafka.bootstrap, "--topic", t)
+        assert r.rc == 0 and r.lines == [f"{t}:0:3"], r
+    r = tool("kafka-run-class", "-name", "x", "-loggc", "kafka.tools.DumpLogSegments", "--help")
+    assert r.rc == 0 and "--offsets-decoder" in r.out, r
+    r = tool("kafka-run-class", "-daemon", "-name", "offsets", "kafka.tools.GetOffsetShell", "--bootstrap-server",
+             kafka.bootstrap, "--topic", t, env={"LOG_DIR": str(tmp_path)})
+    assert r.rc == 0 and r.out == "", r
+    out = tmp_path / "offsets.out"
+    wait_for(lambda: out.exists() and out.read_text().endswith("\n"), 30, what="the background tool's output")
+    assert out.read_text().splitlines() == [f"{t}:0:3"]
+    r = tool("kafka-run-class", "kafka.Kafka")
+    assert r.rc == 1 and r.err.startswith("USAGE: ") and "server.properties" in r.err, r
+    r = tool("kafka-run-class", "com.example.Nope", "--x")
+    assert r.rc == 1 and r.err.splitlines() == ["Error: Could not find or load main class com.example.Nope",
+                                                "Caused by: java.lang.ClassNotFoundException: com.example.Nope"]
 
 
 @pytest.mark.parametrize("t,args", [
