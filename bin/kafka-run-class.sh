@@ -54,6 +54,7 @@ case "$class" in
     kafka.tools.EndToEndLatency|org.apache.kafka.tools.EndToEndLatency) tool=kafka-e2e-latency ;;
     org.apache.kafka.tools.VerifiableProducer) tool=kafka-verifiable-producer ;;
     org.apache.kafka.tools.VerifiableConsumer) tool=kafka-verifiable-consumer ;;
+    org.apache.kafka.tools.VerifiableShareConsumer) tool=kafka-verifiable-share-consumer ;;
     kafka.tools.ReplicaVerificationTool|org.apache.kafka.tools.ReplicaVerificationTool) tool=kafka-replica-verification ;;
     kafka.tools.StreamsResetter|org.apache.kafka.tools.StreamsResetter) tool=kafka-streams-application-reset ;;
     kafka.tools.MirrorMaker) tool=kafka-mirror-maker ;;

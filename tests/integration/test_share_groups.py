@@ -716,6 +716,37 @@ def test_kafka_share_consumer_perf_test(kafka):
     assert r.returncode == 1 and "Exactly one of the following arguments is required" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("mode", ["auto", "sync", "async"])
+def test_kafka_verifiable_share_consumer(kafka, mode):
+    """kafka-verifiable-share-consumer.sh (Kafka 4.2's VerifiableShareConsumer): sets the group's
+    reset strategy, reports what it consumed and what the broker acknowledged, and stops after
+    --max-messages acknowledged records."""
+    import json
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, [f"v{i}".encode() for i in range(10)])
+    r = subprocess.run([str(REPO / "bin" / "kafka-verifiable-share-consumer.sh"), "--bootstrap-server",
+                        kafka.bootstrap, "--topic", topic, "--group-id", group, "--offset-reset-strategy", "earliest",
+                        "--max-messages", "10", "--acknowledgement-mode", mode, "--verbose"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    events = [json.loads(x) for x in r.stdout.splitlines()]
+    names = [e["name"] for e in events]
+    assert names[:2] == ["startup_complete", "offset_reset_strategy_set"] and names[-1] == "shutdown_complete", names
+    assert events[1]["offsetResetStrategy"] == "earliest"
+    values = sorted(e["value"] for e in events if e["name"] == "record_data")
+    assert values == sorted(f"v{i}" for i in range(10))
+    acked = [e for e in events if e["name"] == "offsets_acknowledged"]
+    assert acked and all(e["success"] for e in acked)
+    assert sum(e["count"] for e in acked) == 10
+    got = sorted((p["partition"], o) for e in acked for p in e["partitions"] for o in p["offsets"])
+    consumed = sorted((p["partition"], o) for e in events if e["name"] == "records_consumed"
+                      for p in e["partitions"] for o in p["offsets"])
+    assert got == consumed and len(got) == 10
+    d = describe(kafka, group)
+    assert d.error_code == 0
+
+
 def test_an_unknown_topic_id_stays_in_the_share_session(kafka):
     """As Kafka: a topic id the broker does not know is answered UNKNOWN_TOPIC_ID in every fetch
     of the session until the member forgets it."""
