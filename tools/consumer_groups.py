@@ -351,8 +351,8 @@ class Service:
         if g.error_code:
             raise KafkaErrorText(g.error_code, getattr(g, "error_message", None))
         if g.protocol_type not in ("consumer", "") and g.group_state != "Dead":
-            raise ToolError(f"Group {group} is not a consumer group (protocol type "
-                            f"'{g.protocol_type}').")
+            raise ToolError(f"java.lang.IllegalArgumentException: GroupId {group} is not a consumer group "
+                            f"({g.protocol_type}).")       # Kafka's admin client's words
         members = []
         for m in g.members:
             try:

@@ -78,6 +78,11 @@ def test_list_every_kind_of_group_and_filter(kafka):
         assert listed("--group-type", "CLASSIC") == {simple, classic, connect}
         assert listed("--group-type", "classic", "--protocol", "connect") == {connect}
         assert listed("--protocol", "consumer") == {classic, modern}
+        # kafka-consumer-groups.sh refuses to describe it, in the words of Kafka's admin client
+        r = tool("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", connect)
+        assert r.rc == 1 and r.err.strip() == (f"Error: Executing consumer group command failed due to "
+                                               f"java.lang.IllegalArgumentException: GroupId {connect} is not a "
+                                               f"consumer group (connect)."), r
         assert listed("--share") == set() and listed("--streams") == set()
     finally:
         c1.close()
