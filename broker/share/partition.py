@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
+from collections import deque
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 STATE_NAMES = {AVAILABLE: "Available", ACQUIRED: "Acquired", ACKNOWLEDGED: "Acknowledged",
@@ -94,6 +95,11 @@ class SharePartition:
         # (deadline, first offset, last offset) of each acquisition or renewal, oldest first;
         # parts acknowledged, released or renewed since are skipped when it comes up
         self._locks: list = []
+        # (first, last) of each range of offsets as it entered the window (a log batch, or the
+        # hole before one), oldest first, until the start offset passes its end: Kafka's cache
+        # of in-flight batches, which decides whether an acknowledgement below the start offset
+        # is skipped or not found (_check_in_window)
+        self._cached: deque = deque()
 
     # -- reading the state ------------------------------------------------------------------
 
@@ -142,7 +148,10 @@ class SharePartition:
     @classmethod
     def restore(cls, start: int, batches, **kw) -> "SharePartition":
         """A share partition from persisted state: its start offset and state batches.  Offsets
-        between batches inside the window were handed out and are AVAILABLE again."""
+        between batches inside the window were handed out and are AVAILABLE again.  An offset
+        AVAILABLE at the delivery limit was out on its last attempt when the snapshot was
+        written (``state_batches``): that attempt ended with the broker, so it is archived, as
+        a lock running out on a last attempt archives it."""
         sp = cls(start, **kw)
         at = start
         for first, last, state, count in sorted(batches):
@@ -151,9 +160,13 @@ class SharePartition:
                 continue
             if first > at:
                 sp.runs.append(_Run(at, first - 1, AVAILABLE, 0))
-            sp.runs.append(_Run(first, last, AVAILABLE if state == ACQUIRED else state, count))
+            if state in (AVAILABLE, ACQUIRED):
+                state = ARCHIVED if count >= sp.delivery_limit else AVAILABLE
+            sp.runs.append(_Run(first, last, state, count))
             at = last + 1
         sp.end = at
+        if at > start:
+            sp._cached.append((start, at - 1))
         sp._advance()
         return sp
 
@@ -271,12 +284,14 @@ class SharePartition:
         all or nothing: each has one type for its whole range or one per offset, and every offset
         must be held by ``member`` (a gap may also name an offset archived as one); otherwise
         nothing changes and InvalidRecordState (or InvalidRequest, for a malformed batch or an
-        offset never handed out) is raised.  Offsets below the window are done: skipped.  A
+        offset never handed out) is raised.  A batch wholly below the window is
+        InvalidRecordState; the part below the window of one that reaches into it is skipped.  A
         renew (4) restarts the offset's lock."""
         segments = []
         prev = None
         for first, last, types in batches:
             self._check_batch(first, last, types)
+            self._check_in_window(first, last)
             for seg in _segments(first, last, types):
                 self._check(member, *seg)
                 segments.append(seg)
@@ -315,6 +330,16 @@ class SharePartition:
             raise InvalidRequest("acknowledge types must be one, or one per offset")
         if any(t not in ACK_TYPES for t in types):
             raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
+
+    def _check_in_window(self, first: int, last: int) -> None:
+        """A batch wholly below the start offset that begins before the ranges still cached
+        names records that are done and gone, as from Kafka's cache of in-flight batches:
+        INVALID_RECORD_STATE (so a member whose lock ran out learns that its late acknowledgement
+        did not count).  Otherwise the part below the start offset is skipped, as Kafka skips
+        offsets below it in a batch it still caches, or in one that reaches the start offset."""
+        if last < self.start and (not self._cached or first < self._cached[0][0]):
+            raise InvalidRecordState(f"Batch record not found: offsets {first}..{last} are below the start offset "
+                                     f"{self.start}")
 
     def _check(self, member: str, a: int, b: int, t: int) -> None:
         """Offsets a..b, acknowledged as ``t``, in order: below the window they are done and
@@ -390,6 +415,7 @@ class SharePartition:
         """Start over at ``offset`` with nothing in flight (AlterShareGroupOffsets)."""
         self.runs.clear()
         self._locks.clear()
+        self._cached.clear()
         self.start = self.end = offset
 
     # -- internals --------------------------------------------------------------------------
@@ -427,6 +453,7 @@ class SharePartition:
 
     def _append(self, run: _Run) -> None:
         self.runs.append(run)
+        self._cached.append((run.first, run.last))
         self.end = run.last + 1
 
     def _release(self, r: _Run) -> None:
@@ -441,3 +468,6 @@ class SharePartition:
         if k:
             del runs[:k]
         self.start = runs[0].first if runs else self.end
+        cached = self._cached
+        while cached and cached[0][1] < self.start:
+            cached.popleft()

@@ -32,6 +32,7 @@ class ModelSharePartition:
         # (deadline, first offset, last offset) of each acquisition or renewal, oldest first;
         # entries whose offsets were acknowledged, released or renewed since are skipped
         self._locks: list = []
+        self.cached: list = []                  # (first, last) ranges as they entered the window
 
     # -- reading the state ------------------------------------------------------------------
 
@@ -81,12 +82,16 @@ class ModelSharePartition:
         between batches inside the window were handed out and are AVAILABLE again."""
         sp = cls(start, **kw)
         for first, last, state, count in sorted(batches):
+            if state in (AVAILABLE, ACQUIRED):          # out on its last attempt at the snapshot
+                state = ARCHIVED if count >= sp.delivery_limit else AVAILABLE
             for o in range(max(first, start), last + 1):
-                sp.offsets[o] = _Offset(AVAILABLE if state == ACQUIRED else state, count)
+                sp.offsets[o] = _Offset(state, count)
             sp.end = max(sp.end, last + 1)
         for o in range(sp.start, sp.end):
             if o not in sp.offsets:
                 sp.offsets[o] = _Offset(AVAILABLE, 0)
+        if sp.end > start:
+            sp.cached.append((start, sp.end - 1))
         sp._advance()
         return sp
 
@@ -127,7 +132,9 @@ class ModelSharePartition:
                     break
                 for o in range(self.end, base):          # no records there
                     self.offsets[o] = _Offset(ARCHIVED, 0)
+                self.cached.append((self.end, base - 1))
                 self.end = base
+            new_from = self.end
             cut = batch_size > 0 and runs and runs[-1][1] - runs[-1][0] + 1 >= batch_size
             cap, here, first_seen = None, 0, False
             for o in range(max(base, self.start), last + 1):
@@ -169,6 +176,8 @@ class ModelSharePartition:
                 n += 1
                 if stop:
                     break
+            if self.end > new_from:
+                self.cached.append((new_from, self.end - 1))
         for first, last, _ in runs:
             heapq.heappush(self._locks, (deadline, first, last))
         self._advance()
@@ -215,6 +224,9 @@ class ModelSharePartition:
             raise InvalidRequest("acknowledge types must be one, or one per offset")
         if any(t not in ACK_TYPES for t in types):
             raise InvalidRequest(f"unknown acknowledge type in {list(types)}")
+        if last < self.start and (not self.cached or first < self.cached[0][0]):     # not cached any more
+            raise InvalidRecordState(f"Batch record not found: offsets {first}..{last} are below the start offset "
+                                     f"{self.start}")
         one = types[0] if len(types) == 1 else None
         for i, o in enumerate(range(first, last + 1)):
             t = one if one is not None else types[i]
@@ -271,6 +283,7 @@ class ModelSharePartition:
         """Start over at ``offset`` with nothing in flight (AlterShareGroupOffsets)."""
         self.offsets.clear()
         self._locks.clear()
+        self.cached.clear()
         self.start = self.end = offset
 
     # -- internals --------------------------------------------------------------------------
@@ -289,3 +302,5 @@ class ModelSharePartition:
             del offsets[o]
             o += 1
         self.start = o
+        while self.cached and self.cached[0][1] < self.start:
+            del self.cached[0]

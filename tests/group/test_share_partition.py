@@ -95,7 +95,27 @@ def test_gaps_and_control_batches_are_archived_not_delivered():
         sp.acknowledge("a", 2, 4, [GAP])                 # never acquired, so not the member's to ack
     sp.acknowledge("a", 0, 1, [ACCEPT])
     assert sp.start == 5
-    sp.acknowledge("a", 0, 1, [GAP])                     # below the window: done, skipped (as Kafka)
+    with pytest.raises(InvalidRecordState):              # wholly below the window: gone, as from Kafka's cache
+        sp.acknowledge("a", 0, 1, [GAP])
+
+
+def test_a_late_acknowledgement_below_the_window_did_not_count():
+    """A member whose lock ran out acknowledges after another member accepted the record: it
+    hears INVALID_RECORD_STATE, not success."""
+    sp = SharePartition(0, lock_ms=10)
+    assert sp.acquire("a", batches((0, 0)), 0, 10) == [(0, 0, 1)]
+    sp.expire_locks(20)
+    assert sp.acquire("b", batches((0, 0)), 20, 10) == [(0, 0, 2)]
+    sp.acknowledge("b", 0, 0, [ACCEPT], 21)
+    with pytest.raises(InvalidRecordState, match="Batch record not found"):
+        sp.acknowledge("a", 0, 0, [ACCEPT], 22)
+    # while part of the log batch is still in flight, Kafka still caches it: offsets of it below
+    # the start offset are skipped
+    assert sp.acquire("a", batches((0, 0), (1, 3)), 30, 10) == [(1, 3, 1)]
+    sp.acknowledge("a", 1, 2, [ACCEPT], 31)
+    assert sp.start == 3
+    sp.acknowledge("a", 1, 1, [RELEASE], 32)
+    assert sp.state_of(3)[0] == ACQUIRED and sp.start == 3
 
 
 def test_bad_acknowledgements_change_nothing():
@@ -136,6 +156,25 @@ def test_release_member_and_restore():
     back = SharePartition.restore(sp.start, state, delivery_limit=3)
     assert back.state_batches() == state and back.end == 6
     assert back.acquire("b", batches((0, 5)), 0, 500) == [(0, 0, 2), (2, 2, 2), (4, 5, 2)]
+
+
+def test_a_restore_never_hands_a_record_out_past_the_delivery_limit():
+    """A snapshot written while a record is out on its last attempt (another record's
+    acknowledgement writes the whole window) holds it as AVAILABLE with the limit's count: after
+    a crash it is archived, as a lock running out on a last attempt archives it."""
+    sp = SharePartition(0, delivery_limit=3, lock_ms=10)
+    for now in (0, 20, 40):
+        got = sp.acquire("a", batches((0, 0), (1, 1)), now, 1)
+        assert got == [(0, 0, now // 20 + 1)]
+        if now < 40:
+            sp.expire_locks(now + 15)
+    assert sp.acquire("a", batches((0, 0), (1, 1)), 41, 1) == [(1, 1, 1)]
+    sp.acknowledge("a", 1, 1, [ACCEPT], 42)
+    state = sp.state_batches()
+    assert state == [(0, 0, AVAILABLE, 3), (1, 1, ACKNOWLEDGED, 1)]
+    back = SharePartition.restore(sp.start, state, delivery_limit=3)
+    assert back.state_of(0) is None and back.start == back.end == 2
+    assert back.acquire("b", batches((0, 0), (1, 1)), 50, 10) == []
 
 
 def test_move_start_drops_what_is_gone():
@@ -265,7 +304,10 @@ def test_property_the_runs_answer_as_the_per_offset_model(layout, ops):
             model = ModelSharePartition.restore(model.start, batches, **kw)
             calls = []
         for call in calls:
-            assert _apply(sp, call) == _apply(model, call), call
+            got = _apply(sp, call)
+            assert got == _apply(model, call), call
+            if call[0] == "acquire":        # never past the delivery limit, restores included
+                assert all(c <= kw["delivery_limit"] for _, _, c in got[1]), got
         assert (sp.start, sp.end) == (model.start, model.end)
         assert sp.state_batches() == model.state_batches()
         assert sp.next_fetch_offset() == model.next_fetch_offset()
