@@ -376,6 +376,10 @@ class Broker:
                 c.close()
 
     # -- stop ----------------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
     async def stop(self) -> None:
         if self._stopping:
             return
@@ -389,6 +393,13 @@ class Broker:
                 log.exception("controlled shutdown failed")
         for s in self.servers:
             s.close()
+        # long polls (Fetch, ShareFetch) answer now with what they have: they check stopping
+        # when woken, so in-flight requests finish without waiting out their MaxWaitMs
+        if self.replicas is not None:
+            for part in list(self.replicas.partitions.values()):
+                part.wake()
+        if self.share is not None:
+            self.share.wake()
         deadline = time.monotonic() + 10
         while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -227,7 +227,7 @@ async def fetch(ctx, req):
         hosted = [p for _, _, _, parts in plan for _, p, _ in parts if p is not None]
         while total < req.min_bytes:
             remaining = deadline - loop.time()
-            if remaining <= 0 or ctx.connection.closed:
+            if remaining <= 0 or ctx.connection.closed or ctx.broker.stopping:
                 break
             await wait_for_wake(hosted, deadline)
             responses, total = _read_all(ctx, req, plan, follower, throttled)

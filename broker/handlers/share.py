@@ -175,10 +175,10 @@ async def share_fetch(ctx, req):
 
 async def _park(ctx, share, session, deadline: float) -> bool:
     """Wait for an append to a partition of the session, or for records that come free, until
-    ``deadline``; False without waiting once it has passed, the connection closed or the
-    session was replaced."""
+    ``deadline``; False without waiting once it has passed, the connection closed, the session
+    was replaced or the broker is stopping."""
     loop = asyncio.get_running_loop()
-    if loop.time() >= deadline or ctx.connection.closed \
+    if loop.time() >= deadline or ctx.connection.closed or ctx.broker.stopping \
             or share.sessions.get((session.group, session.member)) is not session:
         return False
     hosted = [ctx.broker.replicas.get(n, p) for (_tid, p), n in session.partitions.items() if n is not None]
