@@ -86,6 +86,9 @@ class ShareCoordinator(Wakeable):
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple, SharePartition] = {}     # (group, topic id, partition)
         self.sessions: dict[tuple, ShareSession] = {}         # (group, member id)
+        # share partitions whose locks a request found run out (and released): the tick writes
+        # them, as it writes the ones it finds itself
+        self._expired: set = set()
         self.state = ShareStateLog(broker)
         self._task: asyncio.Task | None = None
 
@@ -523,7 +526,8 @@ class ShareCoordinator(Wakeable):
                 except Exception as e:      # noqa: BLE001
                     out[(tid, p)] = (code_for_exception(e), str(e))
                     continue
-            sp.expire_locks(now)
+            if sp.expire_locks(now):
+                self._expired.add((group, tid, p))
             code, message = E.NONE, None
             try:
                 sp.acknowledge_all(member, [(a, z, list(t)) for a, z, t in batches], now)
@@ -550,7 +554,8 @@ class ShareCoordinator(Wakeable):
         if not part.is_leader:
             return E.NOT_LEADER_OR_FOLLOWER, None, []
         lg = part.log
-        sp.expire_locks(now)
+        if sp.expire_locks(now):
+            self._expired.add((group, tid, p))
         if lg.log_start_offset > sp.start:
             sp.move_start(lg.log_start_offset)
         committed = str(self._group_config(group, "share.isolation.level", None,
@@ -635,13 +640,15 @@ class ShareCoordinator(Wakeable):
                     gone = True
             if gone:
                 await self._write_quietly(group)
-        expired = []
-        for (g, tid, p), sp in list(self.partitions.items()):
+        expired, self._expired = self._expired, set()
+        for key, sp in list(self.partitions.items()):
             d = sp.next_deadline()
             if d is not None and d <= now and sp.expire_locks(now):
-                expired.append((g, tid, p, sp))
-        for g, tid, p, sp in expired:
-            await self._persist_quietly(g, tid, p, sp)
+                expired.add(key)
+        for key in sorted(expired, key=lambda k: (k[0], str(k[1]), k[2])):
+            sp = self.partitions.get(key)
+            if sp is not None:
+                await self._persist_quietly(*key, sp)
         if expired:
             self.wake()
 
