@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import signal
 import sys
@@ -33,7 +34,7 @@ def build_parser() -> OptionParser:
                              "wins).", "config file")
     p.add("command-config", "Same as --consumer.config.", "config file")
     p.add("formatter", "The class that formats each record: DefaultMessageFormatter, "
-                       "NoOpMessageFormatter, or for internal topics OffsetsMessageFormatter, "
+                       "LoggingMessageFormatter, NoOpMessageFormatter, or for internal topics OffsetsMessageFormatter, "
                        "GroupMetadataMessageFormatter, ShareGroupMessageFormatter "
                        "(__consumer_offsets), TransactionLogMessageFormatter (__transaction_state) "
                        "and group.share.ShareGroupStateMessageFormatter (__share_group_state), all "
@@ -108,6 +109,23 @@ class Formatter:
         return self.key_sep.join(cols) + self.line_sep
 
 
+class LoggingFormatter(Formatter):
+    """Kafka's LoggingMessageFormatter: the default output, and each record logged at INFO
+    (``timestamp type:ms, key:..., value:...``), which the tools' default WARN level hides, as
+    Kafka's tools-log4j.properties does."""
+    log = logging.getLogger("org.apache.kafka.tools.consumer.LoggingMessageFormatter")
+
+    def format(self, r) -> bytes:
+        out = super().format(r)
+        if self.log.isEnabledFor(logging.INFO):
+            ts = "" if r.timestamp_type < 0 else \
+                f"{'LogAppendTime' if r.timestamp_type == 1 else 'CreateTime'}:{r.timestamp}, "
+            key = "key:null " if r.key is None else f"key:{r.key.decode('utf-8', 'replace')}, "
+            value = "value:null" if r.value is None else f"value:{r.value.decode('utf-8', 'replace')}"
+            self.log.info(ts + key + value)
+        return out
+
+
 class NoOpFormatter:
     def format(self, r) -> bytes:  # noqa: ARG002
         return b""
@@ -139,7 +157,8 @@ class CoordinatorFormatter:
 
 _PKG = "org.apache.kafka.tools.consumer."
 _DEPRECATED = {"kafka.tools.DefaultMessageFormatter": _PKG + "DefaultMessageFormatter",
-               "kafka.tools.NoOpMessageFormatter": _PKG + "NoOpMessageFormatter"}
+               "kafka.tools.NoOpMessageFormatter": _PKG + "NoOpMessageFormatter",
+               "kafka.tools.LoggingMessageFormatter": _PKG + "LoggingMessageFormatter"}
 
 
 def build_formatter(p, name: str, props: dict):
@@ -153,6 +172,7 @@ def build_formatter(p, name: str, props: dict):
     made = {
         _PKG + "DefaultMessageFormatter": lambda: Formatter(props),
         _PKG + "NoOpMessageFormatter": NoOpFormatter,
+        _PKG + "LoggingMessageFormatter": lambda: LoggingFormatter(props),
         _PKG + "OffsetsMessageFormatter": lambda: CoordinatorFormatter(RJ.group_key, RJ.group_value, {0, 1}),
         _PKG + "GroupMetadataMessageFormatter": lambda: CoordinatorFormatter(RJ.group_key, RJ.group_value, {2}),
         _PKG + "TransactionLogMessageFormatter": lambda: CoordinatorFormatter(RJ.txn_key, RJ.txn_value, None),

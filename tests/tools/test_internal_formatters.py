@@ -116,6 +116,10 @@ def test_internal_topics_through_the_formatters_and_dump_log(tmp_path):
         r = tool("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-beginning",
                  "--formatter", PKG + "NoOpMessageFormatter", "--max-messages", 4)
         assert r.rc == 0 and r.out == "" and "Processed a total of 4 messages" in r.err, r
+        r = tool("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-beginning",
+                 "--formatter", "kafka.tools.LoggingMessageFormatter", "--max-messages", 4)
+        assert r.rc == 0 and sorted(r.lines) == ["v0", "v1", "v2", "v3"], r
+        assert "kafka.tools.LoggingMessageFormatter is deprecated" in r.err
 
     dumped = []
     for seg in sorted(glob.glob(str(b.log_dir / "__consumer_offsets-*" / "*.log"))):
