@@ -164,7 +164,10 @@ async def share_fetch(ctx, req):
     waits = req.max_wait_ms > 0 and bool(session.partitions) and max_records > 0
     # MinBytes, as Kafka's delayed share fetch: nothing is acquired until that many bytes are
     # there to read past the partitions' next offsets, or MaxWaitMs has passed
-    while waits and req.min_bytes > 1 and share.readable_bytes(session, req.min_bytes) < req.min_bytes \
+    # (Kafka caps MinBytes at MaxBytes and the broker's fetch.max.bytes)
+    min_bytes = min(req.min_bytes, req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
+                    ctx.broker.config.get("fetch.max.bytes"))
+    while waits and min_bytes > 1 and share.readable_bytes(session, min_bytes) < min_bytes \
             and await _park(ctx, share, session, deadline):
         pass
     found = await _acquire_all(ctx, share, session, named, req, max_records)

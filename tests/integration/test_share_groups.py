@@ -233,7 +233,7 @@ def _heartbeat(c, group, member, epoch, topics=None):
                                                        rack_id=None, subscribed_topic_names=topics))
 
 
-def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1, min_bytes=1):
+def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1, min_bytes=1, max_bytes=1 << 20):
     F = ShareFetchRequest
     topics = []
     if tid is not None:
@@ -241,7 +241,7 @@ def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1, min_
             partition_index=0, partition_max_bytes=0, acknowledgement_batches=[
                 F.AcknowledgementBatch(first_offset=a, last_offset=z, acknowledge_types=t) for a, z, t in acks or ()])])]
     return c.request(78, version, F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
-                                    min_bytes=min_bytes, max_bytes=1 << 20, max_records=500, batch_size=500,
+                                    min_bytes=min_bytes, max_bytes=max_bytes, max_records=500, batch_size=500,
                                     topics=topics, forgotten_topics_data=[]))
 
 
@@ -313,6 +313,9 @@ def test_share_fetch_waits_for_min_bytes(kafka):
         produce(kafka, topic, [b"lone"])
         r = _fetch(c, group, member, 2, wait=300, min_bytes=1 << 20)      # MaxWaitMs passes: what there is
         assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(6, 6)]
+        produce(kafka, topic, [b"y" * 1000 for _ in range(2)], batch=1)
+        r = _fetch(c, group, member, 3, wait=60_000, min_bytes=1 << 30, max_bytes=1500)   # MinBytes capped at MaxBytes
+        assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(7, 7)]
 
 
 def test_a_closed_connection_releases_what_its_session_held(kafka):
