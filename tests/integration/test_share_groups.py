@@ -657,6 +657,42 @@ def test_kill_minus_9_loses_no_acknowledgement(tmp_path):
         b.stop()
 
 
+def test_a_kill_minus_9_never_redelivers_past_the_delivery_limit(tmp_path):
+    """A record out on its last attempt when a snapshot is written (another record's
+    acknowledgement writes the window) is archived by the restart after a kill -9, not handed
+    out a fourth time under a limit of 3."""
+    b = BrokerProcess(tmp_path, name="broker", props={**PROPS, "group.share.record.lock.duration.ms": 30000})
+    b.start()
+    try:
+        topic, group = unique("sq"), unique("sg")
+        create_topic(b, topic, 1)
+        with _conn(b) as c:
+            tid = _topic_id(c, topic)
+            member = _join_raw(c, b, group, topic)
+            produce(b, topic, [b"A"])
+            counts = [_fetch(c, group, member, 0, tid, wait=5000)]
+            for epoch in (1, 2):                                            # release, fetched again
+                counts.append(_fetch(c, group, member, epoch, tid, acks=[(0, 0, [2])], wait=5000))
+            assert [[(a.first_offset, a.delivery_count) for a in r.responses[0].partitions[0].acquired_records]
+                    for r in counts] == [[(0, 1)], [(0, 2)], [(0, 3)]]        # 3: its last attempt
+            produce(b, topic, [b"B"])
+            r = _fetch(c, group, member, 3, wait=5000)
+            assert [(a.first_offset, a.delivery_count) for a in r.responses[0].partitions[0].acquired_records] == [(1, 1)]
+            r = _fetch(c, group, member, 4, tid, acks=[(1, 1, [1])])             # accept B: a snapshot
+            assert r.responses[0].partitions[0].acknowledge_error_code == 0
+            b.kill()
+        b.start()
+        produce(b, topic, [b"C"])
+        with _conn(b) as c:
+            member = _join_raw(c, b, group, topic)
+            r = _fetch(c, group, member, 0, tid, wait=5000)
+            got = [(a.first_offset, a.last_offset, a.delivery_count)
+                   for t in r.responses for p in t.partitions for a in p.acquired_records]
+            assert got == [(2, 2, 1)], got                                   # A archived, B accepted
+    finally:
+        b.stop()
+
+
 def test_kafka_console_share_consumer(kafka):
     """kafka-console-share-consumer.sh: --release hands the records back (delivery count 1), the
     next run accepts them (count 2), and a third run finds nothing left."""
