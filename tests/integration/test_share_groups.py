@@ -318,6 +318,28 @@ def test_share_fetch_waits_for_min_bytes(kafka):
         assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(7, 7)]
 
 
+def test_a_late_acknowledgement_after_another_member_accepted_is_refused(kafka):
+    """Member A's lock runs out, member B is handed the record and accepts it: A's late ACCEPT
+    is INVALID_RECORD_STATE, as Kafka answers once the batch left its cache."""
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    with _conn(kafka) as a_conn, _conn(kafka) as b_conn:
+        tid = _topic_id(a_conn, topic)
+        a = _join_raw(a_conn, kafka, group, topic)
+        b = _join_raw(b_conn, kafka, group, topic)
+        assert _fetch(a_conn, group, a, 0, tid).error_code == 0
+        assert _fetch(b_conn, group, b, 0, tid).error_code == 0
+        produce(kafka, topic, [b"once"])
+        r = _fetch(a_conn, group, a, 1, wait=5000)
+        assert [(x.first_offset, x.delivery_count) for x in r.responses[0].partitions[0].acquired_records] == [(0, 1)]
+        r = _fetch(b_conn, group, b, 1, wait=LOCK_MS + 5000)             # A's lock runs out first
+        assert [(x.first_offset, x.delivery_count) for x in r.responses[0].partitions[0].acquired_records] == [(0, 2)]
+        r = _fetch(b_conn, group, b, 2, tid, acks=[(0, 0, [1])])
+        assert r.responses[0].partitions[0].acknowledge_error_code == 0
+        r = _fetch(a_conn, group, a, 2, tid, acks=[(0, 0, [1])])
+        assert r.responses[0].partitions[0].acknowledge_error_code == E.INVALID_RECORD_STATE
+
+
 def test_a_closed_connection_releases_what_its_session_held(kafka):
     topic, group = unique("sq"), unique("sg")
     create_topic(kafka, topic, 1)
