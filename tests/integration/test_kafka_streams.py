@@ -197,6 +197,7 @@ def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, abo
         wait_for(lambda: a.state() == "RUNNING", 90, "instance a RUNNING", apps)
         produce_lines(bootstrap, rng, 600, expected)
         wait_for(lambda: reached(counts, expected), 90, "the counts of the first lines", apps)
+        a_ids = set(transaction_states(bootstrap, app_id))         # a is alone: these are its own
 
         b = App(work, cp, classes, bootstrap, app_id, "b", rf, delay_ms=1)
         apps.append(b)
@@ -210,15 +211,21 @@ def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, abo
         more = threading.Thread(target=produce_lines, args=(bootstrap, rng, 1200, expected))
         more.start()
         time.sleep(1.0)
+        if aborts:          # strike while a has a transaction open, so there is one to abort
+            wait_for(lambda: any(st == "Ongoing" for t, st in transaction_states(bootstrap, app_id).items()
+                                 if t in a_ids), 30, "a transaction of instance a open", apps)
         fault(a)
         apps.remove(a)
+        at_fault = transaction_states(bootstrap, app_id)
         more.join(120)
         wait_for(lambda: reached(counts, expected), 180, "every count after the fault", apps)
         exactly_once(counts, expected)
         if aborts:
-            # the coordinator aborted what the killed instance left open (kafka-transactions.sh list)
-            wait_for(lambda: "CompleteAbort" in transaction_states(bootstrap, app_id).values(), 60,
-                     "an aborted transaction of the killed instance")
+            # the coordinator aborts what the killed instance left open (kafka-transactions.sh
+            # list); the kill may also fall between two of its transactions, leaving none open
+            left_open = {t for t, st in at_fault.items() if t in a_ids and st not in ("Empty", "CompleteCommit")}
+            wait_for(lambda: all(transaction_states(bootstrap, app_id)[t] == "CompleteAbort" for t in left_open),
+                     60, "the killed instance's open transactions aborted")
         # the internal topics Streams created, with its configs, and the purged repartition topic
         names = set(admin.list_topics(timeout=30).topics)
         repart, changelog = f"{app_id}-words-repartition", f"{app_id}-counts-changelog"
