@@ -7,6 +7,7 @@ a higher delivery count, up to ``group.share.delivery.count.limit``; accepted re
 delivered again, also after the broker restarts (``__share_group_state``)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -256,6 +257,19 @@ def _join_raw(c, b, group, topic):
     return member
 
 
+@contextlib.contextmanager
+def _opened_session(kafka):
+    """A new one-partition topic, a raw member of a new share group on it, and its share session
+    opened (epoch 0): (connection, topic, group, topic id, member id)."""
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 1)
+    with _conn(kafka) as c:
+        tid = _topic_id(c, topic)
+        member = _join_raw(c, kafka, group, topic)
+        assert _fetch(c, group, member, 0, tid).error_code == 0
+        yield c, topic, group, tid, member
+
+
 def test_share_sessions_and_acknowledgements_answer_as_kafka(kafka):
     topic, group = unique("sq"), unique("sg")
     create_topic(kafka, topic, 1)
@@ -293,12 +307,7 @@ def test_share_fetch_waits_for_min_bytes(kafka):
     to read, then takes them all in one answer; when MaxWaitMs passes first it takes what there
     is."""
     import threading
-    topic, group = unique("sq"), unique("sg")
-    create_topic(kafka, topic, 1)
-    with _conn(kafka) as c:
-        tid = _topic_id(c, topic)
-        member = _join_raw(c, kafka, group, topic)
-        assert _fetch(c, group, member, 0, tid).error_code == 0
+    with _opened_session(kafka) as (c, topic, group, tid, member):
         produce(kafka, topic, [b"small"])
         answer: list = []
         waiting = threading.Thread(target=lambda: answer.append(
@@ -341,12 +350,7 @@ def test_a_late_acknowledgement_after_another_member_accepted_is_refused(kafka):
 
 
 def test_a_closed_connection_releases_what_its_session_held(kafka):
-    topic, group = unique("sq"), unique("sg")
-    create_topic(kafka, topic, 1)
-    with _conn(kafka) as c:
-        tid = _topic_id(c, topic)
-        member = _join_raw(c, kafka, group, topic)
-        assert _fetch(c, group, member, 0, tid).error_code == 0
+    with _opened_session(kafka) as (c, topic, group, tid, member):
         produce(kafka, topic, [b"x", b"y"])
         r = _fetch(c, group, member, 1, wait=5000)
         assert r.responses[0].partitions[0].acquired_records[0].last_offset == 1
