@@ -186,6 +186,8 @@ async def describe(svc: ShareService, o) -> int:
             for t, p, start, epoch, lag in rows:
                 def shown(v):
                     return MISSING if v is None or v < 0 else str(v)
+                if start < 0:       # not started yet: Java's admin lists the partition with no offset info
+                    epoch = lag = None
                 out.append((group, t, str(p)) + ((shown(epoch),) if verbose else ()) + (shown(start), shown(lag)))
             print("".join("\n" + " ".join(f"{v:<{w}}" if w else v for v, w in zip(row, widths)) for row in out))
     return rc

@@ -381,8 +381,9 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         """One consumer-protocol (or, with share ``parsers`` and kinds, share group) record into
         ``modern`` (last value wins, a tombstone deletes)."""
         d = modern.setdefault(k.group, {"members": {}})
-        field = {epoch_kind: "epoch", MR.PARTITION_METADATA: "metadata",
-                 target_kind: "assignment_epoch"}.get(k.kind)
+        field = {epoch_kind: "epoch", target_kind: "assignment_epoch"}.get(k.kind)
+        if field is None and k.member is None:       # ConsumerGroupPartitionMetadata (4) or, in a
+            field = "metadata"                        # share group, ShareGroupStatePartitionMetadata (15)
         parsed = None if value is None else parsers[k.kind](value)
         if field is not None:
             d[field] = parsed

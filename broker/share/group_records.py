@@ -16,9 +16,14 @@ key  record                                key fields    value fields
                                                          stable), assigned[]
 ==== ===================================== ============= =============================================
 
-Kafka writes a fifteenth, ShareGroupStatePartitionMetadata, to track which share partitions it
-has initialized in the share coordinator; Odradek's share partitions are initialized in
-``__share_group_state`` itself (``manager.py``), so it writes none and skips any it reads.
+15   ShareGroupStatePartitionMetadata      group         initializing topics[]: id uuid, name,
+                                                         partitions[]; initialized topics[] (the
+                                                         same); deleting topics[]: id uuid, name
+
+Kafka writes record 15 in two steps, the topics "initializing" and then, once the share
+coordinator has them, "initialized".  Odradek's share coordinator is the same broker and writes
+``__share_group_state`` before the group's records, so it writes the second step only: the
+topics whose share partitions are initialized (``manager.py``).
 """
 from __future__ import annotations
 
@@ -136,9 +141,27 @@ def parse_current_assignment_value(data) -> CurrentAssignment:
     return CurrentAssignment(epoch, previous, assigned)
 
 
+def state_partition_metadata_value(initialized: dict) -> bytes:
+    """ShareGroupStatePartitionMetadataValue with nothing initializing or deleting and
+    ``initialized`` ({topic id: (name, partitions)}) initialized, in topic id order."""
+    w = _w()
+    w.array_len(0)
+    w.array_len(len(initialized))
+    for tid, (name, parts) in sorted(initialized.items(), key=lambda kv: str(kv[0])):
+        w.out += tid.bytes
+        w.string(name)
+        w.array_len(len(parts))
+        for p in sorted(parts):
+            w.i32(p)
+        w.tags()
+    w.array_len(0)
+    w.tags()
+    return bytes(w.out)
+
+
 def parse_state_partition_metadata_value(data) -> dict:
-    """ShareGroupStatePartitionMetadataValue (written by Kafka, not by Odradek): {"initializing"
-    and "initialized": [(topic id, name, partitions)], "deleting": [(topic id, name)]}."""
+    """ShareGroupStatePartitionMetadataValue: {"initializing" and "initialized": [(topic id,
+    name, partitions)], "deleting": [(topic id, name)]}."""
     r = _reader(data)
     out = {}
     for name in ("initializing", "initialized"):
@@ -163,4 +186,5 @@ PARSERS = {
     TARGET_METADATA: parse_epoch_value,
     TARGET_MEMBER: parse_target_member_value,
     CURRENT_ASSIGNMENT: parse_current_assignment_value,
+    STATE_PARTITION_METADATA: parse_state_partition_metadata_value,
 }

@@ -56,6 +56,7 @@ class ShareGroup:
     members: dict = field(default_factory=dict)        # member id -> ShareMember
     topics_seen: dict = field(default_factory=dict)    # topic name -> (topic id, partition count)
     metadata_hash: int = EMPTY_HASH                    # topics_hash(topics_seen), written with the epoch
+    initialized: dict = field(default_factory=dict)    # topic id -> (name, partitions) with share state (record 15)
     persisted: dict | None = None                      # what __consumer_offsets holds (manager._records)
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 

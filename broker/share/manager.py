@@ -14,12 +14,15 @@ leaves the group or stops heartbeating, the records it holds are released at onc
 
 Share partitions
 ----------------
-A share partition is created when an assignment first names it, at the offset that the group's
-``share.auto.offset.reset`` gives (``latest`` by default: the high watermark then; ``earliest``:
-the log start offset; ``by_duration:<ISO-8601 duration>``: the first offset at or after that
-long ago), and that start is written to ``__share_group_state`` before the member hears of its
-assignment.  Acknowledgements, released records and locks that run out are written there before
-the request that caused them is answered (locks: within ``LOCK_TICK_S``).
+As in Kafka 4.2, a share partition is initialized in two steps.  When a subscription first
+names its topic, the heartbeat writes it to ``__share_group_state`` with start offset -1 (not
+yet known), and the topic to the group's ShareGroupStatePartitionMetadata record, before the
+member hears of its assignment.  The first ShareFetch then finds the start offset that the
+group's ``share.auto.offset.reset`` gives at that moment (``latest`` by default: the high
+watermark; ``earliest``: the log start offset; ``by_duration:<ISO-8601 duration>``: the first
+offset at or after that long ago) and writes it.  Acknowledgements, released records and locks
+that run out are written there before the request that caused them is answered (locks: within
+``LOCK_TICK_S``).
 
 All state changes happen on the event loop without awaiting in between; the only awaits are the
 writes to ``__share_group_state`` and the long poll.
@@ -244,7 +247,7 @@ class ShareCoordinator(Wakeable):
             epoch = group.epoch
             target = simple_assign(list(group.members), {m.member_id: m.subscribed for m in group.members.values()},
                                    group.topics_seen, {mid: m.assigned for mid, m in group.members.items()})
-            await self._initialize(group, target)
+            await self._initialize(group)
             if group.epoch != epoch or group.assignment_epoch == epoch:
                 continue
             for mid, m in group.members.items():
@@ -263,19 +266,29 @@ class ShareCoordinator(Wakeable):
         out["member_epoch"] = member.epoch
         return out
 
-    async def _initialize(self, group: ShareGroup, target: dict) -> None:
-        """Give every newly assigned partition its start offset (share.auto.offset.reset) and
-        write it down, so that records written from now on are delivered."""
-        keys = {(tid, p) for a in target.values() for tid, ps in a.items() for p in ps}
-        names = {tid: name for name, (tid, _) in group.topics_seen.items()}
-        for tid, p in sorted(keys, key=lambda k: (str(k[0]), k[1])):
-            key = (group.group_id, tid, p)
-            if key in self.partitions:
-                continue
-            try:
-                await self._share_partition(group.group_id, tid, names.get(tid), p)
-            except Exception as e:     # noqa: BLE001 - the fetch retries it and reports the error
-                log.warning("share partition %s %s-%d not initialized: %r", group.group_id, names.get(tid), p, e)
+    async def _initialize(self, group: ShareGroup) -> None:
+        """Initialize the share partitions of every partition of the subscribed topics that has
+        none: a snapshot with start offset -1 in ``__share_group_state`` (the first ShareFetch
+        finds the real start), and the topic in ``group.initialized`` (record 15), as Kafka's
+        group coordinator asks its share coordinator to."""
+        gid = group.group_id
+        for name, (tid, count) in sorted(group.topics_seen.items()):
+            have = set(group.initialized.get(tid, (name, ()))[1])
+            for p in range(count):
+                if p in have:
+                    continue
+                key = (gid, tid, p)
+                try:
+                    if key not in self.partitions:
+                        await self.state.ensure_created()
+                        if self.state.read(gid, tid, p) is None:
+                            await self.state.write(gid, tid, p, group.epoch, -1, -1)
+                except Exception as e:     # noqa: BLE001 - the next heartbeat tries again
+                    log.warning("share partition %s %s-%d not initialized: %r", gid, name, p, e)
+                    continue
+                have.add(p)
+            if have:
+                group.initialized[tid] = (name, tuple(sorted(have)))
 
     async def _share_partition(self, group: str, tid: uuid.UUID, topic: str | None, p: int,
                                create: bool = True) -> SharePartition:
@@ -288,20 +301,21 @@ class ShareCoordinator(Wakeable):
             return sp
         await self.state.ensure_created()
         snap = self.state.read(group, tid, p)
-        if snap is not None:
+        if snap is not None and snap["start"] >= 0:
             sp = self._new_partition(group, snap["start"], snap["state_epoch"], snap["batches"])
-        elif not create:
+        elif snap is None and not create:
             raise _PartitionError(E.UNKNOWN_SERVER_ERROR, "Read operation on uninitialized share partition "
                                                           "not allowed.")
-        else:
+        else:       # new, or initialized by a heartbeat with start -1: its start is found now
             part = self.broker.replicas.get(topic, p) if topic is not None else None
             if part is None or part.log is None:
                 raise _PartitionError(E.UNKNOWN_TOPIC_OR_PARTITION)
-            sp = self._new_partition(group, self._initial_offset(group, part))
+            sp = self._new_partition(group, self._initial_offset(group, part),
+                                     snap["state_epoch"] if snap is not None else 0)
         if key in self.partitions:             # another request got there during the read
             return self.partitions[key]
         self.partitions[key] = sp
-        if snap is None:
+        if snap is None or snap["start"] < 0:
             await self._persist(group, tid, p, sp)
         return sp
 
@@ -384,7 +398,8 @@ class ShareCoordinator(Wakeable):
     def _records(group: ShareGroup) -> tuple[list, dict]:
         """The records that take ``__consumer_offsets`` from ``group.persisted`` to the group as
         it is now (in Kafka's order: members gone, member metadata, group epoch, targets, target
-        epoch, current assignments), and the snapshot they leave."""
+        epoch, current assignments, then the initialized share partitions), and the snapshot
+        they leave."""
         gid = group.group_id
         old = group.persisted or {"epoch": None, "assignment_epoch": None, "members": {}}
         snaps = {mid: (SR.MemberMetadata(m.rack_id, m.client_id, m.client_host, m.subscribed), _frozen(m.assigned),
@@ -406,7 +421,10 @@ class ShareCoordinator(Wakeable):
                 m = group.members[mid]
                 recs.append((SR.key(SR.CURRENT_ASSIGNMENT, gid, mid), SR.current_assignment_value(
                     SR.CurrentAssignment(m.epoch, m.previous_epoch, m.current))))
-        return recs, {"epoch": epoch, "assignment_epoch": group.assignment_epoch, "members": snaps}
+        init = _frozen({t: ps for t, (_, ps) in group.initialized.items()})
+        if init != old.get("init", ()):
+            recs.append((SR.key(SR.STATE_PARTITION_METADATA, gid), SR.state_partition_metadata_value(group.initialized)))
+        return recs, {"epoch": epoch, "assignment_epoch": group.assignment_epoch, "members": snaps, "init": init}
 
     async def _write_group(self, group: ShareGroup) -> int:
         """Write what changed in ``group``'s membership to ``__consumer_offsets``; the error a
@@ -441,6 +459,8 @@ class ShareCoordinator(Wakeable):
             epoch, digest = d["epoch"]
             group = ShareGroup(gid, epoch=epoch, assignment_epoch=d.get("assignment_epoch") or 0,
                                metadata_hash=digest)
+            for tid, name, parts in (d.get("metadata") or {}).get("initialized", ()):
+                group.initialized[tid] = (name, tuple(sorted(parts)))
             session_ms = self._group_config(gid, "share.session.timeout.ms", "group.share.session.timeout.ms")
             for mid, recs in sorted(d["members"].items()):
                 meta = recs.get(SR.MEMBER_METADATA)
@@ -704,6 +724,8 @@ class ShareCoordinator(Wakeable):
             await self.state.write(k[0], k[1], k[2], 0, -1, None)
         g = self.groups.get(group_id)
         if g is not None:
+            for t in tids:
+                g.initialized.pop(t, None)
             g.epoch += 1            # members, if any later, get the deleted partitions afresh
             await self._write_quietly(g)
 
@@ -716,9 +738,14 @@ class ShareCoordinator(Wakeable):
         persisted = self.state.keys_of(group_id) if group_id in self._persisted_groups() else []
         if group is not None and group.persisted is not None:
             async with group.write_lock:
-                recs = [(SR.key(k, group_id, mid), None) for mid in sorted(group.persisted["members"])
-                        for k in SR.MEMBER_KINDS]
-                recs += [(SR.key(SR.TARGET_METADATA, group_id), None), (SR.key(SR.GROUP_METADATA, group_id), None)]
+                # Kafka's order: current assignments, targets, target epoch, subscriptions, the
+                # initialized partitions (record 15), the group epoch
+                mids = sorted(group.persisted["members"])
+                recs = [(SR.key(SR.CURRENT_ASSIGNMENT, group_id, mid), None) for mid in mids]
+                recs += [(SR.key(SR.TARGET_MEMBER, group_id, mid), None) for mid in mids]
+                recs.append((SR.key(SR.TARGET_METADATA, group_id), None))
+                recs += [(SR.key(SR.MEMBER_METADATA, group_id, mid), None) for mid in mids]
+                recs += [(SR.key(SR.STATE_PARTITION_METADATA, group_id), None), (SR.key(SR.GROUP_METADATA, group_id), None)]
                 err = await self.broker.groups.append_records(group_id, recs)
                 if err:
                     return self.broker.groups._store_group_error(err)

@@ -50,3 +50,16 @@ def test_topics_hash_follows_the_topics():
     a = SR.topics_hash({"t": (TID, 2)})
     assert a == SR.topics_hash({"t": (TID, 2)}) and -2**63 <= a < 2**63
     assert len({a, SR.topics_hash({"t": (TID, 3)}), SR.topics_hash({"u": (TID, 2)}), SR.topics_hash({})}) == 4
+
+
+def test_state_partition_metadata_value():
+    """ShareGroupStatePartitionMetadataValue: initializing topics (none: Odradek writes the
+    initialized step only), initialized topics (id, name, partitions), deleting topics (none)."""
+    v = SR.state_partition_metadata_value({TID: ("tp", (1, 0))})
+    assert v == (struct.pack(">h", 0) + b"\x01"                                  # initializing: []
+                 + b"\x02" + TID.bytes + b"\x03tp" + b"\x03" + struct.pack(">ii", 0, 1) + b"\x00"
+                 + b"\x01"                                                     # deleting: []
+                 + b"\x00")
+    assert SR.parse_state_partition_metadata_value(v) == {"initializing": [], "initialized": [(TID, "tp", [0, 1])],
+                                                          "deleting": []}
+    assert SR.state_partition_metadata_value({}) == struct.pack(">h", 0) + b"\x01\x01\x01\x00"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode as E
-from protocol.messages import (ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
-                               ShareGroupHeartbeatRequest)
+from protocol.messages import (DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest, ShareFetchRequest,
+                               ShareGroupDescribeRequest, ShareGroupHeartbeatRequest)
 from tests.support import BrokerProcess
 from tests.support.broker import running
 from tests.support.net import wait_for
@@ -69,16 +69,31 @@ def share_consumer(b, group: str, topic: str, **conf) -> ShareConsumer:
     return c
 
 
-def wait_assigned(c, b, group: str, members: int = 1, timeout: float = 30) -> None:
-    """Poll until the group has ``members`` members that hold partitions (the start offset of a
-    new share partition is the high watermark when it is first assigned: records written before
-    that are not for the group)."""
+def wait_assigned(c, b, group: str, members: int = 1, timeout: float = 30, started: bool = True) -> None:
+    """Poll until the group has ``members`` members that hold partitions and (``started``) every
+    share partition has its start offset (found by the first ShareFetch, as in Kafka: the high
+    watermark then; records written before that are not for the group)."""
     def ready():
         c.poll(0.2)
         d = describe(b, group)
-        return d.error_code == 0 and len(d.members) == members and all(
-            m.assignment.topic_partitions for m in d.members)
+        if not (d.error_code == 0 and len(d.members) == members and all(
+                m.assignment.topic_partitions for m in d.members)):
+            return False
+        if not started:
+            return True
+        starts = start_offsets(b, group)
+        return bool(starts) and all(s >= 0 for s in starts.values())
     wait_for(ready, timeout, what=f"{members} assigned member(s) of {group}")
+
+
+def start_offsets(b, group: str) -> dict:
+    """{(topic, partition): start offset} of the group's share partitions (DescribeShareGroupOffsets;
+    -1 for one initialized by a heartbeat whose first fetch has not come yet)."""
+    D = DescribeShareGroupOffsetsRequest
+    host, port = b.bootstrap.split(":")
+    with RawConnection(host, int(port)) as c:
+        g = c.request(90, 1, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])).groups[0]
+    return {(t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions}
 
 
 def describe(b, group: str):
@@ -461,7 +476,7 @@ def test_membership_survives_a_kill_minus_9(tmp_path):
             gone = uuid.uuid4().hex[:22]
             gone_epoch = _heartbeat(raw, group, gone, 0, [topic]).member_epoch
             assert _heartbeat(raw, group, gone, -1).member_epoch == -1
-            wait_assigned(c, b, group, members=2)
+            wait_assigned(c, b, group, members=2, started=False)     # the raw member fetches nothing
             mine = _heartbeat(raw, group, member, _heartbeat(raw, group, member, 0, [topic]).member_epoch)
             assert mine.error_code == 0
             temp = _join_raw(raw, b, deleted, topic)
@@ -643,6 +658,29 @@ def test_kafka_share_groups_tool(kafka):
     assert group not in share_tool(kafka, "--list").stdout.split()
 
 
+def test_the_start_offset_is_found_by_the_first_fetch(kafka):
+    """As in Kafka 4.2: the heartbeat initializes every partition of the subscribed topic with
+    start offset -1 (shown as "-"); the first ShareFetch of a partition finds its start (latest:
+    the high watermark then), so records written between the assignment and that fetch are not
+    for the group, and a partition not fetched yet stays at -1."""
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 2)
+    with _conn(kafka) as c:
+        tid = _topic_id(c, topic)
+        member = _join_raw(c, kafka, group, topic)
+        assert start_offsets(kafka, group) == {(topic, 0): -1, (topic, 1): -1}
+        out = share_tool(kafka, "--describe", "--group", group, "--verbose").stdout.split("\n")
+        assert [line.split() for line in out if line.startswith(group)] == \
+            [[group, topic, "0", "-", "-", "-"], [group, topic, "1", "-", "-", "-"]], out
+        produce(kafka, topic, [b"a", b"b"], partition=0)
+        r = _fetch(c, group, member, 0, tid)                              # partition 0 only
+        assert r.error_code == 0 and r.responses[0].partitions[0].acquired_records == []
+        assert start_offsets(kafka, group) == {(topic, 0): 2, (topic, 1): -1}
+        produce(kafka, topic, [b"c"], partition=0)
+        r = _fetch(c, group, member, 1, wait=5000)
+        assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(2, 2)]
+
+
 def test_kill_minus_9_loses_no_acknowledgement(tmp_path):
     """Records accepted and committed before a kill -9 of the broker are never delivered again
     after the restart, and every record is delivered at least once."""
@@ -695,16 +733,17 @@ def test_a_kill_minus_9_never_redelivers_past_the_delivery_limit(tmp_path):
         with _conn(b) as c:
             tid = _topic_id(c, topic)
             member = _join_raw(c, b, group, topic)
+            assert _fetch(c, group, member, 0, tid).error_code == 0           # the start: offset 0
             produce(b, topic, [b"A"])
-            counts = [_fetch(c, group, member, 0, tid, wait=5000)]
-            for epoch in (1, 2):                                            # release, fetched again
+            counts = [_fetch(c, group, member, 1, wait=5000)]
+            for epoch in (2, 3):                                            # release, fetched again
                 counts.append(_fetch(c, group, member, epoch, tid, acks=[(0, 0, [2])], wait=5000))
             assert [[(a.first_offset, a.delivery_count) for a in r.responses[0].partitions[0].acquired_records]
                     for r in counts] == [[(0, 1)], [(0, 2)], [(0, 3)]]        # 3: its last attempt
             produce(b, topic, [b"B"])
-            r = _fetch(c, group, member, 3, wait=5000)
+            r = _fetch(c, group, member, 4, wait=5000)
             assert [(a.first_offset, a.delivery_count) for a in r.responses[0].partitions[0].acquired_records] == [(1, 1)]
-            r = _fetch(c, group, member, 4, tid, acks=[(1, 1, [1])])             # accept B: a snapshot
+            r = _fetch(c, group, member, 5, tid, acks=[(1, 1, [1])])             # accept B: a snapshot
             assert r.responses[0].partitions[0].acknowledge_error_code == 0
             b.kill()
         b.start()

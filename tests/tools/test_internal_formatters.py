@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from protocol.messages import FindCoordinatorRequest, ShareGroupHeartbeatRequest
+from protocol.messages import FindCoordinatorRequest, ShareFetchRequest, ShareGroupHeartbeatRequest
 from tests.support import BrokerProcess
 from tests.support.broker import running
 from tests.support.net import wait_for
@@ -77,6 +77,13 @@ def test_internal_topics_through_the_formatters_and_dump_log(tmp_path):
             wait_for(joined, 30, what="the share group coordinator")
             assert [t.partitions for t in answers[-1].assignment.topic_partitions] == [[0, 1]]
             tid = raw.metadata([topic], version=12).topics[0].topic_id
+            F = ShareFetchRequest          # a first fetch of partition 0 alone finds its start offset
+            fetched = raw.request(78, 1, F(group_id=share_group, member_id=member, share_session_epoch=0, max_wait_ms=0,
+                                           min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500,
+                                           topics=[F.FetchTopic(topic_id=tid, partitions=[F.FetchPartition(
+                                               partition_index=0, partition_max_bytes=0, acknowledgement_batches=[])])],
+                                           forgotten_topics_data=[]))
+            assert fetched.error_code == 0 and fetched.responses[0].partitions[0].error_code == 0
         tid64 = base64.urlsafe_b64encode(tid.bytes).decode().rstrip("=")
 
         offsets = formatted(b, "__consumer_offsets", "OffsetsMessageFormatter")
@@ -96,18 +103,24 @@ def test_internal_topics_through_the_formatters_and_dump_log(tmp_path):
 
         share = formatted(b, "__consumer_offsets", "ShareGroupMessageFormatter")
         kinds = {s["key"]["type"]: s for s in share}
-        assert set(kinds) == {10, 11, 12, 13, 14}, share
+        assert set(kinds) == {10, 11, 12, 13, 14, 15}, share
         assert kinds[10]["key"]["data"] == {"groupId": share_group, "memberId": member}
         assert kinds[10]["value"] == {"version": 0, "data": {"rackId": None, "clientId": kinds[10]["value"]["data"][
             "clientId"], "clientHost": kinds[10]["value"]["data"]["clientHost"], "subscribedTopicNames": [topic]}}
         assert kinds[14]["value"]["data"]["memberEpoch"] >= 1
         assert kinds[14]["value"]["data"]["assignedPartitions"] == [{"topicId": tid64, "partitions": [0, 1]}]
         assert set(kinds[11]["value"]["data"]) == {"epoch", "metadataHash"}
+        assert kinds[15]["key"]["data"] == {"groupId": share_group}
+        assert kinds[15]["value"]["data"] == {"initializingTopics": [], "initializedTopics": [
+            {"topicId": tid64, "topicName": topic, "partitions": [0, 1]}], "deletingTopics": []}
 
         state = formatted(b, "__share_group_state", "group.share.ShareGroupStateMessageFormatter")
         assert {(s["key"]["type"], s["key"]["data"]["groupId"], s["key"]["data"]["topicId"],
                  s["key"]["data"]["partition"]) for s in state} == {(0, share_group, tid64, 0), (0, share_group, tid64, 1)}
-        assert {s["value"]["data"]["startOffset"] for s in state} == {2}        # latest, when assigned
+        # the heartbeat initialized both with start -1; the first fetch of partition 0 found
+        # its start: latest, the high watermark then
+        assert [(s["key"]["data"]["partition"], s["value"]["data"]["startOffset"]) for s in state] == \
+            [(0, -1), (1, -1), (0, 2)]
         assert all(s["value"]["data"]["stateBatches"] == [] for s in state)
 
         r = tool("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", topic,
@@ -127,7 +140,7 @@ def test_internal_topics_through_the_formatters_and_dump_log(tmp_path):
         assert r.rc == 0, r
         dumped += [re.search(r" key: (.*?) payload: (.*)$", x).groups() for x in r.lines if x.startswith("| ")]
     keys = [json.loads(k) for k, _ in dumped]
-    assert {k["type"] for k in keys} >= {"1", "2", "10", "11", "12", "13", "14"}
+    assert {k["type"] for k in keys} >= {"1", "2", "10", "11", "12", "13", "14", "15"}
     current = [json.loads(v) for k, v in dumped if json.loads(k)["type"] == "14"]
     assert current[-1]["data"]["assignedPartitions"] == [{"topicId": tid64, "partitions": [0, 1]}]
     assert "<unparseable>" not in {v for _, v in dumped} and "<unknown>" not in {v for _, v in dumped}
@@ -136,4 +149,4 @@ def test_internal_topics_through_the_formatters_and_dump_log(tmp_path):
     assert r.rc == 0, r
     pairs = [re.search(r" key: (.*?) payload: (.*)$", x).groups() for x in r.lines if x.startswith("| ")]
     assert {json.loads(k)["data"]["partition"] for k, _ in pairs} == {0, 1}
-    assert {json.loads(v)["data"]["startOffset"] for _, v in pairs} == {2}
+    assert {json.loads(v)["data"]["startOffset"] for _, v in pairs} == {-1, 2}
