@@ -235,7 +235,7 @@ async def _acquire_all(ctx, share, session, named, req, max_records) -> int:
         pd.acquired_records = [R.AcquiredRecords(first_offset=a, last_offset=b, delivery_count=c)
                                for a, b, c in runs]
         found += sum(b - a + 1 for a, b, _ in runs)
-        remaining_bytes -= len(records)
+        remaining_bytes -= records.length
     return found
 
 

@@ -41,9 +41,10 @@ from broker.share import group_records as SR
 from broker.share.groups import EMPTY_HASH, ShareGroup, ShareMember, simple_assign
 from broker.share.partition import REJECT, RENEW, InvalidRecordState, InvalidRequest, SharePartition
 from broker.share.state_log import ShareStateLog
-from protocol import records as rec
 from protocol.errors import ErrorCode as E, code_for_exception
 from storage.errors import OffsetOutOfRangeError
+from storage.scan import walk_headers
+from storage.segment import FileRegion
 
 log = logging.getLogger("odradek.share")
 
@@ -567,7 +568,7 @@ class ShareCoordinator(Wakeable):
 
     def acquire(self, group: str, member: str, tid: uuid.UUID, topic: str, p: int, sp: SharePartition,
                 max_records: int, max_bytes: int, now: int, batch_size: int = 0, record_limit: bool = False):
-        """(error, records bytes, [(first, last, delivery count)]) for one partition."""
+        """(error, records as a file region, [(first, last, delivery count)]) for one partition."""
         part = self.broker.replicas.get(topic, p)
         if part is None or part.log is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION, None, []
@@ -591,8 +592,10 @@ class ShareCoordinator(Wakeable):
             return E.NONE, None, []
         if not data.regions:
             return E.NONE, None, []
-        buf = data.read()
-        headers = list(rec.iter_batches(buf))
+        # the batch headers alone, read from the file (Log.read answers from one segment: one
+        # region); the records go out as a file region with sendfile, as Fetch sends them
+        region = data.regions[0]
+        headers = list(walk_headers(region.fd, region.position, region.position + region.length))
         skip = _aborted_batches(lg, headers, offset, limit) if committed else set()
         runs = sp.acquire(member, [(h.base_offset, h.last_offset, h.is_control or h.base_offset in skip)
                                    for h in headers], now, max_records, batch_size, record_limit)
@@ -605,7 +608,7 @@ class ShareCoordinator(Wakeable):
                 start = h.pos
             if h.base_offset <= hi:
                 end = h.pos + h.size
-        return E.NONE, bytes(buf[start:end]), runs
+        return E.NONE, FileRegion(region.fd, start, end - start), runs
 
     def readable_bytes(self, session: ShareSession, enough: int) -> int:
         """The bytes a fetch of ``session`` could read from its partitions' next fetch offsets to
