@@ -83,6 +83,9 @@ def load_spec(path: str) -> dict:
 # ...]}, "versions": {field path: versions}, "nullableVersions": {field path: versions}}.  A field
 # path names nested fields with dots ("Topics.Partitions.PartitionMaxBytes").
 #
+# * DescribeGroups v6 (Kafka 4.0, KIP-1043): the request is unchanged; each group of the answer
+#   has ErrorMessage, a nullable string, after ErrorCode (GROUP_ID_NOT_FOUND for a group that
+#   does not exist or is not a classic group).
 # * ConsumerGroupHeartbeat v1 (Kafka 4.0, KIP-848): adds SubscribedTopicRegex, a nullable string,
 #   after SubscribedTopicNames; the client generates the member id.  The response is unchanged.
 #   librdkafka 2.10+ with group.protocol=consumer sends only v1.
@@ -97,6 +100,13 @@ def load_spec(path: str) -> dict:
 #   - ShareAcknowledge v2: IsRenewAck (bool) after ShareSessionEpoch; the answer has
 #     AcquisitionLockTimeoutMs (int32) after ErrorMessage.
 SPEC_ADDITIONS = {
+    "DescribeGroupsRequest": {"validVersions": "0-6"},
+    "DescribeGroupsResponse": {
+        "validVersions": "0-6",
+        "after": {"Groups.ErrorCode": [
+            {"name": "ErrorMessage", "type": "string", "versions": "6+", "nullableVersions": "6+",
+             "default": "null"}]},
+    },
     "ConsumerGroupHeartbeatRequest": {
         "validVersions": "0-1",
         "after": {"SubscribedTopicNames": [

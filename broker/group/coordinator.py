@@ -504,13 +504,17 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
 
     def describe_group(self, group_id: str):
         """Returns (error, summary) where summary is a dict: state, protocol_type, protocol,
-        members [(member_id, group_instance_id, client_id, client_host, metadata, assignment)]."""
+        members [(member_id, group_instance_id, client_id, client_host, metadata, assignment)],
+        and for a group that is not a classic one here, "not_found": the v6 error message."""
         err = self._validate_group_status(group_id, "describe")
         if err:
             return err, {"state": "", "protocol_type": "", "protocol": "", "members": []}
         group = self.groups.get(group_id)
-        if group is None or group.modern is not None:    # Kafka: a consumer-protocol group reads as Dead here
-            return E.NONE, {"state": DEAD, "protocol_type": "", "protocol": "", "members": []}
+        if group is None or group.modern is not None or group.is_(DEAD):
+            # Kafka: Dead, and from v6 GROUP_ID_NOT_FOUND with why ("not_found")
+            other = (group is not None and group.modern is not None) or self.is_share_group(group_id)
+            why = f"Group {group_id} is not a classic group." if other else f"Group {group_id} not found."
+            return E.NONE, {"state": DEAD, "protocol_type": "", "protocol": "", "members": [], "not_found": why}
         stable = group.is_(STABLE)
         members = []
         for mid, m in group.members.items():

@@ -331,8 +331,10 @@ async def offset_delete(ctx, req):
 
 
 # ====================================================================== DescribeGroups / ListGroups / DeleteGroups
-@handler(15, 0, 5)
+@handler(15, 0, 6)
 async def describe_groups(ctx, req):
+    """From v6 (KIP-1043) a group that does not exist, or is not a classic group, is
+    GROUP_ID_NOT_FOUND with Kafka's message; before, it is Dead with no error."""
     v = ctx.api_version
     coord = _coordinator(ctx)
     R = DescribeGroupsResponse
@@ -344,10 +346,13 @@ async def describe_groups(ctx, req):
                                         authorized_operations=INT_MIN))
             continue
         err, s = coord.describe_group(gid)
+        message = None
+        if v >= 6 and not err and s.get("not_found"):
+            err, message = E.GROUP_ID_NOT_FOUND, s["not_found"]
         members = [R.DescribedGroupMember(member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
                                           member_metadata=meta, member_assignment=asg)
                    for mid, iid, cid, host, meta, asg in s["members"]]
-        out.append(R.DescribedGroup(error_code=err, group_id=gid, group_state=s["state"],
+        out.append(R.DescribedGroup(error_code=err, error_message=message, group_id=gid, group_state=s["state"],
                                     protocol_type=s["protocol_type"], protocol_data=s["protocol"],
                                     members=members, authorized_operations=INT_MIN if err else ops))
     return R(groups=out)

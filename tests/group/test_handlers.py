@@ -241,7 +241,7 @@ async def test_offset_delete_handler():
     assert r.error_code == E.GROUP_ID_NOT_FOUND and r.topics == []
 
 
-@pytest.mark.parametrize("version", range(0, 6))
+@pytest.mark.parametrize("version", range(0, 7))
 @run
 async def test_describe_and_list_groups(version):
     broker, coord, _ = await broker_with_groups()
@@ -256,7 +256,12 @@ async def test_describe_and_list_groups(version):
     assert [(m.member_id, m.client_id, m.client_host, m.member_assignment) for m in g.members] == \
         [(mid, "cli", "/127.0.0.1", b"A")]
     assert g.members[0].member_metadata == subscription("t")
-    assert (n.error_code, n.group_state, n.members) == (0, "Dead", [])
+    if version >= 6:        # KIP-1043
+        assert (n.error_code, n.error_message, n.group_state, n.members) == \
+            (E.GROUP_ID_NOT_FOUND, "Group nope not found.", "Dead", [])
+        assert g.error_message is None
+    else:
+        assert (n.error_code, n.group_state, n.members) == (0, "Dead", [])
     if version >= 3:
         assert g.authorized_operations == H.GROUP_AUTHORIZED_OPERATIONS
     lv = min(version, 5)

@@ -405,6 +405,12 @@ def test_heartbeat_errors_and_group_types(kafka):
                     kc.poll(500)
         finally:
             kc.close()
+        # DescribeGroups describes classic groups: Dead before v6, GROUP_ID_NOT_FOUND from v6
+        from protocol.messages import DescribeGroupsRequest as DG
+        d5, d6 = (c.request(15, v, DG(groups=[group], include_authorized_operations=False)).groups[0] for v in (5, 6))
+        assert (d5.error_code, d5.group_state) == (0, "Dead")
+        assert (d6.error_code, d6.error_message, d6.group_state) == \
+            (E.GROUP_ID_NOT_FOUND, f"Group {group} is not a classic group.", "Dead")
         assert _heartbeat(c, group, member, -1).member_epoch == -1
         assert _heartbeat(c, group, member, -1).error_code == E.UNKNOWN_MEMBER_ID
         assert _heartbeat(c, unique("none"), member, -1).error_code == E.GROUP_ID_NOT_FOUND
