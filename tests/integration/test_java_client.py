@@ -51,20 +51,20 @@ def _classpath() -> str:
 
 
 def run_checks(work, bootstrap: str, rf: int = 1, checks=(), client_config: dict | None = None,
-               jvm_args=()) -> dict:
-    """Compile the driver into ``work`` and run ``checks`` (default: all) once against
-    ``bootstrap``; ``client_config``: properties every Java client gets (security settings);
-    ``jvm_args``: more JVM options (``-Djava.security.krb5.conf=...``)."""
+               jvm_args=(), source: str = SOURCE, main: str = "JavaClientCheck") -> dict:
+    """Compile the driver (``source``, class ``main``) into ``work`` and run ``checks`` (default:
+    all) once against ``bootstrap``; ``client_config``: properties every Java client gets
+    (security settings); ``jvm_args``: more JVM options (``-Djava.security.krb5.conf=...``)."""
     cp = _classpath()
     classes = work / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, SOURCE], check=True, timeout=300)
+    subprocess.run(["javac", "-d", str(classes), "-cp", cp, source], check=True, timeout=300)
     props = []
     if client_config:
         path = work / "client.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in client_config.items()))
         props.append(f"-Dclient.config={path}")
     out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Drf={rf}", *props, *jvm_args,
-                          "-cp", f"{cp}{os.pathsep}{classes}", "JavaClientCheck", bootstrap, *checks],
+                          "-cp", f"{cp}{os.pathsep}{classes}", main, bootstrap, *checks],
                          capture_output=True, text=True, timeout=900)
     (work / "java.err").write_text(out.stderr)
     got = {}
