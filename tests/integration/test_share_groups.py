@@ -687,6 +687,43 @@ def test_the_start_offset_is_found_by_the_first_fetch(kafka):
         assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(2, 2)]
 
 
+def test_a_partition_initialized_before_a_kill_minus_9_starts_at_its_first_fetch_after(tmp_path):
+    """A share partition that the heartbeat initialized (start -1) but no fetch started yet is
+    still unstarted after a kill -9 and a restart: its start is found by the first fetch then,
+    and the group's record 15 read back keeps the heartbeat from initializing it again."""
+    b = BrokerProcess(tmp_path, name="broker", props=PROPS)
+    b.start()
+    try:
+        topic, group = unique("sq"), unique("sg")
+        create_topic(b, topic, 1)
+        with _conn(b) as c:
+            tid = _topic_id(c, topic)
+            member = _join_raw(c, b, group, topic)
+        produce(b, topic, [b"a", b"b"])
+        assert start_offsets(b, group) == {(topic, 0): -1}
+        b.kill()
+        b.start()
+        assert start_offsets(b, group) == {(topic, 0): -1}
+        produce(b, topic, [b"c"])
+        with _conn(b) as c:
+            r = _heartbeat(c, group, member, 0, [topic])
+            assert r.error_code == 0
+            other = uuid.uuid4().hex[:22]           # a new member moves the group epoch on
+            assert _heartbeat(c, group, other, 0, [topic]).error_code == 0
+            assert _fetch(c, group, member, 0, tid).error_code == 0
+            assert start_offsets(b, group) == {(topic, 0): 3}
+            produce(b, topic, [b"d"])
+            r = _fetch(c, group, member, 1, wait=5000)
+            assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(3, 3)]
+        from tests.tools.test_internal_formatters import formatted
+        init = [x for x in formatted(b, "__consumer_offsets", "ShareGroupMessageFormatter")
+                if x["key"]["type"] == 15 and x["key"]["data"]["groupId"] == group]
+        assert len(init) == 1, init             # written once, before the kill, and read back
+        assert [t["partitions"] for t in init[0]["value"]["data"]["initializedTopics"]] == [[0]]
+    finally:
+        b.stop()
+
+
 def test_kill_minus_9_loses_no_acknowledgement(tmp_path):
     """Records accepted and committed before a kill -9 of the broker are never delivered again
     after the restart, and every record is delivered at least once."""
