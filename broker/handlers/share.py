@@ -11,6 +11,7 @@ disabled (``group.share.enable=false``, or a ZooKeeper cluster; docs/groups.md, 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from broker.dispatch import handler
 from broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, INT_MIN, _client_host
@@ -21,6 +22,8 @@ from protocol.messages import (AlterShareGroupOffsetsResponse, DeleteShareGroupO
                                DescribeShareGroupOffsetsResponse, ShareAcknowledgeResponse, ShareFetchResponse,
                                ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
 from protocol.primitives import UUID0
+
+log = logging.getLogger("odradek.share")
 
 
 def _share(ctx):
@@ -158,6 +161,12 @@ async def share_fetch(ctx, req):
             await share._close_session(group, member)
         return R(error_code=E.NONE, acquisition_lock_timeout_ms=lock_ms,
                  responses=_by_topic(R, ctx, share, {k: v for k, v in named.items() if k in results}))
+    if ctx.api_version >= 2 and req.share_acquire_mode not in (0, 1) and session.partitions:
+        # Kafka looks the mode up only when it fetches, after the acknowledgements: an unknown
+        # one fails the whole request (its ShareAcquireMode.forId throws)
+        log.warning("ShareFetch from %s of group %s: unknown share acquire mode %d", member, group,
+                    req.share_acquire_mode)
+        return R(error_code=E.UNKNOWN_SERVER_ERROR, acquisition_lock_timeout_ms=0, responses=[])
     max_records = max(req.max_records, 0)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000

@@ -249,7 +249,8 @@ def _heartbeat(c, group, member, epoch, topics=None):
                                                        rack_id=None, subscribed_topic_names=topics))
 
 
-def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1, min_bytes=1, max_bytes=1 << 20):
+def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1, min_bytes=1, max_bytes=1 << 20,
+           acquire_mode=0):
     F = ShareFetchRequest
     topics = []
     if tid is not None:
@@ -258,7 +259,7 @@ def _fetch(c, group, member, epoch, tid=None, acks=None, wait=0, version=1, min_
                 F.AcknowledgementBatch(first_offset=a, last_offset=z, acknowledge_types=t) for a, z, t in acks or ()])])]
     return c.request(78, version, F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
                                     min_bytes=min_bytes, max_bytes=max_bytes, max_records=500, batch_size=500,
-                                    topics=topics, forgotten_topics_data=[]))
+                                    share_acquire_mode=acquire_mode, topics=topics, forgotten_topics_data=[]))
 
 
 def _join_raw(c, b, group, topic):
@@ -315,6 +316,22 @@ def test_share_sessions_and_acknowledgements_answer_as_kafka(kafka):
         r = c.request(79, 1, ack)
         assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
         assert _fetch(c, group, member, 5).error_code == E.SHARE_SESSION_NOT_FOUND         # closed by -1
+
+
+def test_an_unknown_acquire_mode_fails_the_fetch_after_its_acknowledgements(kafka):
+    """ShareFetch v2 with an acquire mode other than 0 (batch-optimized) and 1 (record-limit):
+    Kafka applies the request's acknowledgements, then fails the whole request when it looks the
+    mode up to fetch (UNKNOWN_SERVER_ERROR, nothing acquired)."""
+    with _opened_session(kafka) as (c, topic, group, tid, member):
+        produce(kafka, topic, [b"a", b"b"])
+        r = _fetch(c, group, member, 1, wait=5000)
+        assert [(a.first_offset, a.last_offset) for a in r.responses[0].partitions[0].acquired_records] == [(0, 1)]
+        r = _fetch(c, group, member, 2, tid, acks=[(0, 0, [1]), (1, 1, [2])], version=2, acquire_mode=7)
+        assert (r.error_code, r.responses) == (E.UNKNOWN_SERVER_ERROR, [])
+        assert start_offsets(kafka, group) == {(topic, 0): 1}            # offset 0 accepted
+        r = _fetch(c, group, member, 3, version=2, acquire_mode=1)           # offset 1 was released
+        assert [(a.first_offset, a.last_offset, a.delivery_count)
+                for a in r.responses[0].partitions[0].acquired_records] == [(1, 1, 2)]
 
 
 def test_share_fetch_waits_for_min_bytes(kafka):
