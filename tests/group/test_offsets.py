@@ -191,7 +191,8 @@ async def test_list_and_describe_groups():
     by_id = {m[0]: m for m in s["members"]}
     assert by_id[a.member_id][2:4] == ("c0", "/127.0.0.1")
     assert by_id[b.member_id][5] == b"asg-c1" and by_id[b.member_id][4].startswith(b"\x00\x00")
-    assert coord.describe_group("nope") == (E.NONE, {"state": DEAD, "protocol_type": "", "protocol": "", "members": []})
+    assert coord.describe_group("nope") == (E.NONE, {"state": DEAD, "protocol_type": "", "protocol": "", "members": [],
+                                                     "not_found": "Group nope not found."})
     t = a.start_join()
     await settle()
     err, s = coord.describe_group("g")
