@@ -263,6 +263,10 @@ class Controller(abc.ABC):
         """A group's own configs (KIP-848's GROUP resource), {} when it has none."""
         return dict(self._group_configs.get(group, {}))
 
+    def groups_with_configs(self) -> list[str]:
+        """The ids of the groups that have configs of their own."""
+        return [g for g, c in self._group_configs.items() if c]
+
     async def alter_group_configs(self, group: str, configs: dict[str, str],
                                   validate_only: bool = False) -> ApiResult:
         """Replace a group's configs with ``configs`` (checked by ``check_group_configs``)."""

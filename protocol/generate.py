@@ -80,9 +80,14 @@ def load_spec(path: str) -> dict:
 # Versions that clients negotiate but the 3.9 specs beside the project do not have yet, written
 # here as facts (the added fields, changed field versions and the new version range), applied on
 # top of the 3.9 spec: message name -> {"validVersions": ..., "after": {field path: [new field,
-# ...]}, "versions": {field path: versions}, "nullableVersions": {field path: versions}}.  A field
+# ...]}, "append": [new top-level field, ...], "versions": {field path: versions},
+# "nullableVersions": {field path: versions}}.  A field
 # path names nested fields with dots ("Topics.Partitions.PartitionMaxBytes").
 #
+# * ListClientMetricsResources v1 (Kafka 4.1, KIP-1142, where the API is renamed
+#   ListConfigResources; the wire layout of v0 is the same): the request gets ResourceTypes
+#   ([]int8, "append": after the last field); each resource of the answer gets ResourceType
+#   (int8, default 16: CLIENT_METRICS) after its name.
 # * DescribeGroups v6 (Kafka 4.0, KIP-1043): the request is unchanged; each group of the answer
 #   has ErrorMessage, a nullable string, after ErrorCode (GROUP_ID_NOT_FOUND for a group that
 #   does not exist or is not a classic group).
@@ -100,6 +105,15 @@ def load_spec(path: str) -> dict:
 #   - ShareAcknowledge v2: IsRenewAck (bool) after ShareSessionEpoch; the answer has
 #     AcquisitionLockTimeoutMs (int32) after ErrorMessage.
 SPEC_ADDITIONS = {
+    "ListClientMetricsResourcesRequest": {
+        "validVersions": "0-1",
+        "append": [{"name": "ResourceTypes", "type": "[]int8", "versions": "1+"}],
+    },
+    "ListClientMetricsResourcesResponse": {
+        "validVersions": "0-1",
+        "after": {"ClientMetricsResources.Name": [
+            {"name": "ResourceType", "type": "int8", "versions": "1+", "ignorable": True, "default": "16"}]},
+    },
     "DescribeGroupsRequest": {"validVersions": "0-6"},
     "DescribeGroupsResponse": {
         "validVersions": "0-6",
@@ -217,7 +231,7 @@ def apply_additions(spec: dict) -> dict:
     if not add:
         return spec
     spec = dict(spec, validVersions=add.get("validVersions", spec["validVersions"]))
-    spec["fields"] = _amend(spec["fields"], add, "")
+    spec["fields"] = _amend(spec["fields"], add, "") + list(add.get("append", ()))
     return spec
 
 

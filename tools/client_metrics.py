@@ -74,7 +74,7 @@ def check_args(p: OptionParser, o) -> None:
 
 
 async def list_names(client) -> list[str]:
-    resp = await client.send_any(ListClientMetricsResourcesRequest())
+    resp = await client.send_any(ListClientMetricsResourcesRequest(resource_types=[16]))    # v1: CLIENT_METRICS only
     raise_error(resp.error_code)
     return [r.name for r in resp.client_metrics_resources]
 

@@ -121,8 +121,9 @@ def test_subscriptions_on_the_wire(broker):
 
 def test_kafka_python_admin_and_a_restart(broker):
     """kafka-python's admin: incremental alter_configs / describe_configs on
-    ConfigResourceType.CLIENT_METRICS and list_config_resources (ListClientMetricsResources v0);
-    the subscription is still there after the broker is killed and started again."""
+    ConfigResourceType.CLIENT_METRICS and list_config_resources (ListConfigResources v1, asked for
+    CLIENT_METRICS); the subscription is still there after the broker is killed and started
+    again."""
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
     R = ConfigResourceType.CLIENT_METRICS
 
@@ -143,7 +144,7 @@ def test_kafka_python_admin_and_a_restart(broker):
                                                             "interval.ms": "30000",
                                                             "match": "client_software_name=kafka-python"}
         assert {v["config_source"] for v in got.values()} == {"DYNAMIC_CLIENT_METRICS_CONFIG"}
-        assert a.list_config_resources() == {"client_metrics": ["kp"]}
+        assert a.list_config_resources(["CLIENT_METRICS"]) == {"client_metrics": ["kp"]}
     finally:
         a.close()
 
@@ -151,12 +152,44 @@ def test_kafka_python_admin_and_a_restart(broker):
 
     a = admin()
     try:
-        assert a.list_config_resources() == {"client_metrics": ["kp"]}
+        assert a.list_config_resources(["CLIENT_METRICS"]) == {"client_metrics": ["kp"]}
         got = a.describe_configs([ConfigResource(R, "kp")])["client_metrics"]["kp"]
         assert got["interval.ms"]["value"] == "30000"
         out = a.alter_configs([ConfigResource(R, "kp", configs={k: ("DELETE", None) for k in got})],
                               raise_on_unknown=False)
         assert out == {"client_metrics": {"kp": "OK"}}
-        assert a.list_config_resources() == {}
+        assert a.list_config_resources(["CLIENT_METRICS"]) == {}
     finally:
         a.close()
+
+
+def test_list_config_resources_v1(broker):
+    """ListConfigResources v1 (Kafka 4.1, KIP-1142) through kafka-python's admin: every type when
+    none is asked for (groups with configs, client metrics subscriptions, the broker as BROKER
+    and BROKER_LOGGER, topics), the types asked for otherwise; an unknown type is
+    UNSUPPORTED_VERSION; v0 lists the client metrics subscriptions alone."""
+    from kafka.admin import ConfigResource, ConfigResourceType as T, KafkaAdminClient, NewTopic
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:
+        a.create_topics([NewTopic("lcr-topic", 1, 1)])
+        assert a.alter_configs([ConfigResource(T.GROUP, "lcr-group", configs={"consumer.session.timeout.ms": "50000"})],
+                               incremental=True, raise_on_unknown=False) == {"group": {"lcr-group": "OK"}}
+        assert a.alter_configs([ConfigResource(T.CLIENT_METRICS, "lcr-sub", configs={"interval.ms": "30000"})],
+                               incremental=True, raise_on_unknown=False) == {"client_metrics": {"lcr-sub": "OK"}}
+        listed = a.list_config_resources()
+        brokers = sorted(str(b["broker_id"]) for b in a.describe_cluster()["brokers"])      # DescribeCluster
+        assert set(listed) == {"group", "client_metrics", "broker_logger", "broker", "topic"}, listed
+        assert "lcr-group" in listed["group"] and "lcr-sub" in listed["client_metrics"]
+        assert listed["broker"] == listed["broker_logger"] == brokers
+        assert "lcr-topic" in listed["topic"] and listed["topic"] == sorted(listed["topic"])
+        only = a.list_config_resources(["TOPIC", "GROUP"])
+        assert set(only) == {"topic", "group"} and only["topic"] == listed["topic"]
+    finally:
+        a.close()
+    with RawConnection(broker.host, broker.port) as c:
+        r = c.request(74, 1, L(resource_types=[0]))
+        assert (r.error_code, r.client_metrics_resources) == (E.UNSUPPORTED_VERSION, [])
+        r = c.request(74, 1, L(resource_types=[2, 16]))
+        assert {x.resource_type for x in r.client_metrics_resources} == {2, 16}
+        assert "lcr-sub" in names(c)                     # v0
+        assert all(x.resource_type == 16 for x in c.request(74, 0, L()).client_metrics_resources)

@@ -33,7 +33,7 @@ def _ask(b, user):
             alter = await c.send(I(resources=[I.AlterConfigsResource(
                 resource_type=CM, resource_name=f"by-{user}",
                 configs=[I.AlterableConfig(name="metrics", config_operation=0, value="*")])], validate_only=False))
-            listed = await c.send(L())
+            listed = await c.send(L(resource_types=[CM]))
             desc = await c.send(D(resources=[D.DescribeConfigsResource(
                 resource_type=CM, resource_name="by-admin", configuration_keys=None)], include_synonyms=False))
             return (listed.error_code, sorted(x.name for x in listed.client_metrics_resources),
