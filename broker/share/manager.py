@@ -273,6 +273,8 @@ class ShareCoordinator(Wakeable):
         finds the real start), and the topic in ``group.initialized`` (record 15), as Kafka's
         group coordinator asks its share coordinator to."""
         gid = group.group_id
+        for tid in [t for t in group.initialized if self.topic_name(t) is None]:
+            del group.initialized[tid]         # the topic was deleted
         for name, (tid, count) in sorted(group.topics_seen.items()):
             have = set(group.initialized.get(tid, (name, ()))[1])
             for p in range(count):

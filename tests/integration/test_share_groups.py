@@ -928,3 +928,29 @@ def test_an_unknown_topic_id_stays_in_the_share_session(kafka):
                                max_bytes=1 << 20, max_records=500, batch_size=500, topics=[],
                                forgotten_topics_data=[F.ForgottenTopic(topic_id=ghost, partitions=[0])]))
         assert r.error_code == 0 and r.responses == []
+
+
+def test_a_deleted_topic_leaves_the_initialized_topics(kafka):
+    """When a subscribed topic is deleted, the next assignment writes the group's record 15
+    without it (Kafka drops deleted topics from ShareGroupStatePartitionMetadata)."""
+    from confluent_kafka.admin import AdminClient
+    from tests.tools.test_internal_formatters import formatted
+    keep, gone, group = unique("sq"), unique("sq"), unique("sg")
+    create_topic(kafka, keep, 1)
+    create_topic(kafka, gone, 2)
+    with _conn(kafka) as c:
+        member = _join_raw(c, kafka, group, keep)
+        epoch = _heartbeat(c, group, member, 0, [keep, gone]).member_epoch
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        for f in admin.delete_topics([gone]).values():
+            f.result(30)
+        wait_for(lambda: _heartbeat(c, group, member, epoch).member_epoch > epoch, 30,
+                 what="a new assignment without the deleted topic")
+
+    def initialized():
+        recs = [x for x in formatted(kafka, "__consumer_offsets", "ShareGroupMessageFormatter")
+                if x["key"]["type"] == 15 and x["key"]["data"]["groupId"] == group]
+        return [sorted((t["topicName"], tuple(t["partitions"])) for t in r["value"]["data"]["initializedTopics"])
+                for r in recs]
+    got = initialized()
+    assert got[-2:] == [sorted([(keep, (0,)), (gone, (0, 1))]), [(keep, (0,))]], got
