@@ -88,6 +88,11 @@ def load_spec(path: str) -> dict:
 #   ListConfigResources; the wire layout of v0 is the same): the request gets ResourceTypes
 #   ([]int8, "append": after the last field); each resource of the answer gets ResourceType
 #   (int8, default 16: CLIENT_METRICS) after its name.
+# * Metadata v13 (Kafka 4.0, KIP-1102): the answer ends with a top-level ErrorCode (int16).
+# * DescribeCluster v2 (Kafka 4.0, KIP-1073): IncludeFencedBrokers (bool) ends the request; each
+#   broker of the answer has IsFenced (bool) after Rack.
+# * ListTransactions v2 (Kafka 4.1, KIP-1152): TransactionalIdPattern (nullable string) ends the
+#   request; the answer is unchanged.
 # * DescribeGroups v6 (Kafka 4.0, KIP-1043): the request is unchanged; each group of the answer
 #   has ErrorMessage, a nullable string, after ErrorCode (GROUP_ID_NOT_FOUND for a group that
 #   does not exist or is not a classic group).
@@ -114,6 +119,25 @@ SPEC_ADDITIONS = {
         "after": {"ClientMetricsResources.Name": [
             {"name": "ResourceType", "type": "int8", "versions": "1+", "ignorable": True, "default": "16"}]},
     },
+    "MetadataRequest": {"validVersions": "0-13"},
+    "MetadataResponse": {
+        "validVersions": "0-13",
+        "append": [{"name": "ErrorCode", "type": "int16", "versions": "13+", "ignorable": True}],
+    },
+    "DescribeClusterRequest": {
+        "validVersions": "0-2",
+        "append": [{"name": "IncludeFencedBrokers", "type": "bool", "versions": "2+"}],
+    },
+    "DescribeClusterResponse": {
+        "validVersions": "0-2",
+        "after": {"Brokers.Rack": [{"name": "IsFenced", "type": "bool", "versions": "2+"}]},
+    },
+    "ListTransactionsRequest": {
+        "validVersions": "0-2",
+        "append": [{"name": "TransactionalIdPattern", "type": "string", "versions": "2+", "nullableVersions": "2+",
+                    "default": "null"}],
+    },
+    "ListTransactionsResponse": {"validVersions": "0-2"},
     "DescribeGroupsRequest": {"validVersions": "0-6"},
     "DescribeGroupsResponse": {
         "validVersions": "0-6",

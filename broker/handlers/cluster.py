@@ -44,8 +44,10 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-@handler(60, 0, 1)
+@handler(60, 0, 2)
 async def describe_cluster(ctx, req):
+    """v2 (KIP-1073) asks whether to include fenced brokers and marks each broker fenced or not:
+    a broker here is registered and serving, or not listed at all, so none is ever fenced."""
     R = DescribeClusterResponse
     broker = ctx.broker
     ctrl = broker.controller
@@ -63,7 +65,7 @@ async def describe_cluster(ctx, req):
         for name, host, port, _proto in b.endpoints:
             if name == listener:
                 brokers.append(R.DescribeClusterBroker(broker_id=b.id, host=host, port=port,
-                                                       rack=b.rack))
+                                                       rack=b.rack, is_fenced=False))
                 break
     ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else INT_MIN
     return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,

@@ -69,7 +69,7 @@ def topic_entry(info, version, error=0):
                                    topic_authorized_operations=INT_MIN)
 
 
-@handler(3, 0, 12)
+@handler(3, 0, 13)
 async def metadata(ctx, req):
     broker = ctx.broker
     ctrl = broker.controller

@@ -20,6 +20,7 @@ below v2 and to InitProducerId below v4 (clients that predate it), as Kafka does
 from __future__ import annotations
 
 import logging
+import re
 
 from broker.dispatch import handler
 from broker.group.group import OffsetAndMetadata
@@ -223,14 +224,25 @@ async def describe_transactions(ctx, req):
     return R(throttle_time_ms=0, transaction_states=out)
 
 
-@handler(66, 0, 1)
+@handler(66, 0, 2)
 async def list_transactions(ctx, req):
+    """From v2 (KIP-1152) a TransactionalIdPattern keeps the ids that it matches whole (Java's
+    ``Matcher.matches``; Python's ``re`` reads the patterns people write the same way); one that
+    does not compile is INVALID_REGULAR_EXPRESSION, as Kafka answers."""
     R = ListTransactionsResponse
     coord = _txns(ctx)
     if coord is None:
         return R(throttle_time_ms=0, error_code=E.COORDINATOR_NOT_AVAILABLE)
+    pattern = req.transactional_id_pattern if ctx.api_version >= 2 else None
+    if pattern:
+        try:
+            pattern = re.compile(pattern)
+        except re.error:
+            return R(throttle_time_ms=0, error_code=E.INVALID_REGULAR_EXPRESSION)
     err, unknown, metas = coord.list_transactions(req.state_filters, req.producer_id_filters,
                                                   req.duration_filter if ctx.api_version >= 1 else -1)
+    if pattern:
+        metas = [m for m in metas if pattern.fullmatch(m.transactional_id)]
     return R(throttle_time_ms=0, error_code=err, unknown_state_filters=unknown, transaction_states=[
         R.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
                            transaction_state=m.state.display) for m in metas])

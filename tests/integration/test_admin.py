@@ -146,7 +146,7 @@ def test_admin_api_versions_advertised(raw):
     resp = raw.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     expected = {19: (0, 7), 20: (0, 6), 21: (0, 2), 23: (0, 4), 32: (0, 4), 33: (0, 2),
-                35: (0, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1)}
+                35: (0, 4), 37: (0, 3), 44: (0, 1), 60: (0, 2)}
     for k, rng in expected.items():
         assert got.get(k) == rng, k
 
@@ -685,6 +685,7 @@ def test_describe_cluster(kp, ck, srv):
     d = kp.describe_cluster()
     assert d["controller_id"] == 0 and d["cluster_id"]
     assert [(b["broker_id"], b["host"], b["port"]) for b in d["brokers"]] == [(0, srv.host, srv.port)]
+    assert [b["is_fenced"] for b in d["brokers"]] == [False]          # v2 (KIP-1073), what kafka-python sends
     desc = ck.describe_cluster(include_authorized_operations=True).result(timeout=15)
     assert desc.cluster_id == d["cluster_id"]
     assert desc.controller.id == 0

@@ -80,7 +80,7 @@ def test_api_versions(client):
     r = client(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert got[22] == (0, 5) and got[24] == (0, 4) and got[25] == (0, 3) and got[26] == (0, 3)
-    assert got[27] == (0, 1) and got[28] == (0, 3) and got[65] == (0, 0) and got[66] == (0, 1)
+    assert got[27] == (0, 1) and got[28] == (0, 3) and got[65] == (0, 0) and got[66] == (0, 2)
     assert got[61] == (0, 0)
 
 
@@ -110,6 +110,20 @@ def test_produce_requires_the_partition_in_the_transaction(kafka, client):
     listed = client(ListTransactionsRequest(state_filters=["Ongoing", "Nope"], producer_id_filters=[pid]))
     assert listed.unknown_state_filters == ["Nope"]
     assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [(tid, "Ongoing")]
+    # v2 (KIP-1152): a pattern that matches the whole id, kafka-python's transactional_id_pattern
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        def ids(pattern):
+            return {t.transactional_id for got in admin.list_transactions(transactional_id_pattern=pattern).values()
+                    for t in got}
+        assert tid in ids(tid[:4] + ".*") and tid in ids("")
+        assert tid not in ids(tid[:4]) and not ids("no-such-.*")       # matched whole, not searched
+    finally:
+        admin.close()
+    r = client(ListTransactionsRequest(state_filters=[], producer_id_filters=[], transactional_id_pattern="(x"),
+               version=2)
+    assert (r.error_code, r.transaction_states) == (E.INVALID_REGULAR_EXPRESSION, [])
     assert client(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
                                 committed=True)).error_code == 0
     for _ in range(50):
