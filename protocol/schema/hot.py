@@ -8807,6 +8807,67 @@ def e_MetadataRequest_v12(o, out, regions):
     else: out.append(0)
 
 
+def d_MetadataRequest_MetadataRequestTopic_v13(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    v_name, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return MetadataRequest_MetadataRequestTopic(v_topic_id, v_name, unknown), pos
+
+
+def e_MetadataRequest_MetadataRequestTopic_v13(o, out, regions):
+    w_uuid(out, o.topic_id)
+    w_ncstr(out, o.name)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_MetadataRequest_v13(buf, pos, end):
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        v_topics = None
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_MetadataRequest_MetadataRequestTopic_v13(buf, pos, end)
+            app(x)
+    v_allow_auto_topic_creation, v_include_topic_authorized_operations = S_oo.unpack_from(buf, pos)
+    pos += 2
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return MetadataRequest(v_topics, v_allow_auto_topic_creation, False, v_include_topic_authorized_operations, unknown), pos
+
+
+def e_MetadataRequest_v13(o, out, regions):
+    a = o.topics
+    if a is None:
+        out += b'\x00'
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_MetadataRequest_MetadataRequestTopic_v13(x, out, regions)
+    out += S_oo.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
 def d_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
     v_node_id = S_i.unpack_from(buf, pos)[0]; pos += 4
     v_host, pos = r_str(buf, pos, end)
@@ -8898,7 +8959,7 @@ def d_MetadataResponse_v0(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end)
             app(x)
-    return MetadataResponse(0, v_brokers, None, -1, v_topics, -2147483648), pos
+    return MetadataResponse(0, v_brokers, None, -1, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v0(o, out, regions):
@@ -9014,7 +9075,7 @@ def d_MetadataResponse_v1(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v1(buf, pos, end)
             app(x)
-    return MetadataResponse(0, v_brokers, None, v_controller_id, v_topics, -2147483648), pos
+    return MetadataResponse(0, v_brokers, None, v_controller_id, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v1(o, out, regions):
@@ -9132,7 +9193,7 @@ def d_MetadataResponse_v2(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v2(buf, pos, end)
             app(x)
-    return MetadataResponse(0, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648), pos
+    return MetadataResponse(0, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v2(o, out, regions):
@@ -9252,7 +9313,7 @@ def d_MetadataResponse_v3(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v3(buf, pos, end)
             app(x)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v3(o, out, regions):
@@ -9373,7 +9434,7 @@ def d_MetadataResponse_v4(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v4(buf, pos, end)
             app(x)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v4(o, out, regions):
@@ -9505,7 +9566,7 @@ def d_MetadataResponse_v5(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v5(buf, pos, end)
             app(x)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v5(o, out, regions):
@@ -9637,7 +9698,7 @@ def d_MetadataResponse_v6(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v6(buf, pos, end)
             app(x)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v6(o, out, regions):
@@ -9769,7 +9830,7 @@ def d_MetadataResponse_v7(buf, pos, end):
         for _ in range(n):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v7(buf, pos, end)
             app(x)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0), pos
 
 
 def e_MetadataResponse_v7(o, out, regions):
@@ -9904,7 +9965,7 @@ def d_MetadataResponse_v8(buf, pos, end):
             x, pos = d_MetadataResponse_MetadataResponseTopic_v8(buf, pos, end)
             app(x)
     v_cluster_authorized_operations = S_i.unpack_from(buf, pos)[0]; pos += 4
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, 0), pos
 
 
 def e_MetadataResponse_v8(o, out, regions):
@@ -10086,7 +10147,7 @@ def d_MetadataResponse_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, unknown), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, 0, unknown), pos
 
 
 def e_MetadataResponse_v9(o, out, regions):
@@ -10272,7 +10333,7 @@ def d_MetadataResponse_v10(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, unknown), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, 0, unknown), pos
 
 
 def e_MetadataResponse_v10(o, out, regions):
@@ -10457,7 +10518,7 @@ def d_MetadataResponse_v11(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, unknown), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0, unknown), pos
 
 
 def e_MetadataResponse_v11(o, out, regions):
@@ -10641,7 +10702,7 @@ def d_MetadataResponse_v12(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, unknown), pos
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, 0, unknown), pos
 
 
 def e_MetadataResponse_v12(o, out, regions):
@@ -10662,6 +10723,192 @@ def e_MetadataResponse_v12(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_MetadataResponse_MetadataResponseTopic_v12(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_MetadataResponse_MetadataResponseBroker_v13(buf, pos, end):
+    v_node_id = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_host, pos = r_cstr(buf, pos, end)
+    v_port = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_rack, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return MetadataResponse_MetadataResponseBroker(v_node_id, v_host, v_port, v_rack, unknown), pos
+
+
+def e_MetadataResponse_MetadataResponseBroker_v13(o, out, regions):
+    out += S_i.pack(o.node_id)
+    w_cstr(out, o.host)
+    out += S_i.pack(o.port)
+    w_ncstr(out, o.rack)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_MetadataResponse_MetadataResponsePartition_v13(buf, pos, end):
+    v_error_code, v_partition_index, v_leader_id, v_leader_epoch = S_hiii.unpack_from(buf, pos)
+    pos += 14
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field replica_nodes')
+    else:
+        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, 'i', 4)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field isr_nodes')
+    else:
+        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, 'i', 4)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field offline_replicas')
+    else:
+        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, 'i', 4)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return MetadataResponse_MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, v_leader_epoch, v_replica_nodes, v_isr_nodes, v_offline_replicas, unknown), pos
+
+
+def e_MetadataResponse_MetadataResponsePartition_v13(o, out, regions):
+    out += S_hiii.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    a = o.replica_nodes
+    if a is None:
+        raise EncodeError('null array in non-nullable field replica_nodes')
+    else:
+        w_uvarint(out, len(a) + 1)
+        w_fixed_array(out, a, 'i')
+    a = o.isr_nodes
+    if a is None:
+        raise EncodeError('null array in non-nullable field isr_nodes')
+    else:
+        w_uvarint(out, len(a) + 1)
+        w_fixed_array(out, a, 'i')
+    a = o.offline_replicas
+    if a is None:
+        raise EncodeError('null array in non-nullable field offline_replicas')
+    else:
+        w_uvarint(out, len(a) + 1)
+        w_fixed_array(out, a, 'i')
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_MetadataResponse_MetadataResponseTopic_v13(buf, pos, end):
+    v_error_code = S_h.unpack_from(buf, pos)[0]; pos += 2
+    v_name, pos = r_ncstr(buf, pos, end)
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    v_is_internal = S_o.unpack_from(buf, pos)[0]; pos += 1
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_MetadataResponse_MetadataResponsePartition_v13(buf, pos, end)
+            app(x)
+    v_topic_authorized_operations = S_i.unpack_from(buf, pos)[0]; pos += 4
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return MetadataResponse_MetadataResponseTopic(v_error_code, v_name, v_topic_id, v_is_internal, v_partitions, v_topic_authorized_operations, unknown), pos
+
+
+def e_MetadataResponse_MetadataResponseTopic_v13(o, out, regions):
+    out += S_h.pack(o.error_code)
+    w_ncstr(out, o.name)
+    w_uuid(out, o.topic_id)
+    out += S_o.pack(o.is_internal)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_MetadataResponse_MetadataResponsePartition_v13(x, out, regions)
+    out += S_i.pack(o.topic_authorized_operations)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_MetadataResponse_v13(buf, pos, end):
+    v_throttle_time_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field brokers')
+    else:
+        v_brokers = []
+        app = v_brokers.append
+        for _ in range(n):
+            x, pos = d_MetadataResponse_MetadataResponseBroker_v13(buf, pos, end)
+            app(x)
+    v_cluster_id, pos = r_ncstr(buf, pos, end)
+    v_controller_id = S_i.unpack_from(buf, pos)[0]; pos += 4
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_MetadataResponse_MetadataResponseTopic_v13(buf, pos, end)
+            app(x)
+    v_error_code = S_h.unpack_from(buf, pos)[0]; pos += 2
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, v_error_code, unknown), pos
+
+
+def e_MetadataResponse_v13(o, out, regions):
+    out += S_i.pack(o.throttle_time_ms)
+    a = o.brokers
+    if a is None:
+        raise EncodeError('null array in non-nullable field brokers')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_MetadataResponse_MetadataResponseBroker_v13(x, out, regions)
+    w_ncstr(out, o.cluster_id)
+    out += S_i.pack(o.controller_id)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_MetadataResponse_MetadataResponseTopic_v13(x, out, regions)
+    out += S_h.pack(o.error_code)
     if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
     else: out.append(0)
 
