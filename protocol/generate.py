@@ -93,6 +93,8 @@ def load_spec(path: str) -> dict:
 #   broker of the answer has IsFenced (bool) after Rack.
 # * ListTransactions v2 (Kafka 4.1, KIP-1152): TransactionalIdPattern (nullable string) ends the
 #   request; the answer is unchanged.
+# * AlterPartitionReassignments v1 (Kafka 4.0, KIP-860): AllowReplicationFactorChange (bool,
+#   default true) after TimeoutMs in the request and after ThrottleTimeMs in the answer.
 # * DescribeGroups v6 (Kafka 4.0, KIP-1043): the request is unchanged; each group of the answer
 #   has ErrorMessage, a nullable string, after ErrorCode (GROUP_ID_NOT_FOUND for a group that
 #   does not exist or is not a classic group).
@@ -138,6 +140,16 @@ SPEC_ADDITIONS = {
                     "default": "null"}],
     },
     "ListTransactionsResponse": {"validVersions": "0-2"},
+    "AlterPartitionReassignmentsRequest": {
+        "validVersions": "0-1",
+        "after": {"TimeoutMs": [{"name": "AllowReplicationFactorChange", "type": "bool", "versions": "1+",
+                                 "default": "true"}]},
+    },
+    "AlterPartitionReassignmentsResponse": {
+        "validVersions": "0-1",
+        "after": {"ThrottleTimeMs": [{"name": "AllowReplicationFactorChange", "type": "bool", "versions": "1+",
+                                      "default": "true", "ignorable": True}]},
+    },
     "DescribeGroupsRequest": {"validVersions": "0-6"},
     "DescribeGroupsResponse": {
         "validVersions": "0-6",

@@ -54,7 +54,7 @@ PERMITTED = {
     "verify": ["bootstrap-server", "command-config", "preserve-throttles"],
     "generate": ["bootstrap-server", "broker-list", "command-config", "disable-rack-aware"],
     "execute": ["additional", "bootstrap-server", "command-config", "throttle",
-                "replica-alter-log-dirs-throttle", "timeout"],
+                "replica-alter-log-dirs-throttle", "timeout", "disallow-replication-factor-change"],
     "cancel": ["bootstrap-server", "command-config", "preserve-throttles", "timeout"],
     "list": ["bootstrap-server", "command-config"],
 }
@@ -113,6 +113,8 @@ def build_parser() -> OptionParser:
                         "resubmitting the current plan this way updates its throttle.")
     p.add("preserve-throttles", "With --verify or --cancel: keep the throttle configs instead of "
                                 "clearing them.")
+    p.add("disallow-replication-factor-change", "With --execute: refuse any move that would change "
+          "a partition's replication factor (Kafka 4.0, KIP-860).")
     return p
 
 
@@ -473,8 +475,10 @@ async def execute(client, o):
     by_topic = defaultdict(list)
     for (t, p), reps in sorted(proposed.items(), key=lambda kv: tp_key(kv[0])):
         by_topic[t].append(R.ReassignablePartition(partition_index=p, replicas=list(reps)))
-    resp = await controller_call(client, R(timeout_ms=60000, topics=[
-        R.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+    resp = await controller_call(client, R(timeout_ms=60000,
+                                           allow_replication_factor_change=not o.has("disallow-replication-factor-change"),
+                                           topics=[R.ReassignableTopic(name=t, partitions=ps)
+                                                   for t, ps in by_topic.items()]))
     check_top_level(resp)
     errors = partition_errors(resp)
     if errors:

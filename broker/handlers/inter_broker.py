@@ -214,31 +214,63 @@ def _election_message(err):
             E.UNKNOWN_TOPIC_OR_PARTITION: "The partition does not exist."}.get(err)
 
 
-@handler(45, 0, 0)
+@handler(45, 0, 1)
 async def alter_partition_reassignments(ctx, req):
+    """v1 (Kafka 4.0, KIP-860): with AllowReplicationFactorChange false, a valid target whose
+    size differs from the partition's replica set (or from the target of the reassignment in
+    progress) is INVALID_REPLICATION_FACTOR, and nothing is done for it."""
     R = AlterPartitionReassignmentsResponse
+    allow = ctx.api_version < 1 or req.allow_replication_factor_change
     # Kafka reads the request into a map: a partition named twice counts once, as its last entry
     last = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
             for t in req.topics for p in t.partitions}
     items = [(t, p, target) for (t, p), target in last.items()]
+    refused = {} if allow else _replication_factor_changes(ctx.broker, items)
+    todo = [i for i in items if (i[0], i[1]) not in refused]
     if not hasattr(ctx.broker.controller, "role"):
-        out = _single_node_reassignments(ctx.broker, items)
+        out = _single_node_reassignments(ctx.broker, todo)
     else:
         role = _role(ctx.broker)
         if role is None:
-            return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
+            return R(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=E.NOT_CONTROLLER,
                      error_message="This is not the correct controller for this cluster.", responses=[])
         try:
-            out = await role.call("alter_reassignments", items)
+            out = await role.call("alter_reassignments", todo) if todo else {}
         except Exception:
-            return R(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, error_message=None, responses=[])
+            return R(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=E.NOT_CONTROLLER,
+                     error_message=None, responses=[])
+    out = {**out, **refused}
     by_topic: dict[str, list] = {}
     for t, p, _ in items:
         err, msg = out.get((t, p), (0, None))
         by_topic.setdefault(t, []).append(R.ReassignablePartitionResponse(partition_index=p, error_code=err,
                                                                           error_message=msg))
-    return R(throttle_time_ms=0, error_code=0, error_message=None, responses=[
+    return R(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=0, error_message=None, responses=[
         R.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _replication_factor_changes(broker, items) -> dict:
+    """{(topic, partition): (INVALID_REPLICATION_FACTOR, message)} for the valid targets that
+    would change the partition's replication factor (Kafka's
+    validatePartitionReplicationFactorUnchanged: the replica set, or the target of a
+    reassignment in progress, against the new target).  Targets that are not valid are left to
+    the usual checks, which Kafka makes first."""
+    ctrl = broker.controller
+    live = {b.id for b in ctrl.brokers()}
+    out = {}
+    for t, p, target in items:
+        info = ctrl.topic(t)
+        if target is None or info is None or p not in info.partitions:
+            continue
+        st = info.partitions[p]
+        original = [r for r in st.replicas if r not in st.adding_replicas]
+        if reassignment_replicas_error(original, target, live):
+            continue
+        current = (set(st.replicas) | set(st.adding_replicas)) - set(st.removing_replicas)
+        if len(current) != len(target):
+            out[(t, p)] = (E.INVALID_REPLICATION_FACTOR,
+                           f"The replication factor is changed from {len(current)} to {len(target)}")
+    return out
 
 
 def _single_node_reassignments(broker, items) -> dict:

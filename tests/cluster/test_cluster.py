@@ -361,6 +361,7 @@ def test_reassignment_123_to_234_while_producing(cluster_factory):
     import asyncio
 
     from protocol.client import ClusterClient
+    from protocol.errors import ErrorCode as E
     from protocol.messages import AlterPartitionReassignmentsRequest as A
     from protocol.messages import ListPartitionReassignmentsRequest as LR
     try:
@@ -368,8 +369,16 @@ def test_reassignment_123_to_234_while_producing(cluster_factory):
 
         async def reassign():
             async with ClusterClient(cluster.bootstrap) as cc:
-                r = await cc.send_to_controller(A(timeout_ms=30000, topics=[A.ReassignableTopic(
-                    name="move", partitions=[A.ReassignablePartition(partition_index=0, replicas=[2, 3, 4])])]))
+                # v1 (KIP-860): a replication factor change refused when not allowed
+                r = await cc.send_to_controller(A(timeout_ms=30000, allow_replication_factor_change=False,
+                                                  topics=[A.ReassignableTopic(name="move", partitions=[
+                                                      A.ReassignablePartition(partition_index=0, replicas=[2, 3])])]))
+                p = r.responses[0].partitions[0]
+                assert (r.allow_replication_factor_change, p.error_code, p.error_message) == \
+                    (False, E.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 2")
+                r = await cc.send_to_controller(A(timeout_ms=30000, allow_replication_factor_change=False,
+                                                  topics=[A.ReassignableTopic(name="move", partitions=[
+                                                      A.ReassignablePartition(partition_index=0, replicas=[2, 3, 4])])]))
                 assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
                 return await cc.send_to_controller(LR(timeout_ms=30000, topics=None))
         asyncio.run(reassign())

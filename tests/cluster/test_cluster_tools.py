@@ -91,6 +91,12 @@ def test_generate_execute_verify_123_to_234_keeps_data(c4, tmp_path):
     for p in proposed["partitions"]:
         assert sorted(p["replicas"]) == [2, 3, 4] and p["log_dirs"] == ["any"] * 3
 
+    shrink = write_json(tmp_path, "shrink.json", {"version": 1, "partitions": [
+        {"topic": "move", "partition": 0, "replicas": [2, 3]}]})
+    r = tool("kafka-reassign-partitions", "--bootstrap-server", bs, "--execute",
+             "--reassignment-json-file", shrink, "--disallow-replication-factor-change")
+    assert r.rc == 1 and r.lines[-2:] == ["Error reassigning partition(s):",
+                                          "move-0: The replication factor is changed from 3 to 2"], r
     plan = write_json(tmp_path, "plan.json", {"version": 1, "partitions": [
         {"topic": "move", "partition": p, "replicas": [2, 3, 4]} for p in (0, 1)]})
     prod = NumberedProducer(bs, "move", 2).start()
