@@ -59,7 +59,7 @@ UNKNOWN_TOPIC_ID = 100
 BROKER_ID_NOT_REGISTERED = 102
 INELIGIBLE_REPLICA = 107
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 MAX_TOPIC_NAME_LENGTH = 249
 DEFAULT_BROKER_ENTITY = "<default>"
 PRODUCER_ID_BLOCK_SIZE = 1000

@@ -692,6 +692,8 @@ def test_the_start_offset_is_found_by_the_first_fetch(kafka):
         tid = _topic_id(c, topic)
         member = _join_raw(c, kafka, group, topic)
         assert start_offsets(kafka, group) == {(topic, 0): -1, (topic, 1): -1}
+        state = c.metadata(["__share_group_state"], version=12).topics[0]
+        assert (state.error_code, state.is_internal) == (0, True)           # as Kafka's Topic.isInternal
         out = share_tool(kafka, "--describe", "--group", group, "--verbose").stdout.split("\n")
         assert [line.split() for line in out if line.startswith(group)] == \
             [[group, topic, "0", "-", "-", "-"], [group, topic, "1", "-", "-", "-"]], out
