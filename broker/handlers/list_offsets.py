@@ -66,8 +66,10 @@ async def list_offsets(ctx, req):
                 upper = lg.last_stable_offset()
             else:
                 upper = part.high_watermark
-            if ts in (LATEST, LATEST_TIERED):
+            if ts == LATEST:
                 found = (-1, upper)
+            elif ts == LATEST_TIERED:       # no tiered storage: Kafka answers offset -1, epoch -1
+                found = None
             elif ts in (EARLIEST, EARLIEST_LOCAL):
                 found = (-1, lg.log_start_offset)
             else:
@@ -85,7 +87,7 @@ async def list_offsets(ctx, req):
                 continue
             r.timestamp, r.offset = found
             if v >= 4:
-                if ts in (LATEST, LATEST_TIERED):
+                if ts == LATEST:
                     r.leader_epoch = part.leader_epoch
                 elif ts == MAX_TS:             # as Kafka: the epoch on the batch itself
                     r.leader_epoch = lg.batch_leader_epoch(r.offset)
