@@ -865,7 +865,9 @@ class ConsumerProtocolMixin:
     # ------------------------------------------------------------------ ConsumerGroupDescribe
     def consumer_group_describe(self, group_id: str):
         """(error, summary) with summary a dict: state, group_epoch, assignment_epoch, assignor,
-        members [ModernMember, target assignment]."""
+        members [ModernMember, target assignment]; for GROUP_ID_NOT_FOUND the summary is the
+        error message Kafka 4.x sends ("Group g not found." or "Group g is not a consumer
+        group.")."""
         if not group_id:
             return E.INVALID_GROUP_ID, None
         err = self._validate_group_status(group_id, "describe")
@@ -873,7 +875,9 @@ class ConsumerProtocolMixin:
             return err, None
         group = self.groups.get(group_id)
         if group is None or group.modern is None or group.is_(DEAD):
-            return E.GROUP_ID_NOT_FOUND, None
+            other = (group is not None and not group.is_(DEAD)) or self.is_share_group(group_id)
+            return E.GROUP_ID_NOT_FOUND, (f"Group {group_id} is not a consumer group." if other
+                                          else f"Group {group_id} not found.")
         mg = group.modern
         return E.NONE, {"state": mg.state(), "group_epoch": mg.group_epoch, "assignment_epoch": mg.assignment_epoch,
                         "assignor": mg.assignor or self._assignors()[0],

@@ -63,7 +63,8 @@ async def consumer_group_describe(ctx, req):
             continue
         err, s = coord.consumer_group_describe(gid)
         if err:
-            groups.append(D.DescribedGroup(error_code=err, group_id=gid, group_state="", assignor_name=""))
+            groups.append(D.DescribedGroup(error_code=err, error_message=s if isinstance(s, str) else None,
+                                           group_id=gid, group_state="", assignor_name=""))
             continue
         members = [D.Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
                             member_epoch=m.epoch, client_id=m.client_id, client_host=m.client_host,

@@ -428,6 +428,13 @@ def test_heartbeat_errors_and_group_types(kafka):
         assert (d5.error_code, d5.group_state) == (0, "Dead")
         assert (d6.error_code, d6.error_message, d6.group_state) == \
             (E.GROUP_ID_NOT_FOUND, f"Group {group} is not a classic group.", "Dead")
+        # ConsumerGroupDescribe: Kafka 4.x's messages
+        from protocol.messages import ConsumerGroupDescribeRequest as CGD
+        nobody = unique("none")
+        got = c.request(69, 0, CGD(group_ids=[group, nobody], include_authorized_operations=False)).groups
+        assert [(g.error_code, g.error_message) for g in got] == [
+            (E.GROUP_ID_NOT_FOUND, f"Group {group} is not a consumer group."),
+            (E.GROUP_ID_NOT_FOUND, f"Group {nobody} not found.")]
         assert _heartbeat(c, group, member, -1).member_epoch == -1
         assert _heartbeat(c, group, member, -1).error_code == E.UNKNOWN_MEMBER_ID
         assert _heartbeat(c, unique("none"), member, -1).error_code == E.GROUP_ID_NOT_FOUND
