@@ -52,8 +52,10 @@ from broker.group.timers import LoopTimers
 log = logging.getLogger("odradek.group")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-# offset APIs that a share group's id refuses (Kafka's ShareGroup.validateOffset*)
-_OFFSET_APIS = frozenset({"commit", "fetch", "offset_delete", "txn_commit"})
+# offset APIs that a share group's id refuses (Kafka's ShareGroup.validateOffset*); OffsetFetch
+# is not among them: Kafka's fetchOffsets swallows that GroupIdNotFoundException and answers as
+# for a group with no offsets
+_OFFSET_APIS = frozenset({"commit", "offset_delete", "txn_commit"})
 
 
 @runtime_checkable

@@ -467,6 +467,14 @@ def test_a_lost_heartbeat_answer_and_offsets_apis_on_a_share_group(kafka):
                                                         committed_leader_epoch=-1, committed_metadata="")])])
         r = c.request(8, 8, commit)
         assert r.topics[0].partitions[0].error_code == E.GROUP_ID_NOT_FOUND
+        from protocol.messages import OffsetFetchRequest as OF         # answered as a group with no offsets
+        r = c.request(9, 8, OF(require_stable=False, groups=[OF.OffsetFetchRequestGroup(
+            group_id=group, topics=[OF.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])])).groups[0]
+        assert (r.error_code, [(p.committed_offset, p.error_code) for t in r.topics for p in t.partitions]) == \
+            (0, [(-1, 0)])
+        r = c.request(9, 8, OF(require_stable=False, groups=[OF.OffsetFetchRequestGroup(group_id=group,
+                                                                                     topics=None)])).groups[0]
+        assert (r.error_code, r.topics) == (0, [])
         assert _heartbeat(c, group, a, again.member_epoch).error_code == 0
         stray = unique("stray")
         r = _fetch(c, stray, "m1", 0, tid)
