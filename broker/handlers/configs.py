@@ -129,7 +129,7 @@ def _check_logger_ops(ops) -> None:
             raise ResourceError(E.INVALID_CONFIG,
                                 f"Cannot set the log level of {name} to {value} as it is not a "
                                 "supported log level. Valid log levels are "
-                                + ", ".join(_TO_PY))
+                                + ", ".join(sorted(_TO_PY)))      # Kafka sorts them
         if op == OP_DELETE and name == _ROOT:
             raise ResourceError(E.INVALID_REQUEST,
                                 f"Removing the log level of the {_ROOT} logger is not allowed")

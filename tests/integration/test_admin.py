@@ -822,11 +822,14 @@ def test_broker_logger_describe_and_set(raw):
         assert resp.results[0].error_code == 0
         return {c.name: c.value for c in resp.results[0].configs}
 
+    messages = []
+
     def alter(name, op, value, broker="0"):
         resp = raw.call(44, 1, I(resources=[I.AlterConfigsResource(
             resource_type=8, resource_name=broker,
             configs=[I.AlterableConfig(name=name, config_operation=op, value=value)])],
             validate_only=False))
+        messages.append(resp.responses[0].error_message)
         return resp.responses[0].error_code
 
     before = levels()
@@ -837,6 +840,8 @@ def test_broker_logger_describe_and_set(raw):
     assert alter("odradek.admin", 1, None) == 0
     assert levels()["odradek.admin"] == before["root"]
     assert alter("odradek.admin", 0, "LOUD") == INVALID_CONFIG
+    assert messages[-1] == ("Cannot set the log level of odradek.admin to LOUD as it is not a supported log level. "
+                            "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN")      # sorted, as Kafka
     assert alter("no.such.logger", 0, "DEBUG") == INVALID_CONFIG
     assert alter("root", 1, None) == INVALID_REQUEST
     assert alter("odradek.admin", 2, "DEBUG") == INVALID_REQUEST
