@@ -765,9 +765,9 @@ def check_group_configs(cfg: BrokerConfig, group: str, configs: dict[str, str]) 
         if v is None:
             continue
         if v < cfg.get(lo_key):
-            return ApiResult(INVALID_CONFIG, f"{name} must be greater than or equals to {lo_key}")
+            return ApiResult(INVALID_CONFIG, f"{name} must be greater than or equal to {lo_key}")
         if v > cfg.get(hi_key):
-            return ApiResult(INVALID_CONFIG, f"{name} must be less than or equals to {hi_key}")
+            return ApiResult(INVALID_CONFIG, f"{name} must be less than or equal to {hi_key}")
     for kind in ("consumer", "share"):
         session = values.get(f"{kind}.session.timeout.ms", cfg.get(f"group.{kind}.session.timeout.ms"))
         interval = values.get(f"{kind}.heartbeat.interval.ms", cfg.get(f"group.{kind}.heartbeat.interval.ms"))
@@ -798,7 +798,7 @@ def _check_group_string_config(name: str, value) -> "ApiResult | None":
                                          f"duration string '{d}' for by_duration")
     return ApiResult(INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Invalid value `{v}` for "
                                      "configuration share.auto.offset.reset. The value must be either 'earliest', "
-                                     "'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
+                                     "'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 
 
 # KIP-714's CLIENT_METRICS resource (Kafka's ClientMetricsConfigs): a named subscription with up to

@@ -72,10 +72,10 @@ def test_a_groups_own_heartbeat_interval_and_session_timeout(tmp_path):
 
         # the broker's bounds and Kafka's rules
         for bad, why in (("consumer.heartbeat.interval.ms=100",
-                          "consumer.heartbeat.interval.ms must be greater than or equals to "
+                          "consumer.heartbeat.interval.ms must be greater than or equal to "
                           "group.consumer.min.heartbeat.interval.ms"),
                          ("consumer.session.timeout.ms=600000",
-                          "consumer.session.timeout.ms must be less than or equals to "
+                          "consumer.session.timeout.ms must be less than or equal to "
                           "group.consumer.max.session.timeout.ms"),
                          ("consumer.heartbeat.interval.ms=1500", "consumer.heartbeat.interval.ms must be less "
                                                                  "than consumer.session.timeout.ms"),
