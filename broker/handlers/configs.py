@@ -211,7 +211,9 @@ _GROUP_DOCS = {"consumer.session.timeout.ms": "The timeout to detect client fail
 
 def _describe_group(broker, group: str, keys, synonyms: bool, docs: bool) -> list:
     """KIP-848's GROUP resource: each group config with the group's own value (source
-    GROUP_CONFIG) or the broker's (the broker key as the synonym)."""
+    GROUP_CONFIG) or the broker's (source DEFAULT_CONFIG).  As in Kafka 4.x the one synonym is
+    the key itself, with that value and source (no broker key: Kafka's broker synonyms of a
+    group config name are that name alone, which is no broker config)."""
     from broker.config import GROUP_CONFIG
     from controller.api import GROUP_CONFIGS, GROUP_STRING_CONFIGS
     if not group:
@@ -221,24 +223,21 @@ def _describe_group(broker, group: str, keys, synonyms: bool, docs: bool) -> lis
     for name, (broker_key, _lo, _hi) in GROUP_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        raw, src = broker.config.raw(broker_key)
-        broker_value = str(broker.config.get(broker_key))
-        syn = []
-        if synonyms:
-            if name in own:
-                syn.append(DR.DescribeConfigsSynonym(name=name, value=own[name], source=GROUP_CONFIG))
-            syn.append(DR.DescribeConfigsSynonym(name=broker_key, value=broker_value, source=src))
+        value = own.get(name, str(broker.config.get(broker_key)))
+        syn = [DR.DescribeConfigsSynonym(name=name, value=value, source=GROUP_CONFIG if name in own else 5)] \
+            if synonyms else []
         out.append(DR.DescribeConfigsResourceResult(
-            name=name, value=own.get(name, broker_value), read_only=False, is_default=name not in own,
+            name=name, value=value, read_only=False, is_default=name not in own,
             config_source=GROUP_CONFIG if name in own else 5, is_sensitive=False, synonyms=syn,
             config_type=3, documentation=_GROUP_DOCS[name] if docs else None))
     for name, default in GROUP_STRING_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        syn = [DR.DescribeConfigsSynonym(name=name, value=own[name], source=GROUP_CONFIG)] \
-            if synonyms and name in own else []
+        value = own.get(name, default)
+        syn = [DR.DescribeConfigsSynonym(name=name, value=value, source=GROUP_CONFIG if name in own else 5)] \
+            if synonyms else []
         out.append(DR.DescribeConfigsResourceResult(
-            name=name, value=own.get(name, default), read_only=False, is_default=name not in own,
+            name=name, value=value, read_only=False, is_default=name not in own,
             config_source=GROUP_CONFIG if name in own else 5, is_sensitive=False, synonyms=syn,
             config_type=2, documentation=_GROUP_DOCS[name] if docs else None))
     return out

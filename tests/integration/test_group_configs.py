@@ -53,9 +53,9 @@ def test_a_groups_own_heartbeat_interval_and_session_timeout(tmp_path):
         r = configs_tool(b, "--entity-type", "groups", "--entity-name", group, "--describe")
         assert r.returncode == 0, r.stderr
         assert f"Dynamic configs for group {group} are:" in r.stdout
+        # as Kafka 4.x: the one synonym is the key itself
         assert ("consumer.heartbeat.interval.ms=300 sensitive=false synonyms={GROUP_CONFIG:"
-                "consumer.heartbeat.interval.ms=300, STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=500}"
-                in r.stdout), r.stdout
+                "consumer.heartbeat.interval.ms=300}" in r.stdout), r.stdout
 
         with RawConnection(host, int(port)) as conn:
             mine = conn.request(68, 1, heartbeat(group, "m" * 22, 0, [topic]))
