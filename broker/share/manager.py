@@ -715,6 +715,12 @@ class ShareCoordinator(Wakeable):
                 out[(tid, p)] = (E.NONE, None)
             except Exception as e:      # noqa: BLE001
                 out[(tid, p)] = (code_for_exception(e), str(e))
+        g = self.groups[group_id]       # as Kafka, the partitions set are initialized (record 15)
+        for (tid, p), (code, _) in out.items():
+            if code == E.NONE:
+                name, have = g.initialized.get(tid, (self.topic_name(tid), ()))
+                g.initialized[tid] = (name, tuple(sorted(set(have) | {p})))
+        await self._write_quietly(g)
         return out
 
     async def delete_start_offsets(self, group_id: str, tids) -> None:

@@ -971,3 +971,22 @@ def test_a_deleted_topic_leaves_the_initialized_topics(kafka):
                 for r in recs]
     got = initialized()
     assert got[-2:] == [sorted([(keep, (0,)), (gone, (0, 1))]), [(keep, (0,))]], got
+
+
+def test_altered_offsets_initialize_the_partitions(kafka):
+    """AlterShareGroupOffsets on a group nobody joined creates it and initializes the partitions it
+    sets: they are in the group's record 15, as Kafka's alterShareGroupOffsets writes them."""
+    from protocol.messages import AlterShareGroupOffsetsRequest as A
+    from tests.tools.test_internal_formatters import formatted
+    topic, group = unique("sq"), unique("sg")
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, [b"a", b"b"], partition=1)
+    with _conn(kafka) as c:
+        r = c.request(91, 0, A(group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(
+            topic_name=topic, partitions=[A.AlterShareGroupOffsetsRequestPartition(partition_index=1, start_offset=1)])]))
+        assert (r.error_code, [p.error_code for t in r.responses for p in t.partitions]) == (0, [0])
+    assert start_offsets(kafka, group) == {(topic, 1): 1}
+    recs = [x for x in formatted(kafka, "__consumer_offsets", "ShareGroupMessageFormatter")
+            if x["key"]["type"] == 15 and x["key"]["data"]["groupId"] == group]
+    assert [[(t["topicName"], t["partitions"]) for t in r["value"]["data"]["initializedTopics"]] for r in recs] == \
+        [[(topic, [1])]]
