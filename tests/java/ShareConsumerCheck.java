@@ -102,6 +102,15 @@ public class ShareConsumerCheck {
         }
     }
 
+    /** A topic of ``partitions`` partitions holding values v0..v(n-1) (to ``partition``; null: the
+     * default partitioner), read by share group ``group`` from its earliest offset. */
+    static void earliestTopic(Admin a, String topic, String group, int partitions, Integer partition, int n)
+            throws Exception {
+        topic(a, topic, partitions);
+        groupConfig(a, group, "share.auto.offset.reset", "earliest");
+        produce(topic, partition, "v", n);
+    }
+
     static Map<TopicPartition, SharePartitionOffsetInfo> startOffsets(Admin a, String group) throws Exception {
         return a.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
             .partitionsToOffsetInfo(group).get(30, TimeUnit.SECONDS);
@@ -126,9 +135,7 @@ public class ShareConsumerCheck {
     static String twoMembers() throws Exception {
         String t = "jsq-two-" + RUN, g = "jsg-two-" + RUN;
         try (Admin a = admin()) {
-            topic(a, t, 3);
-            groupConfig(a, g, "share.auto.offset.reset", "earliest");
-            produce(t, null, "v", 600);
+            earliestTopic(a, t, g, 3, null, 600);
             Set<String> seen = ConcurrentHashMap.newKeySet();
             List<String> dups = Collections.synchronizedList(new ArrayList<>());
             CountDownLatch done = new CountDownLatch(1);
@@ -179,9 +186,7 @@ public class ShareConsumerCheck {
     static String explicitAcks() throws Exception {
         String t = "jsq-ack-" + RUN, g = "jsg-ack-" + RUN;
         try (Admin a = admin()) {
-            topic(a, t, 1);
-            groupConfig(a, g, "share.auto.offset.reset", "earliest");
-            produce(t, 0, "v", 10);
+            earliestTopic(a, t, g, 1, 0, 10);
             try (KafkaShareConsumer<String, String> c = consumer(g, Map.of("share.acknowledgement.mode", "explicit"))) {
                 c.subscribe(List.of(t));
                 List<ConsumerRecord<String, String>> first = read(c, 10, null);
@@ -213,10 +218,8 @@ public class ShareConsumerCheck {
     static String lockTimeout() throws Exception {
         String t = "jsq-lock-" + RUN, g = "jsg-lock-" + RUN;
         try (Admin a = admin()) {
-            topic(a, t, 1);
-            groupConfig(a, g, "share.auto.offset.reset", "earliest");
+            earliestTopic(a, t, g, 1, 0, 5);
             groupConfig(a, g, "share.record.lock.duration.ms", "2000");
-            produce(t, 0, "v", 5);
             Map<String, Object> explicit = Map.of("share.acknowledgement.mode", "explicit");
             try (KafkaShareConsumer<String, String> slow = consumer(g, explicit);
                  KafkaShareConsumer<String, String> other = consumer(g, explicit)) {
@@ -278,9 +281,7 @@ public class ShareConsumerCheck {
     static String shareAdmin() throws Exception {
         String t = "jsq-admin-" + RUN, g = "jsg-admin-" + RUN;
         try (Admin a = admin()) {
-            topic(a, t, 1);
-            groupConfig(a, g, "share.auto.offset.reset", "earliest");
-            produce(t, 0, "v", 4);
+            earliestTopic(a, t, g, 1, 0, 4);
             try (KafkaShareConsumer<String, String> c = consumer(g, Map.of())) {
                 c.subscribe(List.of(t));
                 require(read(c, 4, null).size() == 4, "first read");
