@@ -1,4 +1,4 @@
-"""Fetch (key 1), v0-16.
+"""Fetch (key 1), v0-17.
 
 v0-3 consumers need legacy message sets (magic 0 for v0-1, magic 1 for v2-3): batches are
 down-converted per partition unless ``message.downconversion.enable`` is false (then
@@ -10,7 +10,9 @@ transactions.  v5+ log start offset.  v7+ incremental fetch sessions (KIP-227,
 an incremental answer carries only the partitions with news.  v9+ current leader
 epoch checks.  v11+ rack id / preferred read replica (always -1); from v11 a consumer may read a
 follower (KIP-392), up to that replica's high watermark.  v12+ flexible.  v13+ topic ids
-instead of names.  v15+ replica state in place of replica id.
+instead of names.  v15+ replica state in place of replica id.  v17 (KIP-853) adds a follower's
+directory id as a tagged field; Kafka's brokers use it only between KRaft voters, so it is read
+and ignored here, as a Kafka 3.9 broker does for a fetch of a partition.
 
 Replica fetches (replica id set, cluster mode) are subject to the leader replication throttle
 (``broker/quota.py``): while the leader quota is exceeded, throttled partitions of a follower
@@ -203,7 +205,7 @@ def _plan(ctx, entries, follower_request: bool):
     return plan + denied
 
 
-@handler(1, 0, 16)
+@handler(1, 0, 17)
 async def fetch(ctx, req):
     broker = ctx.broker
     ctrl = broker.controller

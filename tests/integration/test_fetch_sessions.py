@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from types import SimpleNamespace
 
 import pytest
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.integration
 
 FETCH = 1
 SLOTS = 3
+DIRECTORY_ID = uuid.UUID("5d1f4c52-8a3e-4b9e-9f0e-0a1b2c3d4e5f")
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +55,14 @@ def fetch(c, version, session_id, epoch, topic, topic_id, parts=(), forget=(), m
     """parts: [(partition, fetch offset)].  The response's error, session id and topics, and
     its partitions as {partition: data} in .by_partition (one topic at most here)."""
     name_kw = {"topic_id": topic_id} if version >= 13 else {"topic": topic}
+    # v17 (KIP-853) lets a follower name its log directory, a tagged field a broker ignores
+    dir_kw = {"replica_directory_id": DIRECTORY_ID} if version >= 17 else {}
     topics = [FetchRequest.FetchTopic(**name_kw, partitions=[FetchRequest.FetchPartition(
         partition=p, current_leader_epoch=-1, fetch_offset=off, last_fetched_epoch=-1,
-        log_start_offset=-1, partition_max_bytes=1 << 20) for p, off in parts])] if parts else []
+        log_start_offset=-1, partition_max_bytes=1 << 20, **dir_kw) for p, off in parts])] if parts else []
     forgotten = [FetchRequest.ForgottenTopic(**name_kw, partitions=list(forget))] if forget else []
-    body = FetchRequest(cluster_id=None, replica_id=-1, replica_state=None, max_wait_ms=max_wait_ms,
+    state = FetchRequest.ReplicaState(replica_id=-1, replica_epoch=-1) if version >= 15 else None
+    body = FetchRequest(cluster_id=None, replica_id=-1, replica_state=state, max_wait_ms=max_wait_ms,
                         min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=session_id,
                         session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten,
                         rack_id="")
@@ -72,7 +77,7 @@ def _records(pd):
     return [h.base_offset for h in iter_batches(bytes(pd.records))] if pd.records else []
 
 
-@pytest.mark.parametrize("version", [12, 13])
+@pytest.mark.parametrize("version", [12, 13, 17])
 def test_a_session_answers_only_partitions_with_news(kafka, version):
     topic = f"sessions-v{version}"
     with RawConnection(kafka.host, kafka.port) as c:
