@@ -1,17 +1,22 @@
 """Transaction APIs, served by the transaction coordinator (``ctx.broker.txns``) and, for
 TxnOffsetCommit, the group coordinator.
 
-Versions served (Kafka 3.9's ranges; the newer ones of the specs belong to KIP-890 part 2):
+Versions served (Kafka 3.9's ranges; the newer ones of Kafka 4.x belong to KIP-890 part 2):
 
-* AddPartitionsToTxn (24) v0-4: v2 PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH);
+* AddPartitionsToTxn (24) v0-5: v2 PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH);
   v3+ flexible; v4 several transactions per request, top-level error, ``verify_only`` (brokers
-  checking a produce; answered per partition, TRANSACTION_ABORTABLE if not in the transaction).
+  checking a produce; answered per partition, TRANSACTION_ABORTABLE if not in the transaction);
+  v5 (KIP-890 part 1) says the sender knows TRANSACTION_ABORTABLE, answered as v4.
   A partition of an unknown topic fails with UNKNOWN_TOPIC_OR_PARTITION and the rest of that
   transaction with OPERATION_NOT_ATTEMPTED; nothing is added.
-* AddOffsetsToTxn (25) v0-3: adds the group's ``__consumer_offsets`` partition.
-* EndTxn (26) v0-3.
+* AddOffsetsToTxn (25) v0-4: adds the group's ``__consumer_offsets`` partition.
+* EndTxn (26) v0-4.
+  v4 of both (KIP-890 part 1) only says the client knows TRANSACTION_ABORTABLE; a Kafka 3.9
+  coordinator never answers it to them, so v4 is answered as v3.
 * WriteTxnMarkers (27) v0-1: from a transaction coordinator to a partition leader.
-* TxnOffsetCommit (28) v0-3: v2 leader epochs; v3 member id, generation, group instance id.
+* TxnOffsetCommit (28) v0-4: v2 leader epochs; v3 member id, generation, group instance id;
+  v4 (KIP-890 part 1): the group's offsets partition found outside the transaction is answered
+  TRANSACTION_ABORTABLE, as Produce v11 is (INVALID_TXN_STATE below v4).
 * DescribeTransactions (65) v0, ListTransactions (66) v0-1 (v1: duration filter).
 
 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to AddPartitionsToTxn/AddOffsetsToTxn/EndTxn
@@ -78,7 +83,7 @@ def _topic_results(results: dict):
     return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in by_topic.items()]
 
 
-@handler(24, 0, 4)
+@handler(24, 0, 5)
 async def add_partitions_to_txn(ctx, req):
     v = ctx.api_version
     R = AddPartitionsToTxnResponse
@@ -96,7 +101,7 @@ async def add_partitions_to_txn(ctx, req):
 
 
 # ====================================================================== AddOffsetsToTxn
-@handler(25, 0, 3)
+@handler(25, 0, 4)
 async def add_offsets_to_txn(ctx, req):
     coord = _txns(ctx)
     if coord is None:
@@ -115,7 +120,7 @@ async def add_offsets_to_txn(ctx, req):
 
 
 # ====================================================================== EndTxn
-@handler(26, 0, 3)
+@handler(26, 0, 4)
 async def end_txn(ctx, req):
     coord = _txns(ctx)
     if coord is None:
@@ -143,7 +148,7 @@ async def write_txn_markers(ctx, req):
 
 
 # ====================================================================== TxnOffsetCommit
-@handler(28, 0, 3)
+@handler(28, 0, 4)
 async def txn_offset_commit(ctx, req):
     v = ctx.api_version
     R = TxnOffsetCommitResponse
@@ -190,8 +195,8 @@ async def _verify_offsets_partition(ctx, req, groups) -> int:
     if not groups._owns(tp[1]):
         return E.NOT_COORDINATOR
     err = await verify_in_transaction(ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch, tp)
-    if err == E.TRANSACTION_ABORTABLE:
-        return E.INVALID_TXN_STATE
+    if err == E.TRANSACTION_ABORTABLE and ctx.api_version < 4:
+        return E.INVALID_TXN_STATE      # clients before KIP-890 do not know TRANSACTION_ABORTABLE
     if err == E.PRODUCER_FENCED:
         return E.INVALID_PRODUCER_EPOCH
     if err in (E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS,

@@ -9,7 +9,10 @@
   UNKNOWN_TOPIC_OR_PARTITION / OPERATION_NOT_ATTEMPTED;
 * WriteTxnMarkers (as another coordinator would send it) writes a marker that closes the
   producer's transaction: the last stable offset moves and a stale coordinator epoch is refused;
-* ListTransactions / DescribeTransactions.
+* ListTransactions / DescribeTransactions;
+* TxnOffsetCommit before AddOffsetsToTxn: INVALID_TXN_STATE up to v3, TRANSACTION_ABORTABLE
+  from v4 (KIP-890 part 1), as Kafka 3.9 answers; after it the offsets commit with the
+  transaction (EndTxn v4).
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ import pytest
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
 from protocol.messages import (AddPartitionsToTxnRequest as APT, ApiVersionsRequest, DescribeTransactionsRequest,
-                               EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
-                               ListTransactionsRequest, ProduceRequest as PR, WriteTxnMarkersRequest as WTM)
+                               AddOffsetsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
+                               ListTransactionsRequest, OffsetFetchRequest, ProduceRequest as PR,
+                               TxnOffsetCommitRequest as TOC, WriteTxnMarkersRequest as WTM)
 from tests.integration.test_transactions import BROKER_PROPS, create_topic, unique
 from tests.support.rawkafka import SyncClient
 from tests.support.broker import running
@@ -79,8 +83,8 @@ def lso(client, topic):
 def test_api_versions(client):
     r = client(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-    assert got[22] == (0, 5) and got[24] == (0, 4) and got[25] == (0, 3) and got[26] == (0, 3)
-    assert got[27] == (0, 1) and got[28] == (0, 3) and got[65] == (0, 0) and got[66] == (0, 2)
+    assert got[22] == (0, 5) and got[24] == (0, 5) and got[25] == (0, 4) and got[26] == (0, 4)
+    assert got[27] == (0, 1) and got[28] == (0, 4) and got[65] == (0, 0) and got[66] == (0, 2)
     assert got[61] == (0, 0)
 
 
@@ -135,6 +139,43 @@ def test_produce_requires_the_partition_in_the_transaction(kafka, client):
     pid2, epoch2 = init(client, tid)
     assert pid2 == pid and epoch2 == epoch + 1
     assert produce(client, topic, txn_batch(pid, epoch, seq=2), tid)[0] == E.INVALID_PRODUCER_EPOCH
+
+
+def test_txn_offset_commit_requires_the_offsets_partition_in_the_transaction(kafka, client):
+    topic, group, tid = unique("toc"), unique("toc-group"), unique("tid")
+    create_topic(kafka.bootstrap, topic)
+    assert client(FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group]),
+                  version=3).error_code == 0
+    pid, epoch = init(client, tid)
+
+    def commit(version, offset=7):
+        r = client(TOC(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                       generation_id=-1, member_id="", group_instance_id=None, topics=[TOC.TxnOffsetCommitRequestTopic(
+                           name=topic, partitions=[TOC.TxnOffsetCommitRequestPartition(
+                               partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                               committed_metadata="")])]), version=version)
+        return [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions]
+
+    # the group's offsets partition is not in the transaction yet
+    assert commit(3) == [(topic, 0, E.INVALID_TXN_STATE)]
+    assert commit(4) == [(topic, 0, E.TRANSACTION_ABORTABLE)]
+    r = client(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                      group_id=group), version=4)
+    assert r.error_code == 0
+    assert commit(4) == [(topic, 0, E.NONE)]
+    assert client(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                committed=True), version=4).error_code == 0
+
+    def committed():
+        r = client(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+            name=topic, partition_indexes=[0])], require_stable=True), version=7)
+        return r.topics[0].partitions[0].committed_offset, r.topics[0].partitions[0].error_code
+
+    for _ in range(50):
+        if committed() == (7, 0):
+            break
+        asyncio.run(asyncio.sleep(0.05))
+    assert committed() == (7, 0)
 
 
 def test_add_partitions_unknown_topic(kafka, client):
