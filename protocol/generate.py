@@ -111,7 +111,33 @@ def load_spec(path: str) -> dict:
 #     after BatchSize; acknowledge type 4 (renew).
 #   - ShareAcknowledge v2: IsRenewAck (bool) after ShareSessionEpoch; the answer has
 #     AcquisitionLockTimeoutMs (int32) after ErrorMessage.
+# * Fetch v18 (Kafka 4.1, KIP-1166): each partition of the request may carry the fetcher's
+#   HighWatermark, tagged field 1 (int64, default Long.MAX_VALUE) after ReplicaDirectoryId.  The
+#   answer is unchanged.
+# * ListOffsets v10 (Kafka 4.0, KIP-1075): TimeoutMs (int32) ends the request; v11 (Kafka 4.2,
+#   KIP-1023) adds the special timestamp -6 (earliest pending upload) and no field.  The answers
+#   are unchanged.
+# * ConsumerGroupDescribe v1 (Kafka 4.0, KIP-1099): each member of the answer has MemberType
+#   (int8, default -1; 0 classic, 1 consumer) after TargetAssignment.  The request is unchanged.
 SPEC_ADDITIONS = {
+    "FetchRequest": {
+        "validVersions": "0-18",
+        "after": {"Topics.Partitions.ReplicaDirectoryId": [
+            {"name": "HighWatermark", "type": "int64", "versions": "18+", "default": "9223372036854775807",
+             "taggedVersions": "18+", "tag": 1, "ignorable": True}]},
+    },
+    "FetchResponse": {"validVersions": "0-18"},
+    "ListOffsetsRequest": {
+        "validVersions": "0-11",
+        "append": [{"name": "TimeoutMs", "type": "int32", "versions": "10+", "ignorable": True}],
+    },
+    "ListOffsetsResponse": {"validVersions": "0-11"},
+    "ConsumerGroupDescribeRequest": {"validVersions": "0-1"},
+    "ConsumerGroupDescribeResponse": {
+        "validVersions": "0-1",
+        "after": {"Groups.Members.TargetAssignment": [
+            {"name": "MemberType", "type": "int8", "versions": "1+", "default": "-1", "ignorable": True}]},
+    },
     "ListClientMetricsResourcesRequest": {
         "validVersions": "0-1",
         "append": [{"name": "ResourceTypes", "type": "[]int8", "versions": "1+"}],

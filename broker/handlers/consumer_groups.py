@@ -1,6 +1,8 @@
 """The consumer group protocol (KIP-848): ConsumerGroupHeartbeat (68) v0-1 and ConsumerGroupDescribe
-(69) v0, served by the group coordinator (``broker/group/consumer_protocol.py``).  Heartbeat v1
-(Kafka 4.0) adds SubscribedTopicRegex and has the client make its member id.
+(69) v0-1, served by the group coordinator (``broker/group/consumer_protocol.py``).  Heartbeat v1
+(Kafka 4.0) adds SubscribedTopicRegex and has the client make its member id.  Describe v1 (Kafka
+4.0, KIP-1099) says of each member whether it speaks the classic protocol (a member of a migrated
+group, still joining and syncing) or the consumer protocol.
 
 Both are advertised by ApiVersions as Kafka does; with ``consumer`` left out of
 ``group.coordinator.rebalance.protocols`` they answer UNSUPPORTED_VERSION.
@@ -11,6 +13,8 @@ from broker.dispatch import handler
 from broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, INT_MIN, _client_host, _coordinator
 from protocol.errors import ErrorCode as E
 from protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1       # ConsumerGroupDescribe v1 MemberType
 
 
 @handler(68, 0, 1)
@@ -46,7 +50,7 @@ def _described_assignment(coord, parts: dict):
     return D.Assignment(topic_partitions=out)
 
 
-@handler(69, 0, 0)
+@handler(69, 0, 1)
 async def consumer_group_describe(ctx, req):
     D = ConsumerGroupDescribeResponse
     coord = _coordinator(ctx)
@@ -70,7 +74,8 @@ async def consumer_group_describe(ctx, req):
                             member_epoch=m.epoch, client_id=m.client_id, client_host=m.client_host,
                             subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
                             assignment=_described_assignment(coord, m.assigned),
-                            target_assignment=_described_assignment(coord, target))
+                            target_assignment=_described_assignment(coord, target),
+                            member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER)
                    for m, target in s["members"]]
         groups.append(D.DescribedGroup(error_code=E.NONE, group_id=gid, group_state=s["state"],
                                        group_epoch=s["group_epoch"], assignment_epoch=s["assignment_epoch"],

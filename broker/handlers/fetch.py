@@ -1,4 +1,4 @@
-"""Fetch (key 1), v0-17.
+"""Fetch (key 1), v0-18.
 
 v0-3 consumers need legacy message sets (magic 0 for v0-1, magic 1 for v2-3): batches are
 down-converted per partition unless ``message.downconversion.enable`` is false (then
@@ -12,7 +12,8 @@ epoch checks.  v11+ rack id / preferred read replica (always -1); from v11 a con
 follower (KIP-392), up to that replica's high watermark.  v12+ flexible.  v13+ topic ids
 instead of names.  v15+ replica state in place of replica id.  v17 (KIP-853) adds a follower's
 directory id as a tagged field; Kafka's brokers use it only between KRaft voters, so it is read
-and ignored here, as a Kafka 3.9 broker does for a fetch of a partition.
+and ignored here, as a Kafka 3.9 broker does for a fetch of a partition.  v18 (KIP-1166) adds the
+fetcher's high watermark, another tagged field that only KRaft voters read; ignored too.
 
 Replica fetches (replica id set, cluster mode) are subject to the leader replication throttle
 (``broker/quota.py``): while the leader quota is exceeded, throttled partitions of a follower
@@ -205,7 +206,7 @@ def _plan(ctx, entries, follower_request: bool):
     return plan + denied
 
 
-@handler(1, 0, 17)
+@handler(1, 0, 18)
 async def fetch(ctx, req):
     broker = ctx.broker
     ctrl = broker.controller

@@ -1,9 +1,11 @@
-"""ListOffsets (key 2), v0-9.
+"""ListOffsets (key 2), v0-11.
 
 v0: ``max_num_offsets`` and an ``old_style_offsets`` array.  v1+: one (timestamp, offset).
 v2+ isolation level (latest = last stable offset for read_committed).  v4+ current leader epoch
 checks and the leader epoch of the answer.  v6+ flexible.  v7+ max timestamp (-3).  v8+
-earliest local (-4).  v9+ latest tiered (-5, answered like latest: nothing is tiered here).
+earliest local (-4).  v9+ latest tiered (-5).  v10 (Kafka 4.0, KIP-1075) a timeout for reads from
+remote storage, which there is none of here.  v11 (Kafka 4.2, KIP-1023) earliest pending upload
+(-6).  Without tiered storage Kafka answers -5 and -6 with offset -1 and leader epoch -1.
 
 Consumers (replica id -1) see up to the high watermark: "latest" is the high watermark, which on a
 caught-up partition is the log end offset.  A timestamp past every record answers offset -1.
@@ -19,14 +21,15 @@ from protocol.errors import ErrorCode as E
 from protocol.messages import ListOffsetsResponse
 
 R = ListOffsetsResponse
-EARLIEST, LATEST, MAX_TS, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST, LATEST, MAX_TS, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 # the special (negative) timestamps and the first version that has each
-SPECIAL_SINCE = {EARLIEST: 1, LATEST: 1, MAX_TS: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+SPECIAL_SINCE = {EARLIEST: 1, LATEST: 1, MAX_TS: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                 EARLIEST_PENDING_UPLOAD: 11}
 
 
 
-@handler(2, 0, 9)
+@handler(2, 0, 11)
 async def list_offsets(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
@@ -68,7 +71,7 @@ async def list_offsets(ctx, req):
                 upper = part.high_watermark
             if ts == LATEST:
                 found = (-1, upper)
-            elif ts == LATEST_TIERED:       # no tiered storage: Kafka answers offset -1, epoch -1
+            elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):   # no tiered storage: -1, epoch -1
                 found = None
             elif ts in (EARLIEST, EARLIEST_LOCAL):
                 found = (-1, lg.log_start_offset)

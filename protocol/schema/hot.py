@@ -2110,7 +2110,7 @@ def e_ProduceResponse_v11(o, out, regions):
 def d_FetchRequest_FetchPartition_v0(buf, pos, end):
     v_partition, v_fetch_offset, v_partition_max_bytes = S_iqi.unpack_from(buf, pos)
     pos += 16
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v0(o, out, regions):
@@ -2171,7 +2171,7 @@ def e_FetchRequest_v0(o, out, regions):
 def d_FetchRequest_FetchPartition_v1(buf, pos, end):
     v_partition, v_fetch_offset, v_partition_max_bytes = S_iqi.unpack_from(buf, pos)
     pos += 16
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v1(o, out, regions):
@@ -2232,7 +2232,7 @@ def e_FetchRequest_v1(o, out, regions):
 def d_FetchRequest_FetchPartition_v2(buf, pos, end):
     v_partition, v_fetch_offset, v_partition_max_bytes = S_iqi.unpack_from(buf, pos)
     pos += 16
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v2(o, out, regions):
@@ -2293,7 +2293,7 @@ def e_FetchRequest_v2(o, out, regions):
 def d_FetchRequest_FetchPartition_v3(buf, pos, end):
     v_partition, v_fetch_offset, v_partition_max_bytes = S_iqi.unpack_from(buf, pos)
     pos += 16
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v3(o, out, regions):
@@ -2354,7 +2354,7 @@ def e_FetchRequest_v3(o, out, regions):
 def d_FetchRequest_FetchPartition_v4(buf, pos, end):
     v_partition, v_fetch_offset, v_partition_max_bytes = S_iqi.unpack_from(buf, pos)
     pos += 16
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v4(o, out, regions):
@@ -2415,7 +2415,7 @@ def e_FetchRequest_v4(o, out, regions):
 def d_FetchRequest_FetchPartition_v5(buf, pos, end):
     v_partition, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = S_iqqi.unpack_from(buf, pos)
     pos += 24
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v5(o, out, regions):
@@ -2476,7 +2476,7 @@ def e_FetchRequest_v5(o, out, regions):
 def d_FetchRequest_FetchPartition_v6(buf, pos, end):
     v_partition, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = S_iqqi.unpack_from(buf, pos)
     pos += 24
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v6(o, out, regions):
@@ -2537,7 +2537,7 @@ def e_FetchRequest_v6(o, out, regions):
 def d_FetchRequest_FetchPartition_v7(buf, pos, end):
     v_partition, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = S_iqqi.unpack_from(buf, pos)
     pos += 24
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v7(o, out, regions):
@@ -2634,7 +2634,7 @@ def e_FetchRequest_v7(o, out, regions):
 def d_FetchRequest_FetchPartition_v8(buf, pos, end):
     v_partition, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = S_iqqi.unpack_from(buf, pos)
     pos += 24
-    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v8(o, out, regions):
@@ -2731,7 +2731,7 @@ def e_FetchRequest_v8(o, out, regions):
 def d_FetchRequest_FetchPartition_v9(buf, pos, end):
     v_partition, v_current_leader_epoch, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = S_iiqqi.unpack_from(buf, pos)
     pos += 28
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v9(o, out, regions):
@@ -2828,7 +2828,7 @@ def e_FetchRequest_v9(o, out, regions):
 def d_FetchRequest_FetchPartition_v10(buf, pos, end):
     v_partition, v_current_leader_epoch, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = S_iiqqi.unpack_from(buf, pos)
     pos += 28
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v10(o, out, regions):
@@ -2925,7 +2925,7 @@ def e_FetchRequest_v10(o, out, regions):
 def d_FetchRequest_FetchPartition_v11(buf, pos, end):
     v_partition, v_current_leader_epoch, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = S_iiqqi.unpack_from(buf, pos)
     pos += 28
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807), pos
 
 
 def e_FetchRequest_FetchPartition_v11(o, out, regions):
@@ -3034,7 +3034,7 @@ def d_FetchRequest_FetchPartition_v12(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, unknown), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807, unknown), pos
 
 
 def e_FetchRequest_FetchPartition_v12(o, out, regions):
@@ -3204,7 +3204,7 @@ def d_FetchRequest_FetchPartition_v13(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, unknown), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807, unknown), pos
 
 
 def e_FetchRequest_FetchPartition_v13(o, out, regions):
@@ -3374,7 +3374,7 @@ def d_FetchRequest_FetchPartition_v14(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, unknown), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807, unknown), pos
 
 
 def e_FetchRequest_FetchPartition_v14(o, out, regions):
@@ -3544,7 +3544,7 @@ def d_FetchRequest_FetchPartition_v15(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, unknown), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807, unknown), pos
 
 
 def e_FetchRequest_FetchPartition_v15(o, out, regions):
@@ -3748,7 +3748,7 @@ def d_FetchRequest_FetchPartition_v16(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, unknown), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, UUID0, 9223372036854775807, unknown), pos
 
 
 def e_FetchRequest_FetchPartition_v16(o, out, regions):
@@ -3961,7 +3961,7 @@ def d_FetchRequest_FetchPartition_v17(buf, pos, end):
             if unknown is None: unknown = []
             unknown.append((tag, bytes(buf[pos:pos + size])))
             pos += size
-    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, v_replica_directory_id, unknown), pos
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, v_replica_directory_id, 9223372036854775807, unknown), pos
 
 
 def e_FetchRequest_FetchPartition_v17(o, out, regions):
@@ -4155,6 +4155,245 @@ def e_FetchRequest_v17(o, out, regions):
     if not ((o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags))):
         t = bytearray()
         e_FetchRequest_ReplicaState_v17(o.replica_state, t, regions)
+        tags.append((1, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
+def d_FetchRequest_FetchPartition_v18(buf, pos, end):
+    v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes = S_iiqiqi.unpack_from(buf, pos)
+    pos += 32
+    v_replica_directory_id = UUID0
+    v_high_watermark = 9223372036854775807
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            v_replica_directory_id, pos = r_uuid(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_replica_directory_id == UUID0:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        elif tag == 1:
+            sub = buf[:pos + size]; p0 = pos
+            v_high_watermark = S_q.unpack_from(sub, pos)[0]; pos += 8
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_high_watermark == 9223372036854775807:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return FetchRequest_FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, v_replica_directory_id, v_high_watermark, unknown), pos
+
+
+def e_FetchRequest_FetchPartition_v18(o, out, regions):
+    out += S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    if not o._unknown_tags and o.replica_directory_id == UUID0 and o.high_watermark == 9223372036854775807:
+        out.append(0)
+        return
+    tags = []
+    if not (o.replica_directory_id == UUID0):
+        t = bytearray()
+        w_uuid(t, o.replica_directory_id)
+        tags.append((0, t))
+    if not (o.high_watermark == 9223372036854775807):
+        t = bytearray()
+        t += S_q.pack(o.high_watermark)
+        tags.append((1, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
+def d_FetchRequest_FetchTopic_v18(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_FetchRequest_FetchPartition_v18(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchRequest_FetchTopic('', v_topic_id, v_partitions, unknown), pos
+
+
+def e_FetchRequest_FetchTopic_v18(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_FetchRequest_FetchPartition_v18(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchRequest_ForgottenTopic_v18(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions, pos = r_fixed_array(buf, pos, end, n, 'i', 4)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchRequest_ForgottenTopic('', v_topic_id, v_partitions, unknown), pos
+
+
+def e_FetchRequest_ForgottenTopic_v18(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        w_fixed_array(out, a, 'i')
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchRequest_ReplicaState_v18(buf, pos, end):
+    v_replica_id, v_replica_epoch = S_iq.unpack_from(buf, pos)
+    pos += 12
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchRequest_ReplicaState(v_replica_id, v_replica_epoch, unknown), pos
+
+
+def e_FetchRequest_ReplicaState_v18(o, out, regions):
+    out += S_iq.pack(o.replica_id, o.replica_epoch)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchRequest_v18(buf, pos, end):
+    v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = S_iiibii.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_FetchRequest_FetchTopic_v18(buf, pos, end)
+            app(x)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field forgotten_topics_data')
+    else:
+        v_forgotten_topics_data = []
+        app = v_forgotten_topics_data.append
+        for _ in range(n):
+            x, pos = d_FetchRequest_ForgottenTopic_v18(buf, pos, end)
+            app(x)
+    v_rack_id, pos = r_cstr(buf, pos, end)
+    v_cluster_id = None
+    v_replica_state = DF_FetchRequest_ReplicaState
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            v_cluster_id, pos = r_ncstr(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_cluster_id is None:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        elif tag == 1:
+            sub = buf[:pos + size]; p0 = pos
+            v_replica_state, pos = d_FetchRequest_ReplicaState_v18(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_replica_state is DF_FetchRequest_ReplicaState or (v_replica_state is not None and v_replica_state.replica_id == -1 and v_replica_state.replica_epoch == -1 and not v_replica_state._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return FetchRequest(v_cluster_id, -1, v_replica_state, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+
+
+def e_FetchRequest_v18(o, out, regions):
+    out += S_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_FetchRequest_FetchTopic_v18(x, out, regions)
+    a = o.forgotten_topics_data
+    if a is None:
+        raise EncodeError('null array in non-nullable field forgotten_topics_data')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_FetchRequest_ForgottenTopic_v18(x, out, regions)
+    w_cstr(out, o.rack_id)
+    if not o._unknown_tags and o.cluster_id is None and (o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        w_ncstr(t, o.cluster_id)
+        tags.append((0, t))
+    if not ((o.replica_state is DF_FetchRequest_ReplicaState or (o.replica_state is not None and o.replica_state.replica_id == -1 and o.replica_state.replica_epoch == -1 and not o.replica_state._unknown_tags))):
+        t = bytearray()
+        e_FetchRequest_ReplicaState_v18(o.replica_state, t, regions)
         tags.append((1, t))
     if o._unknown_tags:
         written = {t[0] for t in tags}
@@ -6763,6 +7002,322 @@ def e_FetchResponse_v17(o, out, regions):
         out.append(0)
 
 
+def d_FetchResponse_AbortedTransaction_v18(buf, pos, end):
+    v_producer_id, v_first_offset = S_qq.unpack_from(buf, pos)
+    pos += 16
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchResponse_AbortedTransaction(v_producer_id, v_first_offset, unknown), pos
+
+
+def e_FetchResponse_AbortedTransaction_v18(o, out, regions):
+    out += S_qq.pack(o.producer_id, o.first_offset)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchResponse_EpochEndOffset_v18(buf, pos, end):
+    v_epoch, v_end_offset = S_iq.unpack_from(buf, pos)
+    pos += 12
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchResponse_EpochEndOffset(v_epoch, v_end_offset, unknown), pos
+
+
+def e_FetchResponse_EpochEndOffset_v18(o, out, regions):
+    out += S_iq.pack(o.epoch, o.end_offset)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchResponse_LeaderIdAndEpoch_v18(buf, pos, end):
+    v_leader_id, v_leader_epoch = S_ii.unpack_from(buf, pos)
+    pos += 8
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchResponse_LeaderIdAndEpoch(v_leader_id, v_leader_epoch, unknown), pos
+
+
+def e_FetchResponse_LeaderIdAndEpoch_v18(o, out, regions):
+    out += S_ii.pack(o.leader_id, o.leader_epoch)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchResponse_SnapshotId_v18(buf, pos, end):
+    v_end_offset, v_epoch = S_qi.unpack_from(buf, pos)
+    pos += 12
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchResponse_SnapshotId(v_end_offset, v_epoch, unknown), pos
+
+
+def e_FetchResponse_SnapshotId_v18(o, out, regions):
+    out += S_qi.pack(o.end_offset, o.epoch)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchResponse_PartitionData_v18(buf, pos, end):
+    v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset = S_ihqqq.unpack_from(buf, pos)
+    pos += 30
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        v_aborted_transactions = None
+    else:
+        v_aborted_transactions = []
+        app = v_aborted_transactions.append
+        for _ in range(n):
+            x, pos = d_FetchResponse_AbortedTransaction_v18(buf, pos, end)
+            app(x)
+    v_preferred_read_replica = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_records, pos = r_crecords(buf, pos, end)
+    v_diverging_epoch = DF_FetchResponse_EpochEndOffset
+    v_current_leader = DF_FetchResponse_LeaderIdAndEpoch
+    v_snapshot_id = DF_FetchResponse_SnapshotId
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            v_diverging_epoch, pos = d_FetchResponse_EpochEndOffset_v18(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_diverging_epoch is DF_FetchResponse_EpochEndOffset or (v_diverging_epoch is not None and v_diverging_epoch.epoch == -1 and v_diverging_epoch.end_offset == -1 and not v_diverging_epoch._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        elif tag == 1:
+            sub = buf[:pos + size]; p0 = pos
+            v_current_leader, pos = d_FetchResponse_LeaderIdAndEpoch_v18(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_FetchResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        elif tag == 2:
+            sub = buf[:pos + size]; p0 = pos
+            v_snapshot_id, pos = d_FetchResponse_SnapshotId_v18(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_snapshot_id is DF_FetchResponse_SnapshotId or (v_snapshot_id is not None and v_snapshot_id.end_offset == -1 and v_snapshot_id.epoch == -1 and not v_snapshot_id._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return FetchResponse_PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, v_diverging_epoch, v_current_leader, v_snapshot_id, v_aborted_transactions, v_preferred_read_replica, v_records, unknown), pos
+
+
+def e_FetchResponse_PartitionData_v18(o, out, regions):
+    out += S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    a = o.aborted_transactions
+    if a is None:
+        out += b'\x00'
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_FetchResponse_AbortedTransaction_v18(x, out, regions)
+    out += S_i.pack(o.preferred_read_replica)
+    w_crecords(out, o.records, regions)
+    if not o._unknown_tags and (o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags)) and (o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)) and (o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.diverging_epoch is DF_FetchResponse_EpochEndOffset or (o.diverging_epoch is not None and o.diverging_epoch.epoch == -1 and o.diverging_epoch.end_offset == -1 and not o.diverging_epoch._unknown_tags))):
+        t = bytearray()
+        e_FetchResponse_EpochEndOffset_v18(o.diverging_epoch, t, regions)
+        tags.append((0, t))
+    if not ((o.current_leader is DF_FetchResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
+        t = bytearray()
+        e_FetchResponse_LeaderIdAndEpoch_v18(o.current_leader, t, regions)
+        tags.append((1, t))
+    if not ((o.snapshot_id is DF_FetchResponse_SnapshotId or (o.snapshot_id is not None and o.snapshot_id.end_offset == -1 and o.snapshot_id.epoch == -1 and not o.snapshot_id._unknown_tags))):
+        t = bytearray()
+        e_FetchResponse_SnapshotId_v18(o.snapshot_id, t, regions)
+        tags.append((2, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
+def d_FetchResponse_FetchableTopicResponse_v18(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_FetchResponse_PartitionData_v18(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchResponse_FetchableTopicResponse('', v_topic_id, v_partitions, unknown), pos
+
+
+def e_FetchResponse_FetchableTopicResponse_v18(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_FetchResponse_PartitionData_v18(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchResponse_NodeEndpoint_v18(buf, pos, end):
+    v_node_id = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_host, pos = r_cstr(buf, pos, end)
+    v_port = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_rack, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return FetchResponse_NodeEndpoint(v_node_id, v_host, v_port, v_rack, unknown), pos
+
+
+def e_FetchResponse_NodeEndpoint_v18(o, out, regions):
+    out += S_i.pack(o.node_id)
+    w_cstr(out, o.host)
+    out += S_i.pack(o.port)
+    w_ncstr(out, o.rack)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_FetchResponse_v18(buf, pos, end):
+    v_throttle_time_ms, v_error_code, v_session_id = S_ihi.unpack_from(buf, pos)
+    pos += 10
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field responses')
+    else:
+        v_responses = []
+        app = v_responses.append
+        for _ in range(n):
+            x, pos = d_FetchResponse_FetchableTopicResponse_v18(buf, pos, end)
+            app(x)
+    v_node_endpoints = []
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            n, pos = r_ccount(sub, pos, p0 + size)
+            if n is None:
+                raise DecodeError('null array in non-nullable field node_endpoints')
+            else:
+                v_node_endpoints = []
+                app = v_node_endpoints.append
+                for _ in range(n):
+                    x, pos = d_FetchResponse_NodeEndpoint_v18(sub, pos, p0 + size)
+                    app(x)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_node_endpoints == []:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return FetchResponse(v_throttle_time_ms, v_error_code, v_session_id, v_responses, v_node_endpoints, unknown), pos
+
+
+def e_FetchResponse_v18(o, out, regions):
+    out += S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    a = o.responses
+    if a is None:
+        raise EncodeError('null array in non-nullable field responses')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_FetchResponse_FetchableTopicResponse_v18(x, out, regions)
+    if not o._unknown_tags and o.node_endpoints == []:
+        out.append(0)
+        return
+    tags = []
+    if not (o.node_endpoints == []):
+        t = bytearray()
+        a = o.node_endpoints
+        if a is None:
+            raise EncodeError('null array in non-nullable field node_endpoints')
+        else:
+            w_uvarint(t, len(a) + 1)
+            for x in a:
+                e_FetchResponse_NodeEndpoint_v18(x, t, regions)
+        tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
 def d_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end):
     v_partition_index, v_timestamp, v_max_num_offsets = S_iqi.unpack_from(buf, pos)
     pos += 16
@@ -6809,7 +7364,7 @@ def d_ListOffsetsRequest_v0(buf, pos, end):
         for _ in range(n):
             x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end)
             app(x)
-    return ListOffsetsRequest(v_replica_id, 0, v_topics), pos
+    return ListOffsetsRequest(v_replica_id, 0, v_topics, 0), pos
 
 
 def e_ListOffsetsRequest_v0(o, out, regions):
@@ -6869,7 +7424,7 @@ def d_ListOffsetsRequest_v1(buf, pos, end):
         for _ in range(n):
             x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v1(buf, pos, end)
             app(x)
-    return ListOffsetsRequest(v_replica_id, 0, v_topics), pos
+    return ListOffsetsRequest(v_replica_id, 0, v_topics, 0), pos
 
 
 def e_ListOffsetsRequest_v1(o, out, regions):
@@ -6930,7 +7485,7 @@ def d_ListOffsetsRequest_v2(buf, pos, end):
         for _ in range(n):
             x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v2(buf, pos, end)
             app(x)
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0), pos
 
 
 def e_ListOffsetsRequest_v2(o, out, regions):
@@ -6991,7 +7546,7 @@ def d_ListOffsetsRequest_v3(buf, pos, end):
         for _ in range(n):
             x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v3(buf, pos, end)
             app(x)
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0), pos
 
 
 def e_ListOffsetsRequest_v3(o, out, regions):
@@ -7052,7 +7607,7 @@ def d_ListOffsetsRequest_v4(buf, pos, end):
         for _ in range(n):
             x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v4(buf, pos, end)
             app(x)
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0), pos
 
 
 def e_ListOffsetsRequest_v4(o, out, regions):
@@ -7113,7 +7668,7 @@ def d_ListOffsetsRequest_v5(buf, pos, end):
         for _ in range(n):
             x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v5(buf, pos, end)
             app(x)
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0), pos
 
 
 def e_ListOffsetsRequest_v5(o, out, regions):
@@ -7208,7 +7763,7 @@ def d_ListOffsetsRequest_v6(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, unknown), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0, unknown), pos
 
 
 def e_ListOffsetsRequest_v6(o, out, regions):
@@ -7305,7 +7860,7 @@ def d_ListOffsetsRequest_v7(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, unknown), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0, unknown), pos
 
 
 def e_ListOffsetsRequest_v7(o, out, regions):
@@ -7402,7 +7957,7 @@ def d_ListOffsetsRequest_v8(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, unknown), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0, unknown), pos
 
 
 def e_ListOffsetsRequest_v8(o, out, regions):
@@ -7499,7 +8054,7 @@ def d_ListOffsetsRequest_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, unknown), pos
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0, unknown), pos
 
 
 def e_ListOffsetsRequest_v9(o, out, regions):
@@ -7511,6 +8066,204 @@ def e_ListOffsetsRequest_v9(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_ListOffsetsRequest_ListOffsetsTopic_v9(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsRequest_ListOffsetsPartition_v10(buf, pos, end):
+    v_partition_index, v_current_leader_epoch, v_timestamp = S_iiq.unpack_from(buf, pos)
+    pos += 16
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsRequest_ListOffsetsPartition(v_partition_index, v_current_leader_epoch, v_timestamp, 1, unknown), pos
+
+
+def e_ListOffsetsRequest_ListOffsetsPartition_v10(o, out, regions):
+    out += S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsRequest_ListOffsetsTopic_v10(buf, pos, end):
+    v_name, pos = r_cstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsRequest_ListOffsetsPartition_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsRequest_ListOffsetsTopic(v_name, v_partitions, unknown), pos
+
+
+def e_ListOffsetsRequest_ListOffsetsTopic_v10(o, out, regions):
+    w_cstr(out, o.name)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsRequest_ListOffsetsPartition_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsRequest_v10(buf, pos, end):
+    v_replica_id, v_isolation_level = S_ib.unpack_from(buf, pos)
+    pos += 5
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v10(buf, pos, end)
+            app(x)
+    v_timeout_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, v_timeout_ms, unknown), pos
+
+
+def e_ListOffsetsRequest_v10(o, out, regions):
+    out += S_ib.pack(o.replica_id, o.isolation_level)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsRequest_ListOffsetsTopic_v10(x, out, regions)
+    out += S_i.pack(o.timeout_ms)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsRequest_ListOffsetsPartition_v11(buf, pos, end):
+    v_partition_index, v_current_leader_epoch, v_timestamp = S_iiq.unpack_from(buf, pos)
+    pos += 16
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsRequest_ListOffsetsPartition(v_partition_index, v_current_leader_epoch, v_timestamp, 1, unknown), pos
+
+
+def e_ListOffsetsRequest_ListOffsetsPartition_v11(o, out, regions):
+    out += S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsRequest_ListOffsetsTopic_v11(buf, pos, end):
+    v_name, pos = r_cstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsRequest_ListOffsetsPartition_v11(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsRequest_ListOffsetsTopic(v_name, v_partitions, unknown), pos
+
+
+def e_ListOffsetsRequest_ListOffsetsTopic_v11(o, out, regions):
+    w_cstr(out, o.name)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsRequest_ListOffsetsPartition_v11(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsRequest_v11(buf, pos, end):
+    v_replica_id, v_isolation_level = S_ib.unpack_from(buf, pos)
+    pos += 5
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsRequest_ListOffsetsTopic_v11(buf, pos, end)
+            app(x)
+    v_timeout_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, v_timeout_ms, unknown), pos
+
+
+def e_ListOffsetsRequest_v11(o, out, regions):
+    out += S_ib.pack(o.replica_id, o.isolation_level)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsRequest_ListOffsetsTopic_v11(x, out, regions)
+    out += S_i.pack(o.timeout_ms)
     if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
     else: out.append(0)
 
@@ -8262,6 +9015,198 @@ def e_ListOffsetsResponse_v9(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_ListOffsetsResponse_ListOffsetsTopicResponse_v9(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsResponse_ListOffsetsPartitionResponse_v10(buf, pos, end):
+    v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch = S_ihqqi.unpack_from(buf, pos)
+    pos += 26
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsResponse_ListOffsetsPartitionResponse(v_partition_index, v_error_code, [], v_timestamp, v_offset, v_leader_epoch, unknown), pos
+
+
+def e_ListOffsetsResponse_ListOffsetsPartitionResponse_v10(o, out, regions):
+    out += S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsResponse_ListOffsetsTopicResponse_v10(buf, pos, end):
+    v_name, pos = r_cstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsResponse_ListOffsetsPartitionResponse_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsResponse_ListOffsetsTopicResponse(v_name, v_partitions, unknown), pos
+
+
+def e_ListOffsetsResponse_ListOffsetsTopicResponse_v10(o, out, regions):
+    w_cstr(out, o.name)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsResponse_ListOffsetsPartitionResponse_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsResponse_v10(buf, pos, end):
+    v_throttle_time_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsResponse_ListOffsetsTopicResponse_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsResponse(v_throttle_time_ms, v_topics, unknown), pos
+
+
+def e_ListOffsetsResponse_v10(o, out, regions):
+    out += S_i.pack(o.throttle_time_ms)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsResponse_ListOffsetsTopicResponse_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsResponse_ListOffsetsPartitionResponse_v11(buf, pos, end):
+    v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch = S_ihqqi.unpack_from(buf, pos)
+    pos += 26
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsResponse_ListOffsetsPartitionResponse(v_partition_index, v_error_code, [], v_timestamp, v_offset, v_leader_epoch, unknown), pos
+
+
+def e_ListOffsetsResponse_ListOffsetsPartitionResponse_v11(o, out, regions):
+    out += S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsResponse_ListOffsetsTopicResponse_v11(buf, pos, end):
+    v_name, pos = r_cstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsResponse_ListOffsetsPartitionResponse_v11(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsResponse_ListOffsetsTopicResponse(v_name, v_partitions, unknown), pos
+
+
+def e_ListOffsetsResponse_ListOffsetsTopicResponse_v11(o, out, regions):
+    w_cstr(out, o.name)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsResponse_ListOffsetsPartitionResponse_v11(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ListOffsetsResponse_v11(buf, pos, end):
+    v_throttle_time_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_ListOffsetsResponse_ListOffsetsTopicResponse_v11(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ListOffsetsResponse(v_throttle_time_ms, v_topics, unknown), pos
+
+
+def e_ListOffsetsResponse_v11(o, out, regions):
+    out += S_i.pack(o.throttle_time_ms)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ListOffsetsResponse_ListOffsetsTopicResponse_v11(x, out, regions)
     if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
     else: out.append(0)
 

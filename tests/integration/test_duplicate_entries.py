@@ -132,17 +132,18 @@ def test_list_offsets_refuses_every_entry_of_a_duplicated_partition(kafka, versi
         assert len(got) == 2 and got[0] == got[1] and got[0][0] == 0 and got[0][1][0] >= 1, got
 
 
-@pytest.mark.parametrize("ts, since", [(-3, 7), (-4, 8), (-5, 9), (-7, None)])
+@pytest.mark.parametrize("ts, since", [(-3, 7), (-4, 8), (-5, 9), (-6, 11), (-7, None)])
 def test_list_offsets_special_timestamps_need_their_version(kafka, ts, since):
     """Kafka answers a special (negative) timestamp from before its version UNSUPPORTED_VERSION,
     and an unknown one always."""
     with RawConnection(kafka.host, kafka.port) as c:
         assert c.metadata(["lo"]).topics[0].error_code == 0
-        for v in (1, 6, 7, 8, 9):
+        for v in (1, 6, 7, 8, 9, 10, 11):
             r = c.list_offsets("lo", 0, ts, version=v)
             want = E.UNSUPPORTED_VERSION if since is None or v < since else E.NONE
             assert r.error_code == want, (ts, v)
-            if ts == -5 and want == E.NONE:     # latest tiered, without tiered storage: none, as Kafka
+            # latest tiered and (v11) earliest pending upload, without tiered storage: none, as Kafka
+            if ts in (-5, -6) and want == E.NONE:
                 assert (r.timestamp, r.offset, r.leader_epoch) == (-1, -1, -1)
 
 

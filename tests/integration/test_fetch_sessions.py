@@ -55,8 +55,11 @@ def fetch(c, version, session_id, epoch, topic, topic_id, parts=(), forget=(), m
     """parts: [(partition, fetch offset)].  The response's error, session id and topics, and
     its partitions as {partition: data} in .by_partition (one topic at most here)."""
     name_kw = {"topic_id": topic_id} if version >= 13 else {"topic": topic}
-    # v17 (KIP-853) lets a follower name its log directory, a tagged field a broker ignores
+    # v17 (KIP-853) lets a follower name its log directory and v18 (KIP-1166) give its high
+    # watermark: tagged fields that only KRaft voters read, a broker ignores them
     dir_kw = {"replica_directory_id": DIRECTORY_ID} if version >= 17 else {}
+    if version >= 18:
+        dir_kw["high_watermark"] = 1
     topics = [FetchRequest.FetchTopic(**name_kw, partitions=[FetchRequest.FetchPartition(
         partition=p, current_leader_epoch=-1, fetch_offset=off, last_fetched_epoch=-1,
         log_start_offset=-1, partition_max_bytes=1 << 20, **dir_kw) for p, off in parts])] if parts else []
@@ -77,7 +80,7 @@ def _records(pd):
     return [h.base_offset for h in iter_batches(bytes(pd.records))] if pd.records else []
 
 
-@pytest.mark.parametrize("version", [12, 13, 17])
+@pytest.mark.parametrize("version", [12, 13, 17, 18])
 def test_a_session_answers_only_partitions_with_news(kafka, version):
     topic = f"sessions-v{version}"
     with RawConnection(kafka.host, kafka.port) as c:

@@ -306,3 +306,7 @@ def test_raw_classic_join_into_a_consumer_group(kafka):
         from protocol.messages import ConsumerGroupDescribeRequest
         d = conn.request(69, 0, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False))
         assert len(d.groups[0].members) == 2, d                  # the consumer member and the first classic one
+        # v1 (KIP-1099) tells them apart: 1 consumer protocol, 0 classic
+        d = conn.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False))
+        types = {m.member_id: m.member_type for m in d.groups[0].members}
+        assert types.pop(member) == 1 and list(types.values()) == [0], d
