@@ -119,7 +119,20 @@ def load_spec(path: str) -> dict:
 #   are unchanged.
 # * ConsumerGroupDescribe v1 (Kafka 4.0, KIP-1099): each member of the answer has MemberType
 #   (int8, default -1; 0 classic, 1 consumer) after TargetAssignment.  The request is unchanged.
+# * Produce v12 (Kafka 4.0, KIP-890 part 2: the layout of v11) and v13 (Kafka 4.1, KIP-516): from
+#   v13 a topic of the request and of the answer is named by TopicId (uuid) in place of Name,
+#   which stops at v12.
 SPEC_ADDITIONS = {
+    "ProduceRequest": {
+        "validVersions": "0-13",
+        "versions": {"TopicData.Name": "0-12"},
+        "after": {"TopicData.Name": [{"name": "TopicId", "type": "uuid", "versions": "13+", "ignorable": True}]},
+    },
+    "ProduceResponse": {
+        "validVersions": "0-13",
+        "versions": {"Responses.Name": "0-12"},
+        "after": {"Responses.Name": [{"name": "TopicId", "type": "uuid", "versions": "13+", "ignorable": True}]},
+    },
     "FetchRequest": {
         "validVersions": "0-18",
         "after": {"Topics.Partitions.ReplicaDirectoryId": [

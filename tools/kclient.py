@@ -200,7 +200,8 @@ class Producer:
                     req = P(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
                             topic_data=[P.TopicProduceData(name=topic, partition_data=[
                                 P.PartitionProduceData(index=partition, records=data)])])
-                    resp = await self.client.send_to_leader(topic, partition, req)
+                    # topics by name: Produce v13 would want their ids
+                    resp = await self.client.send_to_leader(topic, partition, req, max_version=12)
                     if resp is None:       # acks=0
                         self._complete(b, topic, partition, -1, None)
                         return

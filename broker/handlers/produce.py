@@ -1,9 +1,13 @@
-"""Produce (key 0), v0-11.
+"""Produce (key 0), v0-13.
 
 v0-2 carry legacy message sets (magic 0/1); they are up-converted to v2 batches on append, as a
 3.x broker does.  v3+ add the transactional id and must carry exactly one v2 batch per partition.
 v7+ may use zstd (older versions: UNSUPPORTED_COMPRESSION_TYPE).  v8+ record errors and an error
-message.  v9+ flexible.  v10-11 add KIP-951 leader hints and TRANSACTION_ABORTABLE.
+message.  v9+ flexible.  v10-11 add KIP-951 leader hints and TRANSACTION_ABORTABLE.  v12 (Kafka
+4.0) is v11 for a client that speaks transaction version 2 (KIP-890 part 2), which this broker
+does not offer (no ``transaction.version`` is finalized), so no client sends a transactional v12;
+one is checked as v11 is.  v13 (Kafka 4.1) names topics by id: an id of no topic is
+UNKNOWN_TOPIC_ID.
 
 The records of each partition stay a memoryview into the received frame: offsets and the leader
 epoch are patched into it in place and it is written to the log as is (storage/log.py).
@@ -22,6 +26,7 @@ from broker.txn.markers import check_produce, is_transactional_batch
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
 from protocol.messages import ProduceResponse
+from protocol.primitives import UUID0
 from storage import errors as se
 
 log = logging.getLogger("odradek.produce")
@@ -80,7 +85,18 @@ class _Unsupported(Exception):
     pass
 
 
-@handler(0, 0, 11)
+def name_topics(ctrl, topic_data) -> None:
+    """Produce v13 names its topics by id: give each topic of the request its name, in place
+    ("" stays for an id that no topic has).  Done once, by whichever of the ACL check and the
+    handler sees the request first."""
+    for t in topic_data:
+        if not t.name:
+            info = ctrl.topic_by_id(t.topic_id)
+            if info is not None:
+                t.name = info.name
+
+
+@handler(0, 0, 13)
 async def produce(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
@@ -90,9 +106,12 @@ async def produce(ctx, req):
     ctrl = broker.controller
     responses = []
     waits = []
-    for topic in _distinct_partitions(req.topic_data):
+    if v >= 13:
+        name_topics(ctrl, req.topic_data)
+    for topic in _distinct_partitions(req.topic_data, v):
         out_parts = []
-        info = ctrl.topic(topic.name)
+        info = ctrl.topic(topic.name) if topic.name else None
+        missing = E.UNKNOWN_TOPIC_ID if v >= 13 and info is None else E.UNKNOWN_TOPIC_OR_PARTITION
         for pd in topic.partition_data:
             resp = R.PartitionProduceResponse(index=pd.index, error_code=0, base_offset=-1,
                                               log_append_time_ms=-1, log_start_offset=-1)
@@ -101,7 +120,7 @@ async def produce(ctx, req):
                 resp.error_code = E.INVALID_REQUIRED_ACKS
                 continue
             if info is None or pd.index not in info.partitions:
-                resp.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+                resp.error_code = missing
                 continue
             if info.internal and topic.name in ("__consumer_offsets", "__transaction_state"):
                 resp.error_code = E.INVALID_TOPIC_EXCEPTION
@@ -147,7 +166,8 @@ async def produce(ctx, req):
                 part.after_append()
             if acks == -1:
                 waits.append((part, res.last_offset + 1, resp, part.leader_epoch))
-        responses.append(R.TopicProduceResponse(name=topic.name, partition_responses=out_parts))
+        responses.append(R.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id,
+                                                partition_responses=out_parts))
     if metrics is not None:
         metrics.produce_request(req, responses)
     quota = broker.produce_quota
@@ -167,13 +187,17 @@ async def produce(ctx, req):
     return R(responses=responses, throttle_time_ms=throttle_ms)
 
 
-def _distinct_partitions(topic_data):
-    """The request's topics with each partition once (broker/handlers/duplicates.py)."""
-    merged = by_partition(topic_data, "name", "partition_data", "index")
+def _distinct_partitions(topic_data, version):
+    """The request's topics with each partition once (broker/handlers/duplicates.py); a topic
+    is its id from v13."""
+    key = "topic_id" if version >= 13 else "name"
+    merged = by_partition(topic_data, key, "partition_data", "index")
     if merged is None:
         return topic_data
     cls = type(topic_data[0])
-    return [cls(name=name, partition_data=pds) for name, pds in merged]
+    names = {getattr(t, key): t.name for t in topic_data}
+    return [cls(name=names[k], topic_id=k if version >= 13 else UUID0, partition_data=pds)
+            for k, pds in merged]
 
 
 async def _await_isr(waits, timeout_ms):

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import logging
 
+from broker.handlers.produce import name_topics
 from broker.security import acl as A
 from controller.api import is_internal_topic
 from protocol.messages import RESPONSES
@@ -128,19 +129,23 @@ def _topic_names_by_id(ctx):
 # ----------------------------------------------------------------------------------- data path
 async def _produce(ctx, req, call):
     R = RESPONSES[0]
+    v = ctx.api_version
+    if v >= 13:                  # topics by id: named first; an unknown id is left to the handler
+        name_topics(ctx.broker.controller, req.topic_data)
     txn = getattr(req, "transactional_id", None)
     if txn and not _ok(ctx, A.WRITE, A.TRANSACTIONAL_ID, txn):
-        return R(responses=[R.TopicProduceResponse(name=t.name, partition_responses=[
+        return R(responses=[R.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
             R.PartitionProduceResponse(index=p.index, error_code=TX_AUTH) for p in t.partition_data])
             for t in req.topic_data])
-    denied = [t for t in req.topic_data if not _ok(ctx, A.WRITE, A.TOPIC, t.name)]
+    denied = [t for t in req.topic_data
+              if (t.name or v < 13) and not _ok(ctx, A.WRITE, A.TOPIC, t.name)]
     if not denied:
         return await call(ctx, req)
     req.topic_data = [t for t in req.topic_data if t not in denied]
     resp = await call(ctx, req) if req.topic_data else (None if req.acks == 0 else R(responses=[]))
     if resp is None:
         return None
-    resp.responses = list(resp.responses) + [R.TopicProduceResponse(name=t.name, partition_responses=[
+    resp.responses = list(resp.responses) + [R.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
         R.PartitionProduceResponse(index=p.index, error_code=T_AUTH) for p in t.partition_data]) for t in denied]
     return resp
 

@@ -63,7 +63,7 @@ def d_ProduceRequest_TopicProduceData_v0(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v0(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v0(o, out, regions):
@@ -125,7 +125,7 @@ def d_ProduceRequest_TopicProduceData_v1(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v1(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v1(o, out, regions):
@@ -187,7 +187,7 @@ def d_ProduceRequest_TopicProduceData_v2(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v2(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v2(o, out, regions):
@@ -249,7 +249,7 @@ def d_ProduceRequest_TopicProduceData_v3(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v3(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v3(o, out, regions):
@@ -313,7 +313,7 @@ def d_ProduceRequest_TopicProduceData_v4(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v4(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v4(o, out, regions):
@@ -377,7 +377,7 @@ def d_ProduceRequest_TopicProduceData_v5(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v5(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v5(o, out, regions):
@@ -441,7 +441,7 @@ def d_ProduceRequest_TopicProduceData_v6(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v6(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v6(o, out, regions):
@@ -505,7 +505,7 @@ def d_ProduceRequest_TopicProduceData_v7(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v7(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v7(o, out, regions):
@@ -569,7 +569,7 @@ def d_ProduceRequest_TopicProduceData_v8(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceRequest_PartitionProduceData_v8(buf, pos, end)
             app(x)
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data), pos
 
 
 def e_ProduceRequest_TopicProduceData_v8(o, out, regions):
@@ -655,7 +655,7 @@ def d_ProduceRequest_TopicProduceData_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data, unknown), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data, unknown), pos
 
 
 def e_ProduceRequest_TopicProduceData_v9(o, out, regions):
@@ -755,7 +755,7 @@ def d_ProduceRequest_TopicProduceData_v10(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data, unknown), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data, unknown), pos
 
 
 def e_ProduceRequest_TopicProduceData_v10(o, out, regions):
@@ -855,7 +855,7 @@ def d_ProduceRequest_TopicProduceData_v11(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ProduceRequest_TopicProduceData(v_name, v_partition_data, unknown), pos
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data, unknown), pos
 
 
 def e_ProduceRequest_TopicProduceData_v11(o, out, regions):
@@ -911,6 +911,206 @@ def e_ProduceRequest_v11(o, out, regions):
     else: out.append(0)
 
 
+def d_ProduceRequest_PartitionProduceData_v12(buf, pos, end):
+    v_index = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_records, pos = r_crecords(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceRequest_PartitionProduceData(v_index, v_records, unknown), pos
+
+
+def e_ProduceRequest_PartitionProduceData_v12(o, out, regions):
+    out += S_i.pack(o.index)
+    w_crecords(out, o.records, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceRequest_TopicProduceData_v12(buf, pos, end):
+    v_name, pos = r_cstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partition_data')
+    else:
+        v_partition_data = []
+        app = v_partition_data.append
+        for _ in range(n):
+            x, pos = d_ProduceRequest_PartitionProduceData_v12(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceRequest_TopicProduceData(v_name, UUID0, v_partition_data, unknown), pos
+
+
+def e_ProduceRequest_TopicProduceData_v12(o, out, regions):
+    w_cstr(out, o.name)
+    a = o.partition_data
+    if a is None:
+        raise EncodeError('null array in non-nullable field partition_data')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceRequest_PartitionProduceData_v12(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceRequest_v12(buf, pos, end):
+    v_transactional_id, pos = r_ncstr(buf, pos, end)
+    v_acks, v_timeout_ms = S_hi.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topic_data')
+    else:
+        v_topic_data = []
+        app = v_topic_data.append
+        for _ in range(n):
+            x, pos = d_ProduceRequest_TopicProduceData_v12(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceRequest(v_transactional_id, v_acks, v_timeout_ms, v_topic_data, unknown), pos
+
+
+def e_ProduceRequest_v12(o, out, regions):
+    w_ncstr(out, o.transactional_id)
+    out += S_hi.pack(o.acks, o.timeout_ms)
+    a = o.topic_data
+    if a is None:
+        raise EncodeError('null array in non-nullable field topic_data')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceRequest_TopicProduceData_v12(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceRequest_PartitionProduceData_v13(buf, pos, end):
+    v_index = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_records, pos = r_crecords(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceRequest_PartitionProduceData(v_index, v_records, unknown), pos
+
+
+def e_ProduceRequest_PartitionProduceData_v13(o, out, regions):
+    out += S_i.pack(o.index)
+    w_crecords(out, o.records, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceRequest_TopicProduceData_v13(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partition_data')
+    else:
+        v_partition_data = []
+        app = v_partition_data.append
+        for _ in range(n):
+            x, pos = d_ProduceRequest_PartitionProduceData_v13(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceRequest_TopicProduceData('', v_topic_id, v_partition_data, unknown), pos
+
+
+def e_ProduceRequest_TopicProduceData_v13(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partition_data
+    if a is None:
+        raise EncodeError('null array in non-nullable field partition_data')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceRequest_PartitionProduceData_v13(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceRequest_v13(buf, pos, end):
+    v_transactional_id, pos = r_ncstr(buf, pos, end)
+    v_acks, v_timeout_ms = S_hi.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topic_data')
+    else:
+        v_topic_data = []
+        app = v_topic_data.append
+        for _ in range(n):
+            x, pos = d_ProduceRequest_TopicProduceData_v13(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceRequest(v_transactional_id, v_acks, v_timeout_ms, v_topic_data, unknown), pos
+
+
+def e_ProduceRequest_v13(o, out, regions):
+    w_ncstr(out, o.transactional_id)
+    out += S_hi.pack(o.acks, o.timeout_ms)
+    a = o.topic_data
+    if a is None:
+        raise EncodeError('null array in non-nullable field topic_data')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceRequest_TopicProduceData_v13(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
 def d_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end):
     v_index, v_error_code, v_base_offset = S_ihq.unpack_from(buf, pos)
     pos += 14
@@ -932,7 +1132,7 @@ def d_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v0(o, out, regions):
@@ -990,7 +1190,7 @@ def d_ProduceResponse_TopicProduceResponse_v1(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v1(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v1(o, out, regions):
@@ -1050,7 +1250,7 @@ def d_ProduceResponse_TopicProduceResponse_v2(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v2(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v2(o, out, regions):
@@ -1110,7 +1310,7 @@ def d_ProduceResponse_TopicProduceResponse_v3(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v3(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v3(o, out, regions):
@@ -1170,7 +1370,7 @@ def d_ProduceResponse_TopicProduceResponse_v4(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v4(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v4(o, out, regions):
@@ -1230,7 +1430,7 @@ def d_ProduceResponse_TopicProduceResponse_v5(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v5(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v5(o, out, regions):
@@ -1290,7 +1490,7 @@ def d_ProduceResponse_TopicProduceResponse_v6(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v6(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v6(o, out, regions):
@@ -1350,7 +1550,7 @@ def d_ProduceResponse_TopicProduceResponse_v7(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v7(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v7(o, out, regions):
@@ -1439,7 +1639,7 @@ def d_ProduceResponse_TopicProduceResponse_v8(buf, pos, end):
         for _ in range(n):
             x, pos = d_ProduceResponse_PartitionProduceResponse_v8(buf, pos, end)
             app(x)
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v8(o, out, regions):
@@ -1562,7 +1762,7 @@ def d_ProduceResponse_TopicProduceResponse_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses, unknown), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses, unknown), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v9(o, out, regions):
@@ -1744,7 +1944,7 @@ def d_ProduceResponse_TopicProduceResponse_v10(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses, unknown), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses, unknown), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v10(o, out, regions):
@@ -1990,7 +2190,7 @@ def d_ProduceResponse_TopicProduceResponse_v11(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return ProduceResponse_TopicProduceResponse(v_name, v_partition_responses, unknown), pos
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses, unknown), pos
 
 
 def e_ProduceResponse_TopicProduceResponse_v11(o, out, regions):
@@ -2096,6 +2296,498 @@ def e_ProduceResponse_v11(o, out, regions):
             w_uvarint(t, len(a) + 1)
             for x in a:
                 e_ProduceResponse_NodeEndpoint_v11(x, t, regions)
+        tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
+def d_ProduceResponse_BatchIndexAndErrorMessage_v12(buf, pos, end):
+    v_batch_index = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_batch_index_error_message, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_BatchIndexAndErrorMessage(v_batch_index, v_batch_index_error_message, unknown), pos
+
+
+def e_ProduceResponse_BatchIndexAndErrorMessage_v12(o, out, regions):
+    out += S_i.pack(o.batch_index)
+    w_ncstr(out, o.batch_index_error_message)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_LeaderIdAndEpoch_v12(buf, pos, end):
+    v_leader_id, v_leader_epoch = S_ii.unpack_from(buf, pos)
+    pos += 8
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_LeaderIdAndEpoch(v_leader_id, v_leader_epoch, unknown), pos
+
+
+def e_ProduceResponse_LeaderIdAndEpoch_v12(o, out, regions):
+    out += S_ii.pack(o.leader_id, o.leader_epoch)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_PartitionProduceResponse_v12(buf, pos, end):
+    v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = S_ihqqq.unpack_from(buf, pos)
+    pos += 30
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field record_errors')
+    else:
+        v_record_errors = []
+        app = v_record_errors.append
+        for _ in range(n):
+            x, pos = d_ProduceResponse_BatchIndexAndErrorMessage_v12(buf, pos, end)
+            app(x)
+    v_error_message, pos = r_ncstr(buf, pos, end)
+    v_current_leader = DF_ProduceResponse_LeaderIdAndEpoch
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            v_current_leader, pos = d_ProduceResponse_LeaderIdAndEpoch_v12(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, v_current_leader, unknown), pos
+
+
+def e_ProduceResponse_PartitionProduceResponse_v12(o, out, regions):
+    out += S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
+    a = o.record_errors
+    if a is None:
+        raise EncodeError('null array in non-nullable field record_errors')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceResponse_BatchIndexAndErrorMessage_v12(x, out, regions)
+    w_ncstr(out, o.error_message)
+    if not o._unknown_tags and (o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
+        t = bytearray()
+        e_ProduceResponse_LeaderIdAndEpoch_v12(o.current_leader, t, regions)
+        tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
+def d_ProduceResponse_TopicProduceResponse_v12(buf, pos, end):
+    v_name, pos = r_cstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partition_responses')
+    else:
+        v_partition_responses = []
+        app = v_partition_responses.append
+        for _ in range(n):
+            x, pos = d_ProduceResponse_PartitionProduceResponse_v12(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_TopicProduceResponse(v_name, UUID0, v_partition_responses, unknown), pos
+
+
+def e_ProduceResponse_TopicProduceResponse_v12(o, out, regions):
+    w_cstr(out, o.name)
+    a = o.partition_responses
+    if a is None:
+        raise EncodeError('null array in non-nullable field partition_responses')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceResponse_PartitionProduceResponse_v12(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_NodeEndpoint_v12(buf, pos, end):
+    v_node_id = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_host, pos = r_cstr(buf, pos, end)
+    v_port = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_rack, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_NodeEndpoint(v_node_id, v_host, v_port, v_rack, unknown), pos
+
+
+def e_ProduceResponse_NodeEndpoint_v12(o, out, regions):
+    out += S_i.pack(o.node_id)
+    w_cstr(out, o.host)
+    out += S_i.pack(o.port)
+    w_ncstr(out, o.rack)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_v12(buf, pos, end):
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field responses')
+    else:
+        v_responses = []
+        app = v_responses.append
+        for _ in range(n):
+            x, pos = d_ProduceResponse_TopicProduceResponse_v12(buf, pos, end)
+            app(x)
+    v_throttle_time_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_node_endpoints = []
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            n, pos = r_ccount(sub, pos, p0 + size)
+            if n is None:
+                raise DecodeError('null array in non-nullable field node_endpoints')
+            else:
+                v_node_endpoints = []
+                app = v_node_endpoints.append
+                for _ in range(n):
+                    x, pos = d_ProduceResponse_NodeEndpoint_v12(sub, pos, p0 + size)
+                    app(x)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_node_endpoints == []:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return ProduceResponse(v_responses, v_throttle_time_ms, v_node_endpoints, unknown), pos
+
+
+def e_ProduceResponse_v12(o, out, regions):
+    a = o.responses
+    if a is None:
+        raise EncodeError('null array in non-nullable field responses')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceResponse_TopicProduceResponse_v12(x, out, regions)
+    out += S_i.pack(o.throttle_time_ms)
+    if not o._unknown_tags and o.node_endpoints == []:
+        out.append(0)
+        return
+    tags = []
+    if not (o.node_endpoints == []):
+        t = bytearray()
+        a = o.node_endpoints
+        if a is None:
+            raise EncodeError('null array in non-nullable field node_endpoints')
+        else:
+            w_uvarint(t, len(a) + 1)
+            for x in a:
+                e_ProduceResponse_NodeEndpoint_v12(x, t, regions)
+        tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
+def d_ProduceResponse_BatchIndexAndErrorMessage_v13(buf, pos, end):
+    v_batch_index = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_batch_index_error_message, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_BatchIndexAndErrorMessage(v_batch_index, v_batch_index_error_message, unknown), pos
+
+
+def e_ProduceResponse_BatchIndexAndErrorMessage_v13(o, out, regions):
+    out += S_i.pack(o.batch_index)
+    w_ncstr(out, o.batch_index_error_message)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_LeaderIdAndEpoch_v13(buf, pos, end):
+    v_leader_id, v_leader_epoch = S_ii.unpack_from(buf, pos)
+    pos += 8
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_LeaderIdAndEpoch(v_leader_id, v_leader_epoch, unknown), pos
+
+
+def e_ProduceResponse_LeaderIdAndEpoch_v13(o, out, regions):
+    out += S_ii.pack(o.leader_id, o.leader_epoch)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_PartitionProduceResponse_v13(buf, pos, end):
+    v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = S_ihqqq.unpack_from(buf, pos)
+    pos += 30
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field record_errors')
+    else:
+        v_record_errors = []
+        app = v_record_errors.append
+        for _ in range(n):
+            x, pos = d_ProduceResponse_BatchIndexAndErrorMessage_v13(buf, pos, end)
+            app(x)
+    v_error_message, pos = r_ncstr(buf, pos, end)
+    v_current_leader = DF_ProduceResponse_LeaderIdAndEpoch
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            v_current_leader, pos = d_ProduceResponse_LeaderIdAndEpoch_v13(sub, pos, p0 + size)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if (v_current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (v_current_leader is not None and v_current_leader.leader_id == -1 and v_current_leader.leader_epoch == -1 and not v_current_leader._unknown_tags)):
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return ProduceResponse_PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, v_current_leader, unknown), pos
+
+
+def e_ProduceResponse_PartitionProduceResponse_v13(o, out, regions):
+    out += S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
+    a = o.record_errors
+    if a is None:
+        raise EncodeError('null array in non-nullable field record_errors')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceResponse_BatchIndexAndErrorMessage_v13(x, out, regions)
+    w_ncstr(out, o.error_message)
+    if not o._unknown_tags and (o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags)):
+        out.append(0)
+        return
+    tags = []
+    if not ((o.current_leader is DF_ProduceResponse_LeaderIdAndEpoch or (o.current_leader is not None and o.current_leader.leader_id == -1 and o.current_leader.leader_epoch == -1 and not o.current_leader._unknown_tags))):
+        t = bytearray()
+        e_ProduceResponse_LeaderIdAndEpoch_v13(o.current_leader, t, regions)
+        tags.append((0, t))
+    if o._unknown_tags:
+        written = {t[0] for t in tags}
+        tags.extend(t for t in o._unknown_tags if t[0] not in written)
+    if tags:
+        tags.sort(key=lambda t: t[0])
+        w_unknown_tags(out, tags)
+    else:
+        out.append(0)
+
+
+def d_ProduceResponse_TopicProduceResponse_v13(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partition_responses')
+    else:
+        v_partition_responses = []
+        app = v_partition_responses.append
+        for _ in range(n):
+            x, pos = d_ProduceResponse_PartitionProduceResponse_v13(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_TopicProduceResponse('', v_topic_id, v_partition_responses, unknown), pos
+
+
+def e_ProduceResponse_TopicProduceResponse_v13(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partition_responses
+    if a is None:
+        raise EncodeError('null array in non-nullable field partition_responses')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceResponse_PartitionProduceResponse_v13(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_NodeEndpoint_v13(buf, pos, end):
+    v_node_id = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_host, pos = r_cstr(buf, pos, end)
+    v_port = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_rack, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return ProduceResponse_NodeEndpoint(v_node_id, v_host, v_port, v_rack, unknown), pos
+
+
+def e_ProduceResponse_NodeEndpoint_v13(o, out, regions):
+    out += S_i.pack(o.node_id)
+    w_cstr(out, o.host)
+    out += S_i.pack(o.port)
+    w_ncstr(out, o.rack)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_ProduceResponse_v13(buf, pos, end):
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field responses')
+    else:
+        v_responses = []
+        app = v_responses.append
+        for _ in range(n):
+            x, pos = d_ProduceResponse_TopicProduceResponse_v13(buf, pos, end)
+            app(x)
+    v_throttle_time_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_node_endpoints = []
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if tag == 0:
+            sub = buf[:pos + size]; p0 = pos
+            n, pos = r_ccount(sub, pos, p0 + size)
+            if n is None:
+                raise DecodeError('null array in non-nullable field node_endpoints')
+            else:
+                v_node_endpoints = []
+                app = v_node_endpoints.append
+                for _ in range(n):
+                    x, pos = d_ProduceResponse_NodeEndpoint_v13(sub, pos, p0 + size)
+                    app(x)
+            if pos != p0 + size: raise DecodeError('tagged field size mismatch')
+            if v_node_endpoints == []:
+                if unknown is None: unknown = []
+                unknown.append((tag, bytes(buf[p0:pos])))
+        else:
+            if unknown is None: unknown = []
+            unknown.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+    return ProduceResponse(v_responses, v_throttle_time_ms, v_node_endpoints, unknown), pos
+
+
+def e_ProduceResponse_v13(o, out, regions):
+    a = o.responses
+    if a is None:
+        raise EncodeError('null array in non-nullable field responses')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_ProduceResponse_TopicProduceResponse_v13(x, out, regions)
+    out += S_i.pack(o.throttle_time_ms)
+    if not o._unknown_tags and o.node_endpoints == []:
+        out.append(0)
+        return
+    tags = []
+    if not (o.node_endpoints == []):
+        t = bytearray()
+        a = o.node_endpoints
+        if a is None:
+            raise EncodeError('null array in non-nullable field node_endpoints')
+        else:
+            w_uvarint(t, len(a) + 1)
+            for x in a:
+                e_ProduceResponse_NodeEndpoint_v13(x, t, regions)
         tags.append((0, t))
     if o._unknown_tags:
         written = {t[0] for t in tags}

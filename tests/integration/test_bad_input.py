@@ -7,6 +7,7 @@ started with small limits (message.max.bytes=100000, socket.request.max.bytes=1 
 * a request over socket.request.max.bytes → that connection is closed, others unaffected;
 * invalid topic names → INVALID_TOPIC_EXCEPTION; unknown topics/partitions →
   UNKNOWN_TOPIC_OR_PARTITION (produce, fetch, list offsets, metadata without auto-creation);
+  Produce v13 to a topic id no topic has → UNKNOWN_TOPIC_ID;
 * magic 0/1 message sets (Produce v2) are accepted and stored as v2 batches;
 * unknown API keys / versions close the connection, except ApiVersions (UNSUPPORTED_VERSION in
   the v0 layout); a malformed body closes that connection only;
@@ -313,6 +314,33 @@ def test_unknown_topic_or_partition(kafka, topic):
         names = {t.name for t in c.metadata(None).topics}
         assert not {"no-such-topic-p", "no-such-topic-f", "no-such-topic-l",
                     "no-such-topic-m"} & names
+    assert_intact(kafka, topic)
+
+
+def test_produce_v13_names_topics_by_id(kafka, topic):
+    """Produce v13 (Kafka 4.1) names a topic by its id: an id no topic has is UNKNOWN_TOPIC_ID,
+    a partition the topic lacks UNKNOWN_TOPIC_OR_PARTITION; the answer names topics by id."""
+    import uuid
+    from protocol.messages import ProduceRequest as PR
+    with conn(kafka) as c:
+        tid = c.metadata([topic], version=12).topics[0].topic_id
+        ghost = uuid.uuid4()
+
+        def produce(version, parts, **named):
+            r = c.request(0, version, PR(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[
+                PR.TopicProduceData(**named, partition_data=[
+                    PR.PartitionProduceData(index=p, records=batch(1, tag=b"id%d" % p)) for p in parts])]))
+            return [(t.name, t.topic_id, [(p.index, p.error_code) for p in t.partition_responses])
+                    for t in r.responses]
+
+        assert produce(13, [0, 7], topic_id=tid) == \
+            [("", tid, [(0, E.NONE), (7, E.UNKNOWN_TOPIC_OR_PARTITION)])]
+        assert produce(13, [0], topic_id=ghost) == [("", ghost, [(0, E.UNKNOWN_TOPIC_ID)])]
+        # a name is not read from v13 on: the topic is the zero id, which no topic has
+        assert produce(13, [0], name=topic) == [("", uuid.UUID(int=0), [(0, E.UNKNOWN_TOPIC_ID)])]
+        assert produce(12, [0], name=topic) == [(topic, uuid.UUID(int=0), [(0, E.NONE)])]
+        out, _ = read_all(c, topic, 0)
+        assert [v[:5] for _, _, v, _, _ in out[-2:]] == [b"id00-", b"id00-"], out
     assert_intact(kafka, topic)
 
 

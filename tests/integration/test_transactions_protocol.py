@@ -22,10 +22,11 @@ import pytest
 
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
-from protocol.messages import (AddPartitionsToTxnRequest as APT, ApiVersionsRequest, DescribeTransactionsRequest,
-                               AddOffsetsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
-                               ListTransactionsRequest, OffsetFetchRequest, ProduceRequest as PR,
-                               TxnOffsetCommitRequest as TOC, WriteTxnMarkersRequest as WTM)
+from protocol.messages import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest as APT, ApiVersionsRequest,
+                               DescribeTransactionsRequest, EndTxnRequest, FindCoordinatorRequest,
+                               InitProducerIdRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
+                               OffsetFetchRequest, ProduceRequest as PR, TxnOffsetCommitRequest as TOC,
+                               WriteTxnMarkersRequest as WTM)
 from tests.integration.test_transactions import BROKER_PROPS, create_topic, unique
 from tests.support.rawkafka import SyncClient
 from tests.support.broker import running
@@ -63,10 +64,19 @@ def add(client, tid, pid, epoch, topic, partitions=(0,)):
 
 
 def produce(client, topic, batch, tid, version=None):
+    """One batch to partition 0; by default at v13, the topic named by its id."""
+    named = {"name": topic} if version is not None and version < 13 else {"topic_id": topic_id(client, topic)}
     r = client(PR(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[PR.TopicProduceData(
-        name=topic, partition_data=[PR.PartitionProduceData(index=0, records=batch)])]), version=version)
+        **named, partition_data=[PR.PartitionProduceData(index=0, records=batch)])]), version=version)
     pr = r.responses[0].partition_responses[0]
     return pr.error_code, pr.base_offset
+
+
+def topic_id(client, topic):
+    t = client(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                               allow_auto_topic_creation=False), version=12).topics[0]
+    assert t.error_code == 0, t
+    return t.topic_id
 
 
 def txn_batch(pid, epoch, seq=0, values=(b"v",)):

@@ -245,6 +245,47 @@ def test_metadata_by_topic_id_needs_describe(authz_broker):
                           (100, "", str(unknown))])
 
 
+def test_produce_by_topic_id_needs_write(authz_broker):
+    """Produce v13 names topics by id: a topic the principal may write takes the batch, one it
+    may not is TOPIC_AUTHORIZATION_FAILED under its id, and an unknown id is UNKNOWN_TOPIC_ID
+    (Kafka answers it before any authorization)."""
+    import asyncio
+    import protocol.messages as m
+    from protocol.client import KafkaClientConnection, security_from_properties
+    from protocol.records import build_batch
+    b = authz_broker
+    _create_topic(b, "pid-write", 1)
+    _create_topic(b, "pid-hidden", 1)
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Write",
+                "--topic", "pid-write").returncode == 0
+    host, port, admin_sasl = _admin_login(b)
+    _, sasl = security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="alice" password="alice-secret";'})
+    M, P = m.MetadataRequest, m.ProduceRequest
+
+    async def send(settings, req, version):
+        c = await KafkaClientConnection.connect(host, port, timeout=10, sasl=settings)
+        try:
+            return await c.send(req, version=version)
+        finally:
+            await c.close()
+
+    md = asyncio.run(send(admin_sasl, M(topics=[M.MetadataRequestTopic(name="pid-write"),
+                                                M.MetadataRequestTopic(name="pid-hidden")],
+                                        allow_auto_topic_creation=False,
+                                        include_topic_authorized_operations=False), 12))
+    ids = {t.name: t.topic_id for t in md.topics}
+    unknown = uuid.UUID(int=78)
+    r = asyncio.run(send(sasl, P(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(topic_id=tid, partition_data=[P.PartitionProduceData(
+            index=0, records=build_batch([(None, b"v")]))])
+        for tid in (ids["pid-write"], ids["pid-hidden"], unknown)]), 13))
+    got = sorted((str(t.topic_id), [p.error_code for p in t.partition_responses]) for t in r.responses)
+    assert got == sorted([(str(ids["pid-write"]), [0]), (str(ids["pid-hidden"]), [29]), (str(unknown), [100])])
+
+
 def _admin_login(b):
     """(host, port, SASL settings) for the project's own client logged in as the super user."""
     from protocol.client import security_from_properties

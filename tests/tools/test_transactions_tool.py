@@ -275,7 +275,7 @@ def test_find_hanging_and_abort(kafka, raw, open_txn):
     batch = rec.build_batch([(None, b"h0"), (None, b"h1")], producer_id=pid, producer_epoch=epoch,
                             base_sequence=0, is_transactional=True, base_timestamp=old, max_timestamp=old)
     resp = raw(PR(transactional_id="ghost", acks=-1, timeout_ms=5000, topic_data=[PR.TopicProduceData(
-        name=topic, partition_data=[PR.PartitionProduceData(index=1, records=batch)])]))
+        name=topic, partition_data=[PR.PartitionProduceData(index=1, records=batch)])]), version=12)
     assert resp.responses[0].partition_responses[0].error_code == 0
 
     r = txn(kafka, "find-hanging")
