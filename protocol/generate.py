@@ -122,7 +122,29 @@ def load_spec(path: str) -> dict:
 # * Produce v12 (Kafka 4.0, KIP-890 part 2: the layout of v11) and v13 (Kafka 4.1, KIP-516): from
 #   v13 a topic of the request and of the answer is named by TopicId (uuid) in place of Name,
 #   which stops at v12.
+# * OffsetCommit v10 and OffsetFetch v10 (Kafka 4.1, KIP-848): topics by TopicId (uuid) in place of
+#   Name, which stops at v9, in the request and the answer (OffsetFetch: the topics of each group).
 SPEC_ADDITIONS = {
+    "OffsetCommitRequest": {
+        "validVersions": "0-10",
+        "versions": {"Topics.Name": "0-9"},
+        "after": {"Topics.Name": [{"name": "TopicId", "type": "uuid", "versions": "10+", "ignorable": True}]},
+    },
+    "OffsetCommitResponse": {
+        "validVersions": "0-10",
+        "versions": {"Topics.Name": "0-9"},
+        "after": {"Topics.Name": [{"name": "TopicId", "type": "uuid", "versions": "10+", "ignorable": True}]},
+    },
+    "OffsetFetchRequest": {
+        "validVersions": "0-10",
+        "versions": {"Groups.Topics.Name": "8-9"},
+        "after": {"Groups.Topics.Name": [{"name": "TopicId", "type": "uuid", "versions": "10+", "ignorable": True}]},
+    },
+    "OffsetFetchResponse": {
+        "validVersions": "0-10",
+        "versions": {"Groups.Topics.Name": "8-9"},
+        "after": {"Groups.Topics.Name": [{"name": "TopicId", "type": "uuid", "versions": "10+", "ignorable": True}]},
+    },
     "ProduceRequest": {
         "validVersions": "0-13",
         "versions": {"TopicData.Name": "0-12"},

@@ -1,13 +1,14 @@
 """Consumer-group APIs, served by the group coordinator (``ctx.broker.groups``).
 
-Versions (Kafka 3.9) and what differs between them:
+Versions (Kafka 3.9's, and the newer ones Kafka 4.x clients send) and what differs between them:
 
-* OffsetCommit (8) v0-9: v1 adds generation, member id and a per-partition commit timestamp
+* OffsetCommit (8) v0-10: v1 adds generation, member id and a per-partition commit timestamp
   (v1 only); v2-4 a retention time (-1: broker default); v6 leader epochs; v7 group instance id;
-  v8+ flexible.  v0 is handled like v1 (Kafka kept v0 offsets in ZooKeeper).
-* OffsetFetch (9) v0-9: v2 null topics = all partitions and a top-level error; v5 leader epochs;
+  v8+ flexible.  v0 is handled like v1 (Kafka kept v0 offsets in ZooKeeper).  v10 (Kafka 4.1)
+  topics by id (``broker/handlers/topic_ids.py``).
+* OffsetFetch (9) v0-10: v2 null topics = all partitions and a top-level error; v5 leader epochs;
   v6+ flexible; v7 ``require_stable``; v8 several groups per request; v9 member id/epoch (checked
-  for consumer-protocol groups: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+  for consumer-protocol groups: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); v10 (Kafka 4.1) topics by id.
 * FindCoordinator (10) v0-6: v1 key type and error message; v3+ flexible; v4 batched keys.
   Key type 0 (group) is answered; 1 (transaction) through ``ctx.broker.txns.find_coordinator``
   when the broker has one, else COORDINATOR_NOT_AVAILABLE; other types INVALID_REQUEST.
@@ -16,9 +17,10 @@ Versions (Kafka 3.9) and what differs between them:
   null protocol name); v8 reason; v9 ``skip_assignment`` for static leaders.
 * Heartbeat (12) v0-4, LeaveGroup (13) v0-5, SyncGroup (14) v0-5: v3 (v3/v3/v3) group instance
   id; LeaveGroup v3 leaves several members at once, v5 reasons; SyncGroup v5 protocol type/name.
-* DescribeGroups (15) v0-5: v3 authorized operations; v4 group instance ids; v5+ flexible.
+* DescribeGroups (15) v0-6: v3 authorized operations; v4 group instance ids; v5+ flexible; v6
+  GROUP_ID_NOT_FOUND for a group that does not exist or is not classic.
 * ListGroups (16) v0-5: v3+ flexible; v4 state filter; v5 type filter (classic or consumer).
-* ConsumerGroupHeartbeat (68) v0 and ConsumerGroupDescribe (69) v0: the consumer group protocol of
+* ConsumerGroupHeartbeat (68) v0-1 and ConsumerGroupDescribe (69) v0-1: the consumer group protocol of
   KIP-848 (``broker/group/consumer_protocol.py``); UNSUPPORTED_VERSION unless ``consumer`` is in
   ``group.coordinator.rebalance.protocols``.
 * DeleteGroups (42) v0-2, OffsetDelete (47) v0.
@@ -30,7 +32,9 @@ import logging
 from broker.dispatch import handler
 from broker.group.group import OffsetAndMetadata
 from broker.group.hashing import partition_for
+from broker.handlers.topic_ids import name_topics, topic_id_of
 from protocol.errors import ErrorCode as E, error_message
+from protocol.primitives import UUID0
 from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorResponse,
                                HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
                                OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
@@ -208,10 +212,21 @@ def _java_long(n: int) -> int:
     return (n + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
-@handler(8, 0, 9)
+@handler(8, 0, 10)
 async def offset_commit(ctx, req):
+    """v10 (Kafka 4.1) names topics by id: an id of no topic is UNKNOWN_TOPIC_ID, answered
+    first, as Kafka's response builder has it."""
     v = ctx.api_version
     coord = _coordinator(ctx)
+    ctrl = ctx.broker.controller
+    R = OffsetCommitResponse
+    named, unknown = req.topics, []
+    if v >= 10:
+        name_topics(ctrl, req.topics)
+        named = [t for t in req.topics if t.name]
+        unknown = [R.OffsetCommitResponseTopic(topic_id=t.topic_id, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=E.UNKNOWN_TOPIC_ID)
+            for p in t.partitions]) for t in req.topics if not t.name]
     now = coord.timers.now_ms() if coord is not None else 0
     retention = req.retention_time_ms if 2 <= v <= 4 else -1
     # Kafka adds the two as Java longs: a huge retention wraps to a negative expire timestamp,
@@ -220,7 +235,7 @@ async def offset_commit(ctx, req):
     results: dict = {}
     order: list = []
     offsets = {}
-    for t in req.topics:
+    for t in named:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             order.append(tp)
@@ -239,10 +254,10 @@ async def offset_commit(ctx, req):
                 req.generation_id_or_member_epoch if v >= 1 else -1, offsets, api_version=v))
     topics: dict[str, list] = {}
     for tp in dict.fromkeys(order):
-        topics.setdefault(tp[0], []).append(OffsetCommitResponse.OffsetCommitResponsePartition(
+        topics.setdefault(tp[0], []).append(R.OffsetCommitResponsePartition(
             partition_index=tp[1], error_code=results.get(tp, E.UNKNOWN_SERVER_ERROR)))
-    return OffsetCommitResponse(topics=[OffsetCommitResponse.OffsetCommitResponseTopic(name=n, partitions=ps)
-                                        for n, ps in topics.items()])
+    return R(topics=unknown + [R.OffsetCommitResponseTopic(
+        name=n, topic_id=topic_id_of(ctrl, n) if v >= 10 else UUID0, partitions=ps) for n, ps in topics.items()])
 
 
 # ====================================================================== OffsetFetch
@@ -272,22 +287,37 @@ def _fetch_group(coord, group_id, topics, require_stable, member=None):
     return E.NONE, out
 
 
-@handler(9, 0, 9)
+@handler(9, 0, 10)
 async def offset_fetch(ctx, req):
+    """v10 (Kafka 4.1) names topics by id: an id of no topic is answered UNKNOWN_TOPIC_ID after
+    the others; asked for all its offsets, a group's topics that no longer exist are left out
+    (without an id they cannot be named), as Kafka does."""
     v = ctx.api_version
     coord = _coordinator(ctx)
+    ctrl = ctx.broker.controller
     R = OffsetFetchResponse
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch_group(coord, g.group_id, g.topics, req.require_stable,
+            asked, unknown = g.topics, []
+            if v >= 10 and asked is not None:
+                name_topics(ctrl, asked)
+                unknown = [R.OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
+                    R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1,
+                                                    error_code=E.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
+                    for t in asked if not t.name]
+                asked = [t for t in asked if t.name]
+            err, topics = _fetch_group(coord, g.group_id, asked, req.require_stable,
                                        (g.member_id, g.member_epoch) if v >= 9 else None)
-            groups.append(R.OffsetFetchResponseGroup(
-                group_id=g.group_id, error_code=err,
-                topics=[] if err else [R.OffsetFetchResponseTopics(name=n, partitions=[
+            answered = [] if err else [R.OffsetFetchResponseTopics(
+                name=n, topic_id=topic_id_of(ctrl, n) if v >= 10 else UUID0, partitions=[
                     R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=le,
                                                     metadata=m, error_code=e) for p, o, le, m, e in ps])
-                    for n, ps in topics.items()]))
+                for n, ps in topics.items()]
+            if v >= 10:
+                answered = [t for t in answered if t.topic_id != UUID0]
+            groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=err,
+                                                     topics=[] if err else answered + unknown))
         return R(groups=groups)
     # before v2 there is no top-level error: every requested partition carries it
     err, topics = _fetch_group(coord, req.group_id, req.topics, req.require_stable if v >= 7 else False)

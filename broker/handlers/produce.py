@@ -21,6 +21,7 @@ import logging
 
 from broker.dispatch import handler
 from broker.handlers.duplicates import by_partition
+from broker.handlers.topic_ids import name_topics
 from broker.replica import not_leader_error
 from broker.txn.markers import check_produce, is_transactional_batch
 from protocol import records as rec
@@ -83,17 +84,6 @@ def _prepare(records, version, log_cfg):
 
 class _Unsupported(Exception):
     pass
-
-
-def name_topics(ctrl, topic_data) -> None:
-    """Produce v13 names its topics by id: give each topic of the request its name, in place
-    ("" stays for an id that no topic has).  Done once, by whichever of the ACL check and the
-    handler sees the request first."""
-    for t in topic_data:
-        if not t.name:
-            info = ctrl.topic_by_id(t.topic_id)
-            if info is not None:
-                t.name = info.name
 
 
 @handler(0, 0, 13)

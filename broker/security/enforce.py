@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.handlers.produce import name_topics
+from broker.handlers.topic_ids import name_topics
 from broker.security import acl as A
 from controller.api import is_internal_topic
 from protocol.messages import RESPONSES
@@ -279,17 +279,22 @@ def _group_rule(key, op=A.READ):
 
 async def _offset_commit(ctx, req, call):
     R = RESPONSES[8]
+    v = ctx.api_version
+    if v >= 10:                  # topics by id: named first; an unknown id is left to the handler
+        name_topics(ctx.broker.controller, req.topics)
     if not _ok(ctx, A.READ, A.GROUP, req.group_id):
-        return R(topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
+        return R(topics=[R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=G_AUTH)
             for p in t.partitions]) for t in req.topics])
-    return await _commit_topics(ctx, req, call)
-
-_commit_topics = _per_topic_rule(
-    8, A.READ, "topics", "name", "topics",
-    lambda R, t: R.OffsetCommitResponseTopic(name=t.name, partitions=[
+    denied = [t for t in req.topics if (t.name or v < 10) and not _ok(ctx, A.READ, A.TOPIC, t.name)]
+    if not denied:
+        return await call(ctx, req)
+    req.topics = [t for t in req.topics if t not in denied]
+    resp = await call(ctx, req) if req.topics else R(topics=[])
+    resp.topics = list(resp.topics) + [R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
         R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=T_AUTH)
-        for p in t.partitions]))
+        for p in t.partitions]) for t in denied]
+    return resp
 
 
 async def _offset_fetch(ctx, req, call):
@@ -308,17 +313,24 @@ async def _offset_fetch(ctx, req, call):
                 R.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, error_code=T_AUTH)
                 for p in t.partition_indexes]) for t in denied]
         return resp
+    by_id = v >= 10              # topics by id: named first; an unknown id is left to the handler
+
+    def checked(t):              # an unknown id (no name) is answered UNKNOWN_TOPIC_ID, unchecked
+        return not (by_id and not t.name)
     denied_groups = [g for g in req.groups if not _ok(ctx, A.DESCRIBE, A.GROUP, g.group_id)]
     req.groups = [g for g in req.groups if g not in denied_groups]
     denied_topics = {}
     for g in req.groups:
         if g.topics is not None:
-            denied_topics[g.group_id] = [t for t in g.topics if not _ok(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+            if by_id:
+                name_topics(ctx.broker.controller, g.topics)
+            denied_topics[g.group_id] = [t for t in g.topics
+                                         if checked(t) and not _ok(ctx, A.DESCRIBE, A.TOPIC, t.name)]
             g.topics = [t for t in g.topics if t not in denied_topics[g.group_id]]
     resp = await call(ctx, req) if req.groups else R(groups=[])
     for g in resp.groups:
-        g.topics = [t for t in g.topics if _ok(ctx, A.DESCRIBE, A.TOPIC, t.name)] + [
-            R.OffsetFetchResponseTopics(name=t.name, partitions=[
+        g.topics = [t for t in g.topics if not checked(t) or _ok(ctx, A.DESCRIBE, A.TOPIC, t.name)] + [
+            R.OffsetFetchResponseTopics(name=t.name, topic_id=t.topic_id, partitions=[
                 R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1, error_code=T_AUTH)
                 for p in t.partition_indexes]) for t in denied_topics.get(g.group_id, [])]
     resp.groups = list(resp.groups) + [R.OffsetFetchResponseGroup(group_id=g.group_id, topics=[], error_code=G_AUTH)

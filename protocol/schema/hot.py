@@ -12573,7 +12573,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(o, out, regions):
@@ -12635,7 +12635,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o, out, regions):
@@ -12701,7 +12701,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v2(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v2(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v2(o, out, regions):
@@ -12769,7 +12769,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v3(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v3(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v3(o, out, regions):
@@ -12837,7 +12837,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v4(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v4(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v4(o, out, regions):
@@ -12905,7 +12905,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v5(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v5(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v5(o, out, regions):
@@ -12971,7 +12971,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(o, out, regions):
@@ -13037,7 +13037,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v7(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v7(buf, pos, end)
             app(x)
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v7(o, out, regions):
@@ -13127,7 +13127,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions, unknown), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions, unknown), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(o, out, regions):
@@ -13231,7 +13231,7 @@ def d_OffsetCommitRequest_OffsetCommitRequestTopic_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, v_partitions, unknown), pos
+    return OffsetCommitRequest_OffsetCommitRequestTopic(v_name, UUID0, v_partitions, unknown), pos
 
 
 def e_OffsetCommitRequest_OffsetCommitRequestTopic_v9(o, out, regions):
@@ -13290,6 +13290,110 @@ def e_OffsetCommitRequest_v9(o, out, regions):
     else: out.append(0)
 
 
+def d_OffsetCommitRequest_OffsetCommitRequestPartition_v10(buf, pos, end):
+    v_partition_index, v_committed_offset, v_committed_leader_epoch = S_iqi.unpack_from(buf, pos)
+    pos += 16
+    v_committed_metadata, pos = r_ncstr(buf, pos, end)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetCommitRequest_OffsetCommitRequestPartition(v_partition_index, v_committed_offset, v_committed_leader_epoch, -1, v_committed_metadata, unknown), pos
+
+
+def e_OffsetCommitRequest_OffsetCommitRequestPartition_v10(o, out, regions):
+    out += S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    w_ncstr(out, o.committed_metadata)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_OffsetCommitRequest_OffsetCommitRequestPartition_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetCommitRequest_OffsetCommitRequestTopic('', v_topic_id, v_partitions, unknown), pos
+
+
+def e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetCommitRequest_OffsetCommitRequestPartition_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetCommitRequest_v10(buf, pos, end):
+    v_group_id, pos = r_cstr(buf, pos, end)
+    v_generation_id_or_member_epoch = S_i.unpack_from(buf, pos)[0]; pos += 4
+    v_member_id, pos = r_cstr(buf, pos, end)
+    v_group_instance_id, pos = r_ncstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetCommitRequest(v_group_id, v_generation_id_or_member_epoch, v_member_id, v_group_instance_id, -1, v_topics, unknown), pos
+
+
+def e_OffsetCommitRequest_v10(o, out, regions):
+    w_cstr(out, o.group_id)
+    out += S_i.pack(o.generation_id_or_member_epoch)
+    w_cstr(out, o.member_id)
+    w_ncstr(out, o.group_instance_id)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
 def d_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end):
     v_partition_index, v_error_code = S_ih.unpack_from(buf, pos)
     pos += 6
@@ -13311,7 +13415,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(o, out, regions):
@@ -13369,7 +13473,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v1(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v1(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v1(o, out, regions):
@@ -13427,7 +13531,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v2(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v2(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v2(o, out, regions):
@@ -13485,7 +13589,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v3(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v3(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v3(o, out, regions):
@@ -13545,7 +13649,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v4(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v4(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v4(o, out, regions):
@@ -13605,7 +13709,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v5(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v5(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v5(o, out, regions):
@@ -13665,7 +13769,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v6(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v6(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v6(o, out, regions):
@@ -13725,7 +13829,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v7(buf, pos, end):
         for _ in range(n):
             x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v7(buf, pos, end)
             app(x)
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v7(o, out, regions):
@@ -13807,7 +13911,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions, unknown), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions, unknown), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(o, out, regions):
@@ -13903,7 +14007,7 @@ def d_OffsetCommitResponse_OffsetCommitResponseTopic_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, v_partitions, unknown), pos
+    return OffsetCommitResponse_OffsetCommitResponseTopic(v_name, UUID0, v_partitions, unknown), pos
 
 
 def e_OffsetCommitResponse_OffsetCommitResponseTopic_v9(o, out, regions):
@@ -13952,6 +14056,102 @@ def e_OffsetCommitResponse_v9(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_OffsetCommitResponse_OffsetCommitResponseTopic_v9(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetCommitResponse_OffsetCommitResponsePartition_v10(buf, pos, end):
+    v_partition_index, v_error_code = S_ih.unpack_from(buf, pos)
+    pos += 6
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetCommitResponse_OffsetCommitResponsePartition(v_partition_index, v_error_code, unknown), pos
+
+
+def e_OffsetCommitResponse_OffsetCommitResponsePartition_v10(o, out, regions):
+    out += S_ih.pack(o.partition_index, o.error_code)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_OffsetCommitResponse_OffsetCommitResponsePartition_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetCommitResponse_OffsetCommitResponseTopic('', v_topic_id, v_partitions, unknown), pos
+
+
+def e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetCommitResponse_OffsetCommitResponsePartition_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetCommitResponse_v10(buf, pos, end):
+    v_throttle_time_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetCommitResponse(v_throttle_time_ms, v_topics, unknown), pos
+
+
+def e_OffsetCommitResponse_v10(o, out, regions):
+    out += S_i.pack(o.throttle_time_ms)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(x, out, regions)
     if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
     else: out.append(0)
 
@@ -14383,7 +14583,7 @@ def d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetFetchRequest_OffsetFetchRequestTopics(v_name, v_partition_indexes, unknown), pos
+    return OffsetFetchRequest_OffsetFetchRequestTopics(v_name, UUID0, v_partition_indexes, unknown), pos
 
 
 def e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o, out, regions):
@@ -14489,7 +14689,7 @@ def d_OffsetFetchRequest_OffsetFetchRequestTopics_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetFetchRequest_OffsetFetchRequestTopics(v_name, v_partition_indexes, unknown), pos
+    return OffsetFetchRequest_OffsetFetchRequestTopics(v_name, UUID0, v_partition_indexes, unknown), pos
 
 
 def e_OffsetFetchRequest_OffsetFetchRequestTopics_v9(o, out, regions):
@@ -14577,6 +14777,116 @@ def e_OffsetFetchRequest_v9(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(x, out, regions)
+    out += S_o.pack(o.require_stable)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partition_indexes')
+    else:
+        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, 'i', 4)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetFetchRequest_OffsetFetchRequestTopics('', v_topic_id, v_partition_indexes, unknown), pos
+
+
+def e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partition_indexes
+    if a is None:
+        raise EncodeError('null array in non-nullable field partition_indexes')
+    else:
+        w_uvarint(out, len(a) + 1)
+        w_fixed_array(out, a, 'i')
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, pos, end):
+    v_group_id, pos = r_cstr(buf, pos, end)
+    v_member_id, pos = r_ncstr(buf, pos, end)
+    v_member_epoch = S_i.unpack_from(buf, pos)[0]; pos += 4
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        v_topics = None
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetFetchRequest_OffsetFetchRequestGroup(v_group_id, v_member_id, v_member_epoch, v_topics, unknown), pos
+
+
+def e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(o, out, regions):
+    w_cstr(out, o.group_id)
+    w_ncstr(out, o.member_id)
+    out += S_i.pack(o.member_epoch)
+    a = o.topics
+    if a is None:
+        out += b'\x00'
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetFetchRequest_v10(buf, pos, end):
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field groups')
+    else:
+        v_groups = []
+        app = v_groups.append
+        for _ in range(n):
+            x, pos = d_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, pos, end)
+            app(x)
+    v_require_stable = S_o.unpack_from(buf, pos)[0]; pos += 1
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetFetchRequest('', [], v_groups, v_require_stable, unknown), pos
+
+
+def e_OffsetFetchRequest_v10(o, out, regions):
+    a = o.groups
+    if a is None:
+        raise EncodeError('null array in non-nullable field groups')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(x, out, regions)
     out += S_o.pack(o.require_stable)
     if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
     else: out.append(0)
@@ -15219,7 +15529,7 @@ def d_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetFetchResponse_OffsetFetchResponseTopics(v_name, v_partitions, unknown), pos
+    return OffsetFetchResponse_OffsetFetchResponseTopics(v_name, UUID0, v_partitions, unknown), pos
 
 
 def e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o, out, regions):
@@ -15358,7 +15668,7 @@ def d_OffsetFetchResponse_OffsetFetchResponseTopics_v9(buf, pos, end):
         if unknown is None: unknown = []
         unknown.append((tag, bytes(buf[pos:pos + size])))
         pos += size
-    return OffsetFetchResponse_OffsetFetchResponseTopics(v_name, v_partitions, unknown), pos
+    return OffsetFetchResponse_OffsetFetchResponseTopics(v_name, UUID0, v_partitions, unknown), pos
 
 
 def e_OffsetFetchResponse_OffsetFetchResponseTopics_v9(o, out, regions):
@@ -15446,6 +15756,145 @@ def e_OffsetFetchResponse_v9(o, out, regions):
         w_uvarint(out, len(a) + 1)
         for x in a:
             e_OffsetFetchResponse_OffsetFetchResponseGroup_v9(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetFetchResponse_OffsetFetchResponsePartitions_v10(buf, pos, end):
+    v_partition_index, v_committed_offset, v_committed_leader_epoch = S_iqi.unpack_from(buf, pos)
+    pos += 16
+    v_metadata, pos = r_ncstr(buf, pos, end)
+    v_error_code = S_h.unpack_from(buf, pos)[0]; pos += 2
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetFetchResponse_OffsetFetchResponsePartitions(v_partition_index, v_committed_offset, v_committed_leader_epoch, v_metadata, v_error_code, unknown), pos
+
+
+def e_OffsetFetchResponse_OffsetFetchResponsePartitions_v10(o, out, regions):
+    out += S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    w_ncstr(out, o.metadata)
+    out += S_h.pack(o.error_code)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, pos, end):
+    v_topic_id, pos = r_uuid(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field partitions')
+    else:
+        v_partitions = []
+        app = v_partitions.append
+        for _ in range(n):
+            x, pos = d_OffsetFetchResponse_OffsetFetchResponsePartitions_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetFetchResponse_OffsetFetchResponseTopics('', v_topic_id, v_partitions, unknown), pos
+
+
+def e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(o, out, regions):
+    w_uuid(out, o.topic_id)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('null array in non-nullable field partitions')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetFetchResponse_OffsetFetchResponsePartitions_v10(x, out, regions)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, pos, end):
+    v_group_id, pos = r_cstr(buf, pos, end)
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field topics')
+    else:
+        v_topics = []
+        app = v_topics.append
+        for _ in range(n):
+            x, pos = d_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, pos, end)
+            app(x)
+    v_error_code = S_h.unpack_from(buf, pos)[0]; pos += 2
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetFetchResponse_OffsetFetchResponseGroup(v_group_id, v_topics, v_error_code, unknown), pos
+
+
+def e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(o, out, regions):
+    w_cstr(out, o.group_id)
+    a = o.topics
+    if a is None:
+        raise EncodeError('null array in non-nullable field topics')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(x, out, regions)
+    out += S_h.pack(o.error_code)
+    if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
+    else: out.append(0)
+
+
+def d_OffsetFetchResponse_v10(buf, pos, end):
+    v_throttle_time_ms = S_i.unpack_from(buf, pos)[0]; pos += 4
+    n, pos = r_ccount(buf, pos, end)
+    if n is None:
+        raise DecodeError('null array in non-nullable field groups')
+    else:
+        v_groups = []
+        app = v_groups.append
+        for _ in range(n):
+            x, pos = d_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, pos, end)
+            app(x)
+    unknown = None
+    ntags, pos = r_uvarint(buf, pos, end)
+    if ntags > end - pos: raise DecodeError('too many tagged fields')
+    last = -1
+    for _ in range(ntags):
+        tag, size, pos = r_tag_header(buf, pos, end, last)
+        last = tag
+        if unknown is None: unknown = []
+        unknown.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return OffsetFetchResponse(v_throttle_time_ms, [], 0, v_groups, unknown), pos
+
+
+def e_OffsetFetchResponse_v10(o, out, regions):
+    out += S_i.pack(o.throttle_time_ms)
+    a = o.groups
+    if a is None:
+        raise EncodeError('null array in non-nullable field groups')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for x in a:
+            e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(x, out, regions)
     if o._unknown_tags: w_unknown_tags(out, o._unknown_tags)
     else: out.append(0)
 

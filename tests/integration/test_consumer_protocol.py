@@ -214,6 +214,54 @@ def test_raw_protocol_errors(kafka):
         assert (r.error_code, r.member_epoch) == (E.NONE, -1)
 
 
+def test_raw_offsets_by_topic_id(kafka):
+    """OffsetCommit v10 and OffsetFetch v10 (Kafka 4.1, what Java's 4.x consumer sends with
+    group.protocol=consumer) name topics by id: the answers carry the ids, an id of no topic is
+    UNKNOWN_TOPIC_ID and a partition the topic lacks UNKNOWN_TOPIC_OR_PARTITION."""
+    from protocol.messages import MetadataRequest, OffsetCommitRequest as C, OffsetFetchRequest as F
+    topic, group = unique("kip848id"), unique("g")
+    create_topic(kafka.bootstrap, topic)
+    host, port = kafka.bootstrap.split(":")
+    assert wait_for(lambda: _coordinator_ready(host, int(port), group), WAIT, what="the coordinator")
+    ghost = uuid.uuid4()
+    with RawConnection(host, int(port)) as conn:
+        tid = conn.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                                  allow_auto_topic_creation=False)).topics[0].topic_id
+        member = uuid.uuid4().hex[:22]
+        r = conn.request(68, 1, heartbeat(group, member, 0, [topic]))
+        assert r.error_code == E.NONE and r.member_epoch == 1
+        r = conn.request(8, 10, C(group_id=group, generation_id_or_member_epoch=1, member_id=member,
+                                  group_instance_id=None, retention_time_ms=-1, topics=[
+                                      C.OffsetCommitRequestTopic(topic_id=tid, partitions=[
+                                          C.OffsetCommitRequestPartition(partition_index=p, committed_offset=5 + p,
+                                                                         committed_leader_epoch=-1,
+                                                                         committed_metadata="m") for p in (0, 99)]),
+                                      C.OffsetCommitRequestTopic(topic_id=ghost, partitions=[
+                                          C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                                         committed_leader_epoch=-1,
+                                                                         committed_metadata="")])]))
+        got = sorted((str(t.topic_id), t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                     for t in r.topics)
+        assert got == sorted([(str(tid), "", [(0, E.NONE), (99, E.UNKNOWN_TOPIC_OR_PARTITION)]),
+                              (str(ghost), "", [(0, E.UNKNOWN_TOPIC_ID)])]), r
+
+        def fetch(version, topics):
+            r = conn.request(9, version, F(require_stable=False, groups=[F.OffsetFetchRequestGroup(
+                group_id=group, member_id=member, member_epoch=1, topics=topics)]))
+            g = r.groups[0]
+            assert g.error_code == E.NONE, r
+            return sorted((str(t.topic_id), t.name, [(p.partition_index, p.committed_offset, p.metadata,
+                                                      p.error_code) for p in t.partitions]) for t in g.topics)
+
+        asked = [F.OffsetFetchRequestTopics(topic_id=tid, partition_indexes=[0, 1]),
+                 F.OffsetFetchRequestTopics(topic_id=ghost, partition_indexes=[3])]
+        assert fetch(10, asked) == sorted([(str(tid), "", [(0, 5, "m", 0), (1, -1, "", 0)]),
+                                           (str(ghost), "", [(3, -1, "", E.UNKNOWN_TOPIC_ID)])])
+        zero = "00000000-0000-0000-0000-000000000000"
+        assert fetch(10, None) == [(str(tid), "", [(0, 5, "m", 0)])]           # every offset: by id
+        assert fetch(9, None) == [(zero, topic, [(0, 5, "m", 0)])]             # by name before v10
+
+
 def _coordinator_ready(host, port, group):
     from protocol.messages import FindCoordinatorRequest
     with RawConnection(host, port) as conn:
