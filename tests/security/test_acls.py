@@ -245,43 +245,55 @@ def test_metadata_by_topic_id_needs_describe(authz_broker):
                           (100, "", str(unknown))])
 
 
+def _plain(user):
+    """SASL settings of the project's own client for PLAIN user ``user`` (password user-secret)."""
+    from protocol.client import security_from_properties
+    return security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            f'username="{user}" password="{user}-secret";'})[1]
+
+
+def _send_as(b, user, req, version):
+    """One request to ``b``'s SASL_PLAINTEXT listener as ``user``; its decoded response."""
+    import asyncio
+    from protocol.client import KafkaClientConnection
+    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
+
+    async def go():
+        c = await KafkaClientConnection.connect(host, int(port), timeout=10, sasl=_plain(user))
+        try:
+            return await c.send(req, version=version)
+        finally:
+            await c.close()
+    return asyncio.run(go())
+
+
+def _topic_ids(b, names):
+    """{name: topic id}, asked by the super user."""
+    from protocol.messages import MetadataRequest as M
+    md = _send_as(b, "admin", M(topics=[M.MetadataRequestTopic(name=n) for n in names],
+                                allow_auto_topic_creation=False, include_topic_authorized_operations=False), 12)
+    return {t.name: t.topic_id for t in md.topics}
+
+
 def test_produce_by_topic_id_needs_write(authz_broker):
     """Produce v13 names topics by id: a topic the principal may write takes the batch, one it
     may not is TOPIC_AUTHORIZATION_FAILED under its id, and an unknown id is UNKNOWN_TOPIC_ID
     (Kafka answers it before any authorization)."""
-    import asyncio
-    import protocol.messages as m
-    from protocol.client import KafkaClientConnection, security_from_properties
+    from protocol.messages import ProduceRequest as P
     from protocol.records import build_batch
     b = authz_broker
     _create_topic(b, "pid-write", 1)
     _create_topic(b, "pid-hidden", 1)
     assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Write",
                 "--topic", "pid-write").returncode == 0
-    host, port, admin_sasl = _admin_login(b)
-    _, sasl = security_from_properties({
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="alice" password="alice-secret";'})
-    M, P = m.MetadataRequest, m.ProduceRequest
-
-    async def send(settings, req, version):
-        c = await KafkaClientConnection.connect(host, port, timeout=10, sasl=settings)
-        try:
-            return await c.send(req, version=version)
-        finally:
-            await c.close()
-
-    md = asyncio.run(send(admin_sasl, M(topics=[M.MetadataRequestTopic(name="pid-write"),
-                                                M.MetadataRequestTopic(name="pid-hidden")],
-                                        allow_auto_topic_creation=False,
-                                        include_topic_authorized_operations=False), 12))
-    ids = {t.name: t.topic_id for t in md.topics}
+    ids = _topic_ids(b, ["pid-write", "pid-hidden"])
     unknown = uuid.UUID(int=78)
-    r = asyncio.run(send(sasl, P(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
+    r = _send_as(b, "alice", P(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
         P.TopicProduceData(topic_id=tid, partition_data=[P.PartitionProduceData(
             index=0, records=build_batch([(None, b"v")]))])
-        for tid in (ids["pid-write"], ids["pid-hidden"], unknown)]), 13))
+        for tid in (ids["pid-write"], ids["pid-hidden"], unknown)]), 13)
     got = sorted((str(t.topic_id), [p.error_code for p in t.partition_responses]) for t in r.responses)
     assert got == sorted([(str(ids["pid-write"]), [0]), (str(ids["pid-hidden"]), [29]), (str(unknown), [100])])
 
@@ -289,9 +301,7 @@ def test_produce_by_topic_id_needs_write(authz_broker):
 def test_offsets_by_topic_id_need_read_and_describe(authz_broker):
     """OffsetCommit v10 / OffsetFetch v10 name topics by id: a topic the principal may not read
     is TOPIC_AUTHORIZATION_FAILED under its id, an unknown id UNKNOWN_TOPIC_ID, whatever the ACLs."""
-    import asyncio
-    import protocol.messages as m
-    from protocol.client import KafkaClientConnection, security_from_properties
+    from protocol.messages import FindCoordinatorRequest, OffsetCommitRequest as C, OffsetFetchRequest as F
     from tests.support.net import wait_for
     b = authz_broker
     _create_topic(b, "oid-ok", 1)
@@ -299,42 +309,24 @@ def test_offsets_by_topic_id_need_read_and_describe(authz_broker):
     group = "oid-group"
     for args in (("--topic", "oid-ok"), ("--group", group)):
         assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", *args).returncode == 0
-    host, port, admin_sasl = _admin_login(b)
-    _, sasl = security_from_properties({
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="alice" password="alice-secret";'})
-    M, C, F = m.MetadataRequest, m.OffsetCommitRequest, m.OffsetFetchRequest
-
-    async def send(settings, req, version):
-        c = await KafkaClientConnection.connect(host, port, timeout=10, sasl=settings)
-        try:
-            return await c.send(req, version=version)
-        finally:
-            await c.close()
-
     # the group coordinator (and __consumer_offsets) comes up on the first FindCoordinator
-    assert wait_for(lambda: asyncio.run(send(admin_sasl, m.FindCoordinatorRequest(
-        key_type=0, coordinator_keys=[group]), 4)).coordinators[0].error_code == 0, 30, what="the coordinator")
-    md = asyncio.run(send(admin_sasl, M(topics=[M.MetadataRequestTopic(name="oid-ok"),
-                                                M.MetadataRequestTopic(name="oid-hidden")],
-                                        allow_auto_topic_creation=False,
-                                        include_topic_authorized_operations=False), 12))
-    ids = {t.name: t.topic_id for t in md.topics}
+    assert wait_for(lambda: _send_as(b, "admin", FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+                    .coordinators[0].error_code == 0, 30, what="the coordinator")
+    ids = _topic_ids(b, ["oid-ok", "oid-hidden"])
     unknown = uuid.UUID(int=79)
     order = (ids["oid-ok"], ids["oid-hidden"], unknown)
-    r = asyncio.run(send(sasl, C(group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                                 group_instance_id=None, retention_time_ms=-1, topics=[
-                                     C.OffsetCommitRequestTopic(topic_id=tid, partitions=[
-                                         C.OffsetCommitRequestPartition(partition_index=0, committed_offset=3,
-                                                                        committed_leader_epoch=-1,
-                                                                        committed_metadata="")])
-                                     for tid in order]), 10))
+    r = _send_as(b, "alice", C(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                               group_instance_id=None, retention_time_ms=-1, topics=[
+                                   C.OffsetCommitRequestTopic(topic_id=tid, partitions=[
+                                       C.OffsetCommitRequestPartition(partition_index=0, committed_offset=3,
+                                                                      committed_leader_epoch=-1,
+                                                                      committed_metadata="")])
+                                   for tid in order]), 10)
     got = sorted((str(t.topic_id), [p.error_code for p in t.partitions]) for t in r.topics)
     assert got == sorted([(str(ids["oid-ok"]), [0]), (str(ids["oid-hidden"]), [29]), (str(unknown), [100])])
-    r = asyncio.run(send(sasl, F(require_stable=False, groups=[F.OffsetFetchRequestGroup(
+    r = _send_as(b, "alice", F(require_stable=False, groups=[F.OffsetFetchRequestGroup(
         group_id=group, topics=[F.OffsetFetchRequestTopics(topic_id=tid, partition_indexes=[0])
-                                for tid in order])]), 10))
+                                for tid in order])]), 10)
     got = sorted((str(t.topic_id), [(p.committed_offset, p.error_code) for p in t.partitions])
                  for t in r.groups[0].topics)
     assert got == sorted([(str(ids["oid-ok"]), [(3, 0)]), (str(ids["oid-hidden"]), [(-1, 29)]),
