@@ -10,7 +10,9 @@ transactions.  v5+ log start offset.  v7+ incremental fetch sessions (KIP-227,
 an incremental answer carries only the partitions with news.  v9+ current leader
 epoch checks.  v11+ rack id / preferred read replica (always -1); from v11 a consumer may read a
 follower (KIP-392), up to that replica's high watermark.  v12+ flexible.  v13+ topic ids
-instead of names.  v15+ replica state in place of replica id.  v17 (KIP-853) adds a follower's
+instead of names.  v15+ replica state in place of replica id.  v16 (KIP-951): a partition
+answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader and the answer
+that leader's endpoint (``leader_hints.py``).  v17 (KIP-853) adds a follower's
 directory id as a tagged field; Kafka's brokers use it only between KRaft voters, so it is read
 and ignored here, as a Kafka 3.9 broker does for a fetch of a partition.  v18 (KIP-1166) adds the
 fetcher's high watermark, another tagged field that only KRaft voters read; ignored too.
@@ -32,6 +34,7 @@ import time
 from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
 from broker.fetch_session import FetchContext, new_context, records_size
+from broker.handlers.leader_hints import FETCH_HINTED, add_hints
 from broker.replica import not_leader_error, wait_for_wake
 from broker.replication import now_ms
 from broker.security import acl as A
@@ -244,7 +247,22 @@ async def fetch(ctx, req):
     error, session_id, responses = fctx.finish(sessions, responses, _now_ms())
     if broker.metrics is not None:
         broker.metrics.fetched(responses, follower)
-    return R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=responses)
+    resp = R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=responses)
+    if v >= 16 and _has_error(responses):
+        add_hints(ctx, resp, responses, _topic_name, _partitions, _index, FETCH_HINTED)
+    return resp
+
+
+def _topic_name(t):
+    return t.topic
+
+
+def _partitions(t):
+    return t.partitions
+
+
+def _index(p):
+    return p.partition_index
 
 
 def _name_of(ctrl, topic_id):

@@ -3,7 +3,9 @@
 v0-2 carry legacy message sets (magic 0/1); they are up-converted to v2 batches on append, as a
 3.x broker does.  v3+ add the transactional id and must carry exactly one v2 batch per partition.
 v7+ may use zstd (older versions: UNSUPPORTED_COMPRESSION_TYPE).  v8+ record errors and an error
-message.  v9+ flexible.  v10-11 add KIP-951 leader hints and TRANSACTION_ABORTABLE.  v12 (Kafka
+message.  v9+ flexible.  v10-11 add KIP-951 leader hints (a NOT_LEADER_OR_FOLLOWER partition
+carries its current leader, the answer that leader's endpoint: ``leader_hints.py``) and
+TRANSACTION_ABORTABLE.  v12 (Kafka
 4.0) is v11 for a client that speaks transaction version 2 (KIP-890 part 2), which this broker
 does not offer (no ``transaction.version`` is finalized), so no client sends a transactional v12;
 one is checked as v11 is.  v13 (Kafka 4.1) names topics by id: an id of no topic is
@@ -21,6 +23,7 @@ import logging
 
 from broker.dispatch import handler
 from broker.handlers.duplicates import by_partition
+from broker.handlers.leader_hints import PRODUCE_HINTED, add_hints
 from broker.handlers.topic_ids import name_topics
 from broker.replica import not_leader_error
 from broker.txn.markers import check_produce, is_transactional_batch
@@ -174,7 +177,27 @@ async def produce(ctx, req):
         return None
     if waits:
         await _await_isr(waits, req.timeout_ms)
-    return R(responses=responses, throttle_time_ms=throttle_ms)
+    resp = R(responses=responses, throttle_time_ms=throttle_ms)
+    if v >= 10 and _any_not_leader(responses):
+        add_hints(ctx, resp, responses, _topic_name, _partitions, _index, PRODUCE_HINTED)
+    return resp
+
+
+def _any_not_leader(responses) -> bool:
+    """Whether a partition of the answer is NOT_LEADER_OR_FOLLOWER (KIP-951 hints are due)."""
+    return any(p.error_code == E.NOT_LEADER_OR_FOLLOWER for t in responses for p in t.partition_responses)
+
+
+def _topic_name(t):
+    return t.name
+
+
+def _partitions(t):
+    return t.partition_responses
+
+
+def _index(p):
+    return p.index
 
 
 def _distinct_partitions(topic_data, version):

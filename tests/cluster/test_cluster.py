@@ -186,6 +186,59 @@ def test_not_leader_and_fenced_epochs_for_clients(cluster):
         assert asyncio.run(fetch(cluster.brokers[leader], epoch - 1)) == 74    # FENCED_LEADER_EPOCH
 
 
+def test_not_leader_answers_carry_the_leader(cluster):
+    """KIP-951, as Kafka 3.9: Produce v10+ answered NOT_LEADER_OR_FOLLOWER, and Fetch v16+ answered
+    NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, name the partition's leader and epoch, and the
+    answer carries the leader's endpoint; older versions carry neither."""
+    import asyncio
+
+    from protocol.client import KafkaClientConnection
+    from protocol.messages import FetchRequest as F, MetadataRequest as M, ProduceRequest as P
+    from protocol.records import build_batch
+    cluster.create_topic("hint", partitions=1, rf=3)
+    leader = cluster.leader("hint", 0)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    epoch = cluster.partition_state("hint", 0)["leader_epoch"]
+    fb, lb = cluster.brokers[follower], cluster.brokers[leader]
+
+    async def send(b, req, version):
+        c = await KafkaClientConnection.connect(b.host, b.port)
+        try:
+            return await c.send(req, version=version)
+        finally:
+            await c.close()
+
+    def produce(version):
+        r = asyncio.run(send(fb, P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+            name="hint", partition_data=[P.PartitionProduceData(index=0, records=build_batch([(None, b"v")]))])]),
+            version))
+        p = r.responses[0].partition_responses[0]
+        return (p.error_code, (p.current_leader.leader_id, p.current_leader.leader_epoch),
+                [(e.node_id, e.host, e.port) for e in r.node_endpoints])
+
+    def replica_fetch(version, as_broker, cur_epoch=-1):
+        """A follower's fetch (replica id set) sent to a broker that does not lead the partition."""
+        req = F(replica_id=as_broker, replica_state=F.ReplicaState(replica_id=as_broker, replica_epoch=-1),
+                max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                topics=[F.FetchTopic(topic_id=topic_id, partitions=[F.FetchPartition(
+                    partition=0, current_leader_epoch=cur_epoch, fetch_offset=0, partition_max_bytes=1 << 20)])])
+        r = asyncio.run(send(fb, req, version))
+        p = r.responses[0].partitions[0]
+        return (p.error_code, (p.current_leader.leader_id, p.current_leader.leader_epoch),
+                [(e.node_id, e.host, e.port) for e in r.node_endpoints])
+
+    md = asyncio.run(send(lb, M(topics=[M.MetadataRequestTopic(name="hint")], allow_auto_topic_creation=False), 12))
+    topic_id = md.topics[0].topic_id              # Fetch names topics by id from v13
+    hint = ((leader, epoch), [(leader, lb.host, lb.port)])
+    # the follower learns the partition from its LeaderAndIsr (UNKNOWN_TOPIC_OR_PARTITION before)
+    got = cluster.wait_for(lambda: (lambda g: g if g[0] != 3 else None)(produce(10)), 15, "the follower's state")
+    assert got == (6, *hint)                                             # NOT_LEADER_OR_FOLLOWER
+    assert produce(9) == (6, (-1, -1), [])
+    other = next(b for b in (1, 2, 3) if b not in (leader, follower))
+    assert replica_fetch(16, other) == (6, *hint)
+    assert replica_fetch(15, other) == (6, (-1, -1), [])
+
+
 def _kill_leader_round(cluster, topic, partitions, prod, victim_partition):
     leader = cluster.leader(topic, victim_partition)
     prod.wait_acked(300, 60)

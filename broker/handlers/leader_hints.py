@@ -1,0 +1,52 @@
+"""KIP-951 leader discovery: a Produce (v10+) or Fetch (v16+) partition answered
+NOT_LEADER_OR_FOLLOWER (Fetch: also FENCED_LEADER_EPOCH) carries the partition's current leader
+and epoch, and the answer carries that leader's endpoint on the request's listener, so a client
+can go there without a Metadata round trip.  As Kafka's ``getCurrentLeader``: the leader and
+epoch of the replica hosted here, else of the metadata; the endpoint only of a live broker that
+has the listener."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode as E
+
+PRODUCE_HINTED = frozenset({E.NOT_LEADER_OR_FOLLOWER})
+FETCH_HINTED = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH})
+
+
+def current_leader(broker, topic: str, partition: int) -> tuple[int, int]:
+    """(leader id, leader epoch) of a partition, or (-1, -1) when it is not known."""
+    part = broker.replicas.get(topic, partition) if broker.replicas is not None else None
+    if part is not None:
+        return part.leader_id, part.leader_epoch
+    info = broker.controller.topic(topic) if topic else None
+    state = info.partitions.get(partition) if info is not None else None
+    if state is None:
+        return -1, -1
+    return state.leader, state.leader_epoch
+
+
+def add_hints(ctx, response, topics, name_of, partitions_of, index_of, hinted) -> None:
+    """Fill ``current_leader`` of every partition whose error is in ``hinted``, and the answer's
+    ``node_endpoints`` with their leaders.  ``topics``: the answer's topics; ``name_of(t)``,
+    ``partitions_of(t)``, ``index_of(p)`` read a topic's name, its partitions, a partition's
+    index (Produce and Fetch answers name them differently)."""
+    R = type(response)
+    broker = ctx.broker
+    leaders: set[int] = set()
+    for t in topics:
+        for p in partitions_of(t):
+            if p.error_code in hinted:
+                leader, epoch = current_leader(broker, name_of(t), index_of(p))
+                p.current_leader = R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                if leader >= 0:
+                    leaders.add(leader)
+    if not leaders:
+        return
+    listener = ctx.connection.listener_name
+    endpoints = []
+    for b in broker.controller.brokers():
+        if b.id in leaders:
+            for name, host, port, _proto in b.endpoints:
+                if name == listener:
+                    endpoints.append(R.NodeEndpoint(node_id=b.id, host=host, port=port, rack=b.rack))
+                    break
+    response.node_endpoints = sorted(endpoints, key=lambda e: e.node_id)
