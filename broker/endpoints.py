@@ -1,7 +1,7 @@
 """Where a broker can be reached: the node a coordinator lookup or a client is pointed at."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 
 class Node(NamedTuple):
@@ -22,3 +22,13 @@ def broker_node(broker, broker_id: int, listener: str | None = None) -> Node | N
             ep = b.endpoints[0]
             return Node(b.id, ep[1], ep[2])
     return None
+
+
+def on_listener(broker, listener: str) -> Iterator[tuple]:
+    """(broker info, host, port) of every live broker that has ``listener``, in the
+    controller's order: the brokers a client on that listener is told about."""
+    for b in broker.controller.brokers():
+        for name, host, port, _proto in b.endpoints:
+            if name == listener:
+                yield b, host, port
+                break

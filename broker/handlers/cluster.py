@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 
 from broker.dispatch import handler
+from broker.endpoints import on_listener
 from protocol.errors import ErrorCode as E
 from protocol.messages import (AlterReplicaLogDirsResponse, DescribeClusterResponse,
                                DescribeLogDirsResponse)
@@ -60,13 +61,8 @@ async def describe_cluster(ctx, req):
                  endpoint_type=endpoint_type, cluster_id=ctrl.cluster_id, controller_id=-1,
                  brokers=[], cluster_authorized_operations=INT_MIN)
     listener = ctx.connection.listener_name
-    brokers = []
-    for b in ctrl.brokers():
-        for name, host, port, _proto in b.endpoints:
-            if name == listener:
-                brokers.append(R.DescribeClusterBroker(broker_id=b.id, host=host, port=port,
-                                                       rack=b.rack, is_fenced=False))
-                break
+    brokers = [R.DescribeClusterBroker(broker_id=b.id, host=host, port=port, rack=b.rack, is_fenced=False)
+               for b, host, port in on_listener(ctx.broker, listener)]
     ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else INT_MIN
     return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
              cluster_id=ctrl.cluster_id, controller_id=ctrl.controller_id, brokers=brokers,

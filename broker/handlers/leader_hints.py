@@ -6,6 +6,7 @@ epoch of the replica hosted here, else of the metadata; the endpoint only of a l
 has the listener."""
 from __future__ import annotations
 
+from broker.endpoints import on_listener
 from protocol.errors import ErrorCode as E
 
 PRODUCE_HINTED = frozenset({E.NOT_LEADER_OR_FOLLOWER})
@@ -41,12 +42,7 @@ def add_hints(ctx, response, topics, name_of, partitions_of, index_of, hinted) -
                     leaders.add(leader)
     if not leaders:
         return
-    listener = ctx.connection.listener_name
-    endpoints = []
-    for b in broker.controller.brokers():
-        if b.id in leaders:
-            for name, host, port, _proto in b.endpoints:
-                if name == listener:
-                    endpoints.append(R.NodeEndpoint(node_id=b.id, host=host, port=port, rack=b.rack))
-                    break
-    response.node_endpoints = sorted(endpoints, key=lambda e: e.node_id)
+    response.node_endpoints = sorted(
+        (R.NodeEndpoint(node_id=b.id, host=host, port=port, rack=b.rack)
+         for b, host, port in on_listener(broker, ctx.connection.listener_name) if b.id in leaders),
+        key=lambda e: e.node_id)

@@ -15,6 +15,7 @@ Their partitions count against the client's ``controller_mutation_rate`` quota a
 from __future__ import annotations
 
 from broker.dispatch import handler
+from broker.endpoints import on_listener
 from broker.handlers.cluster import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from controller.api import CreatableTopic, is_internal_topic, validate_topic_name
 from protocol.errors import ErrorCode as E
@@ -26,13 +27,8 @@ INT_MIN = -2147483648
 
 
 def broker_list(broker, listener_name):
-    out = []
-    for b in broker.controller.brokers():
-        for name, host, port, _proto in b.endpoints:
-            if name == listener_name:
-                out.append(R.MetadataResponseBroker(node_id=b.id, host=host, port=port, rack=b.rack))
-                break
-    return out
+    return [R.MetadataResponseBroker(node_id=b.id, host=host, port=port, rack=b.rack)
+            for b, host, port in on_listener(broker, listener_name)]
 
 
 def offline_replicas(broker, name: str, p: int, s, live: set[int] | None) -> list[int]:
