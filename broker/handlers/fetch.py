@@ -249,20 +249,9 @@ async def fetch(ctx, req):
         broker.metrics.fetched(responses, follower)
     resp = R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=responses)
     if v >= 16 and _has_error(responses):
-        add_hints(ctx, resp, responses, _topic_name, _partitions, _index, FETCH_HINTED)
+        add_hints(ctx, resp, ((t.topic, p.partition_index, p) for t in responses for p in t.partitions),
+                  FETCH_HINTED)
     return resp
-
-
-def _topic_name(t):
-    return t.topic
-
-
-def _partitions(t):
-    return t.partitions
-
-
-def _index(p):
-    return p.partition_index
 
 
 def _name_of(ctrl, topic_id):

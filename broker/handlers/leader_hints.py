@@ -25,21 +25,19 @@ def current_leader(broker, topic: str, partition: int) -> tuple[int, int]:
     return state.leader, state.leader_epoch
 
 
-def add_hints(ctx, response, topics, name_of, partitions_of, index_of, hinted) -> None:
-    """Fill ``current_leader`` of every partition whose error is in ``hinted``, and the answer's
-    ``node_endpoints`` with their leaders.  ``topics``: the answer's topics; ``name_of(t)``,
-    ``partitions_of(t)``, ``index_of(p)`` read a topic's name, its partitions, a partition's
-    index (Produce and Fetch answers name them differently)."""
+def add_hints(ctx, response, partitions, hinted) -> None:
+    """Fill ``current_leader`` of every partition answer whose error is in ``hinted``, and the
+    answer's ``node_endpoints`` with their leaders.  ``partitions``: (topic name, partition
+    index, partition answer) for every partition of the answer."""
     R = type(response)
     broker = ctx.broker
     leaders: set[int] = set()
-    for t in topics:
-        for p in partitions_of(t):
-            if p.error_code in hinted:
-                leader, epoch = current_leader(broker, name_of(t), index_of(p))
-                p.current_leader = R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
-                if leader >= 0:
-                    leaders.add(leader)
+    for topic, index, p in partitions:
+        if p.error_code in hinted:
+            leader, epoch = current_leader(broker, topic, index)
+            p.current_leader = R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+            if leader >= 0:
+                leaders.add(leader)
     if not leaders:
         return
     response.node_endpoints = sorted(

@@ -178,26 +178,10 @@ async def produce(ctx, req):
     if waits:
         await _await_isr(waits, req.timeout_ms)
     resp = R(responses=responses, throttle_time_ms=throttle_ms)
-    if v >= 10 and _any_not_leader(responses):
-        add_hints(ctx, resp, responses, _topic_name, _partitions, _index, PRODUCE_HINTED)
+    if v >= 10 and any(p.error_code == E.NOT_LEADER_OR_FOLLOWER for t in responses for p in t.partition_responses):
+        add_hints(ctx, resp, ((t.name, p.index, p) for t in responses for p in t.partition_responses),
+                  PRODUCE_HINTED)
     return resp
-
-
-def _any_not_leader(responses) -> bool:
-    """Whether a partition of the answer is NOT_LEADER_OR_FOLLOWER (KIP-951 hints are due)."""
-    return any(p.error_code == E.NOT_LEADER_OR_FOLLOWER for t in responses for p in t.partition_responses)
-
-
-def _topic_name(t):
-    return t.name
-
-
-def _partitions(t):
-    return t.partition_responses
-
-
-def _index(p):
-    return p.index
 
 
 def _distinct_partitions(topic_data, version):
