@@ -760,7 +760,7 @@ class ConsumerProtocolMixin:
             if recs:
                 err = await self._append_unlocked(group, recs)
                 if err:
-                    return self._store_group_error(err)
+                    return self._modern_write_error(err)
             mg.persisted = snap
             mg.classic_record = False
             for mid, n in marks.items():          # unless touched again during the write

@@ -76,7 +76,8 @@ class Node(Protocol):
     port: int
 
 
-# Kafka maps the append error of a group-metadata write to the error a member sees ...
+# Kafka 3.9's classic group coordinator maps the append error of a group-metadata write to the
+# error a member sees ...
 _STORE_GROUP_ERRORS = {
     E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
     E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
@@ -87,6 +88,25 @@ _STORE_GROUP_ERRORS = {
     E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
     E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
     E.INVALID_FETCH_SIZE: E.UNKNOWN_SERVER_ERROR,
+}
+# The groups of the new protocols (KIP-848 consumer groups, the classic members inside them,
+# KIP-932 share groups) are Kafka's new coordinator's, which maps a failed write the way its
+# runtime does (handleOperationException): a write that timed out is COORDINATOR_NOT_AVAILABLE,
+# which members retry, not the classic table's REBALANCE_IN_PROGRESS, which Java's consumer
+# takes as fatal on a ConsumerGroupHeartbeat.  NOT_ENOUGH_REPLICAS_AFTER_APPEND (an acks=all
+# wait here; Kafka's runtime appends with acks=1 and waits for the high watermark, which times
+# out instead) is COORDINATOR_NOT_AVAILABLE as well.
+_MODERN_WRITE_ERRORS = {
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    E.INVALID_FETCH_SIZE: E.UNKNOWN_SERVER_ERROR,
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
 }
 # ... and of an offset commit.
 _COMMIT_ERRORS = {
@@ -470,6 +490,10 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
     @staticmethod
     def _store_group_error(code: int) -> int:
         return _STORE_GROUP_ERRORS.get(code, code)
+
+    @staticmethod
+    def _modern_write_error(code: int) -> int:
+        return _MODERN_WRITE_ERRORS.get(code, code)
 
     @staticmethod
     def _commit_error(code: int) -> int:

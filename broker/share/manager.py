@@ -441,7 +441,7 @@ class ShareCoordinator(Wakeable):
                 return E.NONE
             err = await coord.append_records(group.group_id, recs)
             if err:
-                return coord._store_group_error(err)
+                return coord._modern_write_error(err)
             group.persisted = snap
             return E.NONE
 
@@ -759,7 +759,7 @@ class ShareCoordinator(Wakeable):
                 recs += [(SR.key(SR.STATE_PARTITION_METADATA, group_id), None), (SR.key(SR.GROUP_METADATA, group_id), None)]
                 err = await self.broker.groups.append_records(group_id, recs)
                 if err:
-                    return self.broker.groups._store_group_error(err)
+                    return self.broker.groups._modern_write_error(err)
                 group.persisted = None
         for k in set(keys) | set(persisted):
             self.partitions.pop(k, None)

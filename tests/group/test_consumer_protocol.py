@@ -546,3 +546,23 @@ async def test_offsets_expire_counted_from_when_the_group_became_empty():
     timers.advance(7 * day)
     assert await coord.expire_offsets() == 1
     assert "g" not in coord.groups                # and the empty group without offsets is gone
+
+
+@run
+async def test_a_failed_group_write_is_answered_as_the_new_coordinator_answers():
+    """A heartbeat whose group records cannot be written gets Kafka's new-coordinator error: a
+    timed-out write is COORDINATOR_NOT_AVAILABLE (retried by members; the classic table's
+    REBALANCE_IN_PROGRESS made Java 4.2's consumer fail for good in a kill -9 soak), a lost
+    partition NOT_COORDINATOR.  Once writes work again the member joins."""
+    from protocol.errors import NotLeaderOrFollowerError, RequestTimedOutError
+    coord, _timers, _ = await coordinator()
+    a = Member(coord)
+    assert (await a.beat())["error"] == E.NONE
+    for exc, want in ((RequestTimedOutError(), E.COORDINATOR_NOT_AVAILABLE),
+                      (NotLeaderOrFollowerError(), E.NOT_COORDINATOR)):
+        coord.log.fail_with = exc
+        b = Member(coord)
+        assert (await b.beat())["error"] == want, exc
+    coord.log.fail_with = None
+    b = Member(coord)
+    assert (await b.beat())["error"] == E.NONE and b.epoch > 0
