@@ -124,7 +124,26 @@ def load_spec(path: str) -> dict:
 #   which stops at v12.
 # * OffsetCommit v10 and OffsetFetch v10 (Kafka 4.1, KIP-848): topics by TopicId (uuid) in place of
 #   Name, which stops at v9, in the request and the answer (OffsetFetch: the topics of each group).
+# * EndTxn v5, TxnOffsetCommit v5 (Kafka 4.0, KIP-890 part 2: transaction version 2).  EndTxn v5's
+#   answer carries ProducerId (int64) and ProducerEpoch (int16), both default -1, after ErrorCode:
+#   the producer id and epoch of the client's next transaction.  TxnOffsetCommit v5 is v4's layout.
+# * WriteTxnMarkers v2 (Kafka 4.2, KIP-1228): each marker carries TransactionVersion (int8, default
+#   0) after CoordinatorEpoch.  The answer is unchanged.
 SPEC_ADDITIONS = {
+    "EndTxnRequest": {"validVersions": "0-5"},
+    "EndTxnResponse": {
+        "validVersions": "0-5",
+        "append": [{"name": "ProducerId", "type": "int64", "versions": "5+", "default": "-1", "ignorable": True},
+                   {"name": "ProducerEpoch", "type": "int16", "versions": "5+", "default": "-1", "ignorable": True}],
+    },
+    "TxnOffsetCommitRequest": {"validVersions": "0-5"},
+    "TxnOffsetCommitResponse": {"validVersions": "0-5"},
+    "WriteTxnMarkersRequest": {
+        "validVersions": "0-2",
+        "after": {"Markers.CoordinatorEpoch": [
+            {"name": "TransactionVersion", "type": "int8", "versions": "2+", "default": "0", "ignorable": True}]},
+    },
+    "WriteTxnMarkersResponse": {"validVersions": "0-2"},
     "OffsetCommitRequest": {
         "validVersions": "0-10",
         "versions": {"Topics.Name": "0-9"},
