@@ -65,10 +65,11 @@ DEFAULT_BROKER_ENTITY = "<default>"
 PRODUCER_ID_BLOCK_SIZE = 1000
 FEATURE_UPDATE_FAILED = 96
 
-# Feature flags (KIP-584) this broker supports: name -> (min, max level).  None, like a Kafka 3.9
-# broker in ZooKeeper mode: nothing here is switched by a feature level, so a finalized feature
-# can only be deleted, never set (UpdateFeatures answers INVALID_REQUEST, docs/admin.md).
-SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = types.MappingProxyType({})
+# Feature flags (KIP-584) this broker supports: name -> (min, max level).  ``transaction.version``
+# as Kafka 4.x has it: 1 writes the transaction log's flexible records, 2 turns on transaction
+# version 2 for the clients that read it (KIP-890 part 2, docs/transactions.md).  A Kafka 3.9 broker
+# in ZooKeeper mode supports none.
+SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = types.MappingProxyType({"transaction.version": (0, 2)})
 
 
 def unsupported_features(features: Mapping[str, int]) -> dict[str, int]:

@@ -11,9 +11,10 @@ UpdateFeatures (KIP-584).
 for the features the broker supports and, unlike Kafka's (which lists supported ones only),
 also for finalized features it does not support (supported range shown as ``-``), so that such a
 feature can be seen before it is disabled.  Levels of ``metadata.version`` are shown as release
-names (``3.9-IV0``).  Odradek's brokers support no feature flags, as a Kafka 3.9 broker in
-ZooKeeper mode: ``describe`` is empty on a new cluster and an upgrade fails with the broker's
-reason.  Updates print, per feature in name order, ``f was upgraded to n.`` / ``f can be
+names (``3.9-IV0``).  Odradek's brokers support one feature flag, ``transaction.version`` 0-2
+(Kafka 4.x's; ``upgrade --feature transaction.version=2`` turns on transaction version 2); any
+other upgrade fails with the broker's reason.  ``describe`` asks with ApiVersions v4, as the Java
+admin client does (v3 answers leave out features whose minimum is 0).  Updates print, per feature in name order, ``f was upgraded to n.`` / ``f can be
 upgraded to n.`` (dry run) or ``Could not upgrade f to n. <reason>``, and the tool fails with
 ``k out of n operation(s) failed.`` when one did.
 """
@@ -123,7 +124,7 @@ def updates_from(a) -> dict[str, int]:
 
 async def describe(client) -> None:
     resp = await client.send_any(ApiVersionsRequest(client_software_name="odradek-tools",
-                                                    client_software_version="1.0"), version=3)
+                                                    client_software_version="1.0"), version=4)
     if resp.error_code:
         raise ToolError(error_message(resp.error_code))
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features or []}

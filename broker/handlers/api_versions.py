@@ -3,10 +3,12 @@
 v0-2: error code, api keys, throttle (v1+).  v3+: flexible; the request carries the client's
 software name/version (validated: INVALID_REQUEST).  The broker always answers in response
 header v0.  v3+ also carries the feature flags (KIP-584) as tagged fields, as a Kafka 3.9 broker in
-ZooKeeper mode fills them: supported features (none, ``controller.api.SUPPORTED_FEATURES``),
-the finalized features' epoch (the /feature node's zkVersion, or the embedded store's; left out
-while none is known) and the finalized features at a level other than 0, each with its level
-as both min and max.  Debian's kcat 1.7.1 (librdkafka 1.7) reads them.
+ZooKeeper mode fills them: supported features (``controller.api.SUPPORTED_FEATURES``;
+``transaction.version`` 0-2, as Kafka 4.x; a feature whose minimum is 0 is left out of v3 answers,
+as Kafka does since older clients fail to read it, KAFKA-17492), the finalized features' epoch
+(the /feature node's zkVersion, or the embedded store's; left out while none is known) and the
+finalized features at a level other than 0, each with its level as both min and max.  Debian's
+kcat 1.7.1 (librdkafka 1.7) reads them.
 GetTelemetrySubscriptions and PushTelemetry (71, 72) are advertised only while a telemetry
 receiver is configured (broker/client_metrics.py), as Kafka does; a v3+ request's software name
 and version are kept on the connection for client-metrics subscriptions' ``match``.
@@ -46,7 +48,8 @@ async def api_versions(ctx, req):
         R = ApiVersionsResponse
         epoch, finalized = ctx.broker.controller.finalized_features()
         resp.supported_features = [R.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
-                                   for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())]
+                                   for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())
+                                   if lo > 0 or ctx.api_version >= 4]
         resp.finalized_features_epoch = epoch
         resp.finalized_features = [R.FinalizedFeatureKey(name=n, min_version_level=v, max_version_level=v)
                                    for n, v in sorted(finalized.items()) if v != 0]

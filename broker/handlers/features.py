@@ -9,7 +9,7 @@ ZooKeeper mode answers it.
   with a downgrade type) only of a finalized feature, no level < 1 without a downgrade type,
   not the current level, no downgrade without SAFE_DOWNGRADE (an unsafe downgrade is refused
   too, as in ZooKeeper mode), no SAFE_DOWNGRADE to a higher level, and a level within what the
-  broker supports (``controller.api.SUPPORTED_FEATURES``: nothing, so only deletions pass).
+  broker supports (``controller.api.SUPPORTED_FEATURES``: ``transaction.version`` 1-2).
 * v0's AllowDowngrade means SAFE_DOWNGRADE; v1 carries the upgrade type (1 upgrade, 2 safe
   downgrade, 3 unsafe downgrade) and ValidateOnly.  The valid updates are written together
   (unless ValidateOnly: Kafka 3.9's ZooKeeper controller ignores the flag and writes; here it

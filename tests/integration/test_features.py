@@ -54,14 +54,17 @@ def kafka(tmp_path_factory):
 
 
 def test_api_versions_carries_the_features(kafka):
-    """A new store: epoch 0, no finalized and no supported features; v0-2 have no such fields;
-    UpdateFeatures advertised at Kafka 3.9's range."""
+    """A new store: epoch 0, nothing finalized; transaction.version 0-2 supported, left out of v3
+    answers (its minimum is 0, which older clients cannot read, as Kafka does); v0-2 have no such
+    fields; UpdateFeatures advertised at Kafka 3.9's range."""
     r = api_versions(kafka)
     assert r.error_code == 0
     assert r.finalized_features_epoch == 0
     assert list(r.supported_features) == [] and list(r.finalized_features) == []
     assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}[57] == (0, 1)
-    assert api_versions(kafka, 4).finalized_features_epoch == 0
+    r4 = api_versions(kafka, 4)
+    assert r4.finalized_features_epoch == 0 and list(r4.finalized_features) == []
+    assert [(f.name, f.min_version, f.max_version) for f in r4.supported_features] == [("transaction.version", 0, 2)]
     assert api_versions(kafka, 2).error_code == 0
 
 
@@ -75,7 +78,7 @@ def test_kcat_reads_the_tagged_fields(kafka):
 def test_kafka_python_admin(kafka):
     a = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
     try:
-        assert a.describe_features() == {}
+        assert a.describe_features() == {"transaction.version": {"supported": (0, 2)}}
         out = a.update_features({"metadata.version": 21, "group.version": ("UPGRADE", 1)})
         assert out == {"metadata.version": f"[Error 42] InvalidRequestError: {NOT_SUPPORTED}",
                        "group.version": f"[Error 42] InvalidRequestError: {NOT_SUPPORTED}"}
@@ -105,9 +108,12 @@ def test_raw_update_rules(kafka, version):
         assert (top, res) == (0, [("d.version", INVALID_REQUEST, "Received unknown upgrade type.")])
 
 
+TV_LINE = "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: {}\tEpoch: {}"
+
+
 def test_tool_on_a_new_cluster(kafka):
     r = tool("kafka-features", "--bootstrap-server", kafka.bootstrap, "describe")
-    assert r.rc == 0 and r.lines == [], r
+    assert r.rc == 0 and r.lines == [TV_LINE.format(0, 0)], r
     r = tool("kafka-features", "--bootstrap-server", kafka.bootstrap, "upgrade", "--metadata", "3.9-IV0",
              "--feature", "group.version=1")
     assert r.rc == 1, r
@@ -125,6 +131,33 @@ def test_tool_on_a_new_cluster(kafka):
     assert r.rc == 1 and "one of the arguments --bootstrap-server --bootstrap-controller is required" in r.err, r
 
 
+def test_transaction_version_is_upgraded_downgraded_and_disabled(tmp_path):
+    """transaction.version, the one feature Odradek supports (0-2, as Kafka 4.x), through
+    kafka-features.sh; each change is a new epoch and survives a restart."""
+    b = BrokerProcess(tmp_path, name="broker")
+    with running(b):
+        base = ["kafka-features", "--bootstrap-server", b.bootstrap]
+        r = tool(*base, "upgrade", "--feature", "transaction.version=2", "--dry-run")
+        assert r.rc == 0 and r.lines == ["transaction.version can be upgraded to 2."], r
+        assert finalized(b) == (0, {})
+        r = tool(*base, "upgrade", "--feature", "transaction.version=3")
+        assert r.rc == 1 and r.lines == [
+            "Could not upgrade transaction.version to 3. Could not apply finalized feature update because the "
+            "provided versionLevel:3 is higher than the supported maxVersion:2."], r
+        r = tool(*base, "upgrade", "--feature", "transaction.version=2")
+        assert r.rc == 0 and r.lines == ["transaction.version was upgraded to 2."], r
+        assert finalized(b) == (1, {"transaction.version": (2, 2)})
+        assert tool(*base, "describe").lines == [TV_LINE.format(2, 1)]
+    with running(b):
+        assert finalized(b) == (1, {"transaction.version": (2, 2)})
+        r = tool("kafka-features", "--bootstrap-server", b.bootstrap, "downgrade", "--feature", "transaction.version=1")
+        assert r.rc == 0 and r.lines == ["transaction.version was downgraded to 1."], r
+        assert finalized(b) == (2, {"transaction.version": (1, 1)})
+        r = tool("kafka-features", "--bootstrap-server", b.bootstrap, "disable", "--feature", "transaction.version")
+        assert r.rc == 0 and r.lines == ["transaction.version was disabled."], r
+        assert finalized(b) == (3, {})
+
+
 def test_unsupported_finalized_feature_can_be_removed(tmp_path):
     b = BrokerProcess(tmp_path, name="broker")
     with running(b):
@@ -139,7 +172,7 @@ def test_unsupported_finalized_feature_can_be_removed(tmp_path):
         assert finalized(b) == (5, {"foo.version": (2, 2)})          # level 0 is not shown
         r = tool("kafka-features", "--bootstrap-server", b.bootstrap, "describe")
         assert r.rc == 0 and r.lines == ["Feature: foo.version\tSupportedMinVersion: -\tSupportedMaxVersion: -\t"
-                                         "FinalizedVersionLevel: 2\tEpoch: 5"], r
+                                         "FinalizedVersionLevel: 2\tEpoch: 5", TV_LINE.format(0, 5)], r
         # Kafka's rules against an existing level, before "not supported"
         assert update(b, 1, ("foo.version", 1, 1)) == (0, [(
             "foo.version", INVALID_REQUEST, "Can not downgrade finalized feature from existing versionLevel:2 to "
