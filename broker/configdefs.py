@@ -403,6 +403,10 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often timed-out transactions are aborted.", L, validator=at_least(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often expired transactional ids are removed.", L, validator=at_least(1)),
     _k("transaction.partition.verification.enable", "boolean", True, "Verify partitions are in the transaction before appending.", L, CW),
+    # Kafka 4.x (transaction version 2): a partition leader adding a partition to a transaction
+    # retries CONCURRENT_TRANSACTIONS this often, for this long
+    _k("add.partitions.to.txn.retry.backoff.ms", "int", 20, "Backoff between a leader's retries of adding a partition to a transaction.", H, validator=at_least(1)),
+    _k("add.partitions.to.txn.retry.backoff.max.ms", "int", 100, "How long a leader retries adding a partition to a transaction.", H, validator=at_least(0)),
     _k("producer.id.expiration.ms", "int", 86400000, "Idle producer-id state is dropped after this.", L, CW, at_least(1)),
     _k("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are checked.", L, validator=at_least(1), internal=True),
     # Security and metrics keys the broker will need (not in defaults.md's tables).

@@ -417,10 +417,13 @@ class Log:
         return buf, headers
 
     def append(self, records, leader_epoch: int, *, origin: str = "client",
-               now: int | None = None) -> LogAppendInfo:
+               now: int | None = None, transaction_version: int = 0) -> LogAppendInfo:
         """Leader append of one or more v2 batches (``records`` is patched in place when it is
-        a bytearray or a writable memoryview; no reference to it is kept after the call).  ``origin``: "client" (sequence checks, no control batches) or
-        "coordinator" (transaction markers)."""
+        a bytearray or a writable memoryview; no reference to it is kept after the call).
+        ``origin``: "client" (sequence checks, no control batches) or "coordinator" (transaction
+        markers).  A marker may not carry an epoch older than the producer's; under
+        ``transaction_version`` 2 (every transaction ends with a bumped epoch) it must be newer,
+        or equal when no transaction is open (a retried marker)."""
         if self.closed:     # e.g. replaced by its copy in another log dir (AlterReplicaLogDirs)
             raise StorageError(f"log {self.dir} is closed")
         now = self.time_ms() if now is None else now
@@ -454,6 +457,11 @@ class Log:
                 if entry is not None and h.producer_epoch < entry.producer_epoch:
                     raise InvalidProducerEpochError(
                         f"marker epoch {h.producer_epoch} < {entry.producer_epoch}")
+                if (entry is not None and transaction_version >= 2 and h.producer_epoch == entry.producer_epoch
+                        and entry.current_txn_first_offset >= 0):
+                    raise InvalidProducerEpochError(
+                        f"marker epoch {h.producer_epoch} of transaction version 2 is not above the "
+                        f"open transaction's {entry.producer_epoch}")
         offset = self.log_end_offset
         append_time = now if cfg.log_append_time else -1
         for i, h in enumerate(headers):

@@ -1,7 +1,7 @@
 """Transaction APIs, served by the transaction coordinator (``ctx.broker.txns``) and, for
 TxnOffsetCommit, the group coordinator.
 
-Versions served (Kafka 3.9's ranges; the newer ones of Kafka 4.x belong to KIP-890 part 2):
+Versions served (Kafka 3.9's ranges, and Kafka 4.x's transaction version 2, KIP-890 part 2):
 
 * AddPartitionsToTxn (24) v0-5: v2 PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH);
   v3+ flexible; v4 several transactions per request, top-level error, ``verify_only`` (brokers
@@ -10,13 +10,16 @@ Versions served (Kafka 3.9's ranges; the newer ones of Kafka 4.x belong to KIP-8
   A partition of an unknown topic fails with UNKNOWN_TOPIC_OR_PARTITION and the rest of that
   transaction with OPERATION_NOT_ATTEMPTED; nothing is added.
 * AddOffsetsToTxn (25) v0-4: adds the group's ``__consumer_offsets`` partition.
-* EndTxn (26) v0-4.
+* EndTxn (26) v0-5.
   v4 of both (KIP-890 part 1) only says the client knows TRANSACTION_ABORTABLE; a Kafka 3.9
-  coordinator never answers it to them, so v4 is answered as v3.
-* WriteTxnMarkers (27) v0-1: from a transaction coordinator to a partition leader.
-* TxnOffsetCommit (28) v0-4: v2 leader epochs; v3 member id, generation, group instance id;
+  coordinator never answers it to them, so v4 is answered as v3.  v5 (transaction version 2):
+  the coordinator bumps the epoch and the answer carries the producer id and epoch to use next.
+* WriteTxnMarkers (27) v0-2: from a transaction coordinator to a partition leader; v2 carries
+  the transaction's version (2: the marker's epoch must be above the open transaction's).
+* TxnOffsetCommit (28) v0-5: v2 leader epochs; v3 member id, generation, group instance id;
   v4 (KIP-890 part 1): the group's offsets partition found outside the transaction is answered
-  TRANSACTION_ABORTABLE, as Produce v11 is (INVALID_TXN_STATE below v4).
+  TRANSACTION_ABORTABLE, as Produce v11 is (INVALID_TXN_STATE below v4); v5 (transaction
+  version 2): the partition is added to the transaction here, as Produce v12 adds its own.
 * DescribeTransactions (65) v0, ListTransactions (66) v0-1 (v1: duration filter).
 
 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to AddPartitionsToTxn/AddOffsetsToTxn/EndTxn
@@ -30,7 +33,7 @@ import re
 from broker.dispatch import handler
 from broker.group.group import OffsetAndMetadata
 from broker.group.hashing import partition_for
-from broker.txn.markers import GROUP_TOPIC, verify_in_transaction, write_markers
+from broker.txn.markers import GROUP_TOPIC, add_to_transaction, verify_in_transaction, write_markers
 from protocol.errors import ErrorCode as E
 from protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
                                DescribeTransactionsResponse, EndTxnResponse, ListTransactionsResponse,
@@ -70,7 +73,8 @@ async def _add_one(ctx, tid, pid, epoch, topics, verify_only, version):
     if unknown:
         return {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED)
                 for tp in wanted}
-    err = await coord.add_partitions(tid, pid, epoch, wanted)
+    # v4+ comes from a partition leader adding a partition implicitly (transaction version 2)
+    err = await coord.add_partitions(tid, pid, epoch, wanted, 2 if version >= 4 else 0)
     return {tp: _fenced(err, version) for tp in wanted}
 
 
@@ -120,24 +124,26 @@ async def add_offsets_to_txn(ctx, req):
 
 
 # ====================================================================== EndTxn
-@handler(26, 0, 4)
+@handler(26, 0, 5)
 async def end_txn(ctx, req):
     coord = _txns(ctx)
     if coord is None:
         return EndTxnResponse(throttle_time_ms=0, error_code=E.COORDINATOR_NOT_AVAILABLE)
-    err = await coord.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
-    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(err, ctx.api_version))
+    err, pid, epoch = await coord.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                  req.committed, tv2=ctx.api_version >= 5)
+    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(err, ctx.api_version), producer_id=pid,
+                          producer_epoch=epoch)
 
 
 # ====================================================================== WriteTxnMarkers
-@handler(27, 0, 1)
+@handler(27, 0, 2)
 async def write_txn_markers(ctx, req):
     R = WriteTxnMarkersResponse
     out = []
     for m in req.markers:
         tps = [(t.name, p) for t in m.topics for p in t.partition_indexes]
         res = await write_markers(ctx.broker, m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                  m.transaction_result, tps)
+                                  m.transaction_result, tps, m.transaction_version if ctx.api_version >= 2 else 0)
         by_topic: dict[str, list] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(R.WritableTxnMarkerPartitionResult(
@@ -148,7 +154,7 @@ async def write_txn_markers(ctx, req):
 
 
 # ====================================================================== TxnOffsetCommit
-@handler(28, 0, 4)
+@handler(28, 0, 5)
 async def txn_offset_commit(ctx, req):
     v = ctx.api_version
     R = TxnOffsetCommitResponse
@@ -188,12 +194,23 @@ async def txn_offset_commit(ctx, req):
 
 
 async def _verify_offsets_partition(ctx, req, groups) -> int:
-    """Kafka 3.9 verifies that the group's offsets partition is in the transaction before writing."""
-    if not ctx.broker.config.get("transaction.partition.verification.enable") or not req.group_id:
+    """Kafka 3.9 verifies that the group's offsets partition is in the transaction before writing;
+    under transaction version 2 (v5) it adds it, whether verification is enabled or not."""
+    add = ctx.api_version >= 5
+    if not req.group_id or not (add or ctx.broker.config.get("transaction.partition.verification.enable")):
         return E.NONE
     tp = (GROUP_TOPIC, groups.partition_for(req.group_id))
     if not groups._owns(tp[1]):
         return E.NOT_COORDINATOR
+    if add:
+        err = await add_to_transaction(ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch, tp)
+        if err == E.PRODUCER_FENCED:
+            return E.INVALID_PRODUCER_EPOCH
+        if err == E.NETWORK_EXCEPTION:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if err in (E.NOT_ENOUGH_REPLICAS, E.UNKNOWN_TOPIC_OR_PARTITION, E.REQUEST_TIMED_OUT):
+            return E.COORDINATOR_NOT_AVAILABLE
+        return err          # CONCURRENT_TRANSACTIONS and the coordinator errors: the client retries
     err = await verify_in_transaction(ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch, tp)
     if err == E.TRANSACTION_ABORTABLE and ctx.api_version < 4:
         return E.INVALID_TXN_STATE      # clients before KIP-890 do not know TRANSACTION_ABORTABLE

@@ -20,6 +20,13 @@ local append for partitions this broker leads, WriteTxnMarkers to the leader oth
 until each is written or its topic is gone, and finally writes CompleteCommit/CompleteAbort.  A
 coordinator that loads a partition finds Prepare* transactions and finishes them the same way.
 
+Transaction version 2 (KIP-890 part 2; EndTxn v5, Produce v12+, TxnOffsetCommit v5, used by a
+client once ``transaction.version`` is finalized at 2): the partition leaders add partitions
+implicitly (AddPartitionsToTxn v4+ from a broker, not verify-only) and every EndTxn bumps the epoch
+(``metadata.py``); its answer carries the producer id and epoch for the next transaction.  A
+retried EndTxn is recognised by its epoch being one below the current one.  Which rules apply is
+the EndTxn request's version, as in Kafka; timeouts and fences use the finalized level.
+
 Fencing: InitProducerId bumps the epoch.  If a transaction is open it is first aborted under a
 bumped epoch (PrepareEpochFence, never written, then PrepareAbort) and the client gets
 CONCURRENT_TRANSACTIONS, retries, and gets the next epoch.  Timed-out transactions (older than
@@ -34,7 +41,8 @@ Dependencies (duck-typed so tests can fake them)::
     async txn_log.append(partition, key, value | None)   # acks=all; raises on failure
     txn_log.read(partition) -> Iterable[(offset, key, value | None)]
     async txn_log.ensure_created()                        # optional
-    async markers.send(pid, epoch, coordinator_epoch, commit, {(topic, partition)}) -> {tp: error}
+    async markers.send(pid, epoch, coordinator_epoch, commit, {(topic, partition)}, transaction_version)
+        -> {tp: error}
     markers.topic_exists(topic) -> bool
     async producer_ids.next() -> int
     node_lookup(partition) -> node with node_id/host/port, or None
@@ -50,8 +58,8 @@ import time
 from broker.background import BackgroundTasks
 from broker.group.hashing import partition_for
 from broker.txn import records as TR
-from broker.txn.metadata import (EXPIRABLE, NO_PRODUCER_EPOCH, STATE_BY_NAME, IllegalTransition, S, Transit,
-                                 TxnMetadata, TxnState, epoch_exhausted)
+from broker.txn.metadata import (EXPIRABLE, MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, STATE_BY_NAME,
+                                 IllegalTransition, S, Transit, TxnMetadata, TxnState, epoch_exhausted)
 from protocol.errors import ErrorCode as E, KafkaError
 
 log = logging.getLogger("odradek.txn")
@@ -106,6 +114,8 @@ class TransactionCoordinator:
         self.active = False
         self._bg = BackgroundTasks("transaction coordinator")
         self._timers: list[asyncio.Task] = []
+        # the finalized ``transaction.version`` level (the broker wires it to its controller)
+        self.transaction_version = lambda: 0
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name):
@@ -260,7 +270,9 @@ class TransactionCoordinator:
                 for topic, ps in (v.partitions or {}).items():
                     parts.update((topic, p) for p in ps)
             st.txns[tid] = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, state, parts,
-                                       v.start_ms, v.last_update_ms, previous_producer_id=v.previous_producer_id)
+                                       v.start_ms, v.last_update_ms, previous_producer_id=v.previous_producer_id,
+                                       next_producer_id=v.next_producer_id,
+                                       client_transaction_version=v.client_transaction_version)
         st.loading = False
         resumed = 0
         for meta in st.txns.values():
@@ -318,9 +330,17 @@ class TransactionCoordinator:
         if t.state == S.DEAD:
             value = None
         else:
-            value = TR.value_bytes(TR.TxnLogValue(
-                t.producer_id, t.producer_epoch, t.timeout_ms, int(t.state),
-                None if t.state == S.EMPTY else _topics(t.partitions), t.update_ms, t.start_ms))
+            v = TR.TxnLogValue(t.producer_id, t.producer_epoch, t.timeout_ms, int(t.state),
+                               None if t.state == S.EMPTY else _topics(t.partitions), t.update_ms, t.start_ms)
+            if self.transaction_version() >= 1:        # Kafka 4.x writes version 1 from level 1
+                meta = st.txns.get(tid)
+                v.previous_producer_id = (t.previous_producer_id if t.producer_id != t.previous_producer_id
+                                          else meta.previous_producer_id if meta is not None else NO_PRODUCER_ID)
+                v.next_producer_id = t.next_producer_id
+                v.client_transaction_version = t.client_transaction_version
+                value = TR.v1_value_bytes(v)
+            else:
+                value = TR.value_bytes(v)
         try:
             await self.log.append(st.partition, TR.key_bytes(tid), value)
             err = E.NONE
@@ -452,23 +472,29 @@ class TransactionCoordinator:
             return E.PRODUCER_FENCED
         return E.NONE
 
-    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions) -> int:
+    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions, client_transaction_version: int = 0) -> int:
+        """Add ``partitions`` to the transaction.  ``client_transaction_version`` 2: a partition
+        leader adding them implicitly (Produce v12+, TxnOffsetCommit v5)."""
         if not tid:
             return E.INVALID_REQUEST
         err, st = self._state_for(tid)
         if err:
             return err
         meta = st.txns.get(tid)
+        # a pending change first (Kafka 4.x's order): while an epoch overflow completes, the client
+        # may already use the producer id that is still pending
+        if meta is not None and meta.pending_in_progress:
+            return E.CONCURRENT_TRANSACTIONS
         err = self._check_producer(meta, pid, epoch)
         if err:
             return err
-        if meta.pending_in_progress or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return E.CONCURRENT_TRANSACTIONS
         partitions = set(partitions)
         if meta.state == S.ONGOING and partitions <= meta.partitions:
             return E.NONE
         try:
-            t = meta.prepare_add_partitions(partitions, self.clock())
+            t = meta.prepare_add_partitions(partitions, self.clock(), client_transaction_version)
         except IllegalTransition as e:
             log.warning("%s", e)
             return E.INVALID_TXN_STATE
@@ -490,14 +516,34 @@ class TransactionCoordinator:
         return {tp: (E.NONE if tp in meta.partitions else E.TRANSACTION_ABORTABLE) for tp in partitions}
 
     # ------------------------------------------------------------------ EndTxn
-    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, *, from_client: bool = True) -> int:
+    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, *, from_client: bool = True,
+                      tv2: bool | None = None) -> int:
+        return (await self.end_transaction(tid, pid, epoch, commit, from_client=from_client, tv2=tv2))[0]
+
+    async def end_transaction(self, tid: str, pid: int, epoch: int, commit: bool, *, from_client: bool = True,
+                              tv2: bool | None = None) -> tuple[int, int, int]:
+        """(error, producer id, epoch).  ``tv2``: transaction version 2's rules (EndTxn v5); by
+        default a client's request uses version 1's and the coordinator's own aborts the finalized
+        level.  The id and epoch are what the client uses next (EndTxn v5's answer): after a
+        success or a recognised retry under version 2; -1/-1 otherwise."""
+        if tv2 is None:
+            tv2 = not from_client and self.transaction_version() >= 2
         if not tid:
-            return E.INVALID_REQUEST
+            return E.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         err, st = self._state_for(tid)
         if err:
-            return err
+            return err, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         meta = st.txns.get(tid)
-        if meta is None or meta.producer_id != pid:
+        if meta is None:
+            return E.INVALID_PRODUCER_ID_MAPPING, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if tv2:
+            return await self._end_v2(st, meta, pid, epoch, commit, from_client)
+        return await self._end_v1(st, meta, pid, epoch, commit, from_client), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+
+    async def _end_v1(self, st: _Partition, meta: TxnMetadata, pid: int, epoch: int, commit: bool,
+                      from_client: bool) -> int:
+        tid = meta.transactional_id
+        if meta.producer_id != pid:
             return E.INVALID_PRODUCER_ID_MAPPING
         if (from_client and epoch != meta.producer_epoch) or epoch < meta.producer_epoch:
             return E.PRODUCER_FENCED
@@ -542,23 +588,111 @@ class TransactionCoordinator:
         self._start_markers(st, meta)
         return E.NONE
 
-    def _start_markers(self, st: _Partition, meta: TxnMetadata) -> None:
-        """Prepare* is in the log: write the markers, then Complete*, in the background."""
+    async def _end_v2(self, st: _Partition, meta: TxnMetadata, pid: int, epoch: int, commit: bool,
+                      from_client: bool) -> tuple[int, int, int]:
+        """EndTxn under transaction version 2 (Kafka 4.x's rules): the epoch is bumped by every
+        completion; a request one epoch behind is a retry of the last one."""
+        tid = meta.transactional_id
+        fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        fence = meta.pending == S.PREPARE_EPOCH_FENCE
+        next_pid = NO_PRODUCER_ID
+        if (not fence and not meta.pending_in_progress and meta.epoch_exhausted and meta.producer_id == pid
+                and epoch == meta.producer_epoch):
+            try:                                # a bump would exhaust the epoch: the next id is ready
+                next_pid = await self.producer_ids.next()
+            except Exception as e:
+                log.warning("producer id allocation failed: %r", e)
+                return (E.COORDINATOR_NOT_AVAILABLE, *fail)
+            if not self._is_current(st) or st.txns.get(tid) is not meta:
+                return (E.NOT_COORDINATOR, *fail)
+            fence = meta.pending == S.PREPARE_EPOCH_FENCE
+        if meta.pending_in_progress and not fence:
+            return (E.CONCURRENT_TRANSACTIONS, *fail)
+        retry_overflow = (not fence and meta.previous_producer_id == pid and epoch == MAX_EPOCH - 1
+                          and meta.producer_epoch == 0)
+        retry_bump = not fence and meta.producer_epoch == epoch + 1
+        if meta.producer_id != pid and not retry_overflow:
+            return (E.INVALID_PRODUCER_ID_MAPPING, *fail)
+        state = meta.state
+        if fence:
+            valid = (not from_client or epoch == meta.producer_epoch) and epoch >= meta.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid = retry_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid = retry_bump or retry_overflow or epoch == meta.producer_epoch
+        else:
+            valid = epoch == meta.producer_epoch
+        if not valid:
+            return (E.PRODUCER_FENCED, *fail)
+        retry = retry_bump or retry_overflow
+        current = (E.NONE, meta.producer_id, meta.producer_epoch)
+        empty = False
+        if state == S.ONGOING:
+            if fence and commit:
+                return (E.CONCURRENT_TRANSACTIONS, *fail)      # the coordinator is aborting it
+            nxt = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        elif state == S.COMPLETE_COMMIT:
+            if commit:
+                return current if retry else (E.INVALID_TXN_STATE, *fail)
+            if retry:
+                return (E.INVALID_TXN_STATE, *fail)
+            nxt, empty = S.PREPARE_ABORT, True
+        elif state == S.COMPLETE_ABORT:
+            if commit:
+                return (E.INVALID_TXN_STATE, *fail)
+            if retry:
+                return current
+            nxt, empty = S.PREPARE_ABORT, True
+        elif state == S.EMPTY and not commit:
+            nxt, empty = S.PREPARE_ABORT, True
+        elif state == S.PREPARE_COMMIT:
+            return (E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE, *fail)
+        elif state == S.PREPARE_ABORT:
+            return (E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE, *fail)
+        else:
+            return (E.INVALID_TXN_STATE, *fail)
+        if fence:
+            meta.pending = None
+        try:
+            t = meta.prepare_abort_or_commit(nxt, self.clock(), tv2=True, next_producer_id=next_pid,
+                                             no_partition_added=empty)
+        except IllegalTransition as e:
+            log.warning("%s", e)
+            return (E.INVALID_TXN_STATE, *fail)
+        err = await self._write(st, tid, t)
+        if st.txns.get(tid) is not meta:
+            return (err or E.NOT_COORDINATOR, *fail)
+        if err:
+            meta.abandon()
+            if fence:
+                log.warning("could not write the epoch fence of %r (epoch %d): %s", tid, t.producer_epoch,
+                            E(err).name)
+            return (err, *fail)
+        meta.complete(t)
+        log.info("%s transaction of %r (producer %d, epoch bumped to %d) on %d partitions", "committing" if commit
+                 else "aborting", tid, meta.producer_id, meta.producer_epoch, len(meta.partitions))
+        done = self._start_markers(st, meta)
+        return E.NONE, done.producer_id, done.producer_epoch
+
+    def _start_markers(self, st: _Partition, meta: TxnMetadata) -> Transit:
+        """Prepare* is in the log: write the markers, then Complete*, in the background.  Returns
+        the Complete* transit (pending until the markers are out)."""
         commit = meta.state == S.PREPARE_COMMIT
         partitions = set(meta.partitions)
-        done = meta.prepare_complete(self.clock())     # pending until the markers are out
+        done = meta.prepare_complete(self.clock())
         self._spawn(self._complete(st, meta, commit, partitions, done))
+        return done
 
     async def _complete(self, st: _Partition, meta: TxnMetadata, commit: bool, partitions: set,
                         done: Transit) -> None:
         remaining = set(partitions)
         backoff = self.marker_backoff
-        pid, epoch = meta.producer_id, meta.producer_epoch
+        pid, epoch, tv = meta.producer_id, meta.producer_epoch, meta.client_transaction_version
         while remaining:
             if not self._is_current(st) or not self.active:
                 return
             try:
-                results = await self.markers.send(pid, epoch, st.epoch, commit, set(remaining))
+                results = await self.markers.send(pid, epoch, st.epoch, commit, set(remaining), tv)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

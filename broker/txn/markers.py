@@ -49,8 +49,9 @@ def _append_error(exc) -> int:
 
 
 async def write_markers(broker, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                        commit: bool, partitions) -> dict:
-    """Append a marker to each partition this broker leads; returns {(topic, partition): error}."""
+                        commit: bool, partitions, transaction_version: int = 0) -> dict:
+    """Append a marker to each partition this broker leads; returns {(topic, partition): error}.
+    ``transaction_version``: the transaction's (2: its markers carry the bumped epoch)."""
     out: dict = {}
     waits = []
     kind = "COMMIT" if commit else "ABORT"
@@ -71,7 +72,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, coordinat
             continue
         batch = rec.build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch)
         try:
-            res = lg.append(batch, part.leader_epoch, origin="coordinator")
+            res = lg.append(batch, part.leader_epoch, origin="coordinator", transaction_version=transaction_version)
         except Exception as e:
             out[tp] = _append_error(e)
             if out[tp] in (E.UNKNOWN_SERVER_ERROR, E.KAFKA_STORAGE_ERROR):
@@ -149,7 +150,8 @@ class MarkerSender:
     def topic_exists(self, topic: str) -> bool:
         return self.broker.controller.topic(topic) is not None
 
-    async def send(self, producer_id, producer_epoch, coordinator_epoch, commit, partitions) -> dict:
+    async def send(self, producer_id, producer_epoch, coordinator_epoch, commit, partitions,
+                   transaction_version: int = 0) -> dict:
         out: dict = {}
         by_leader: dict[int, list] = {}
         me = self.broker.broker_id
@@ -164,14 +166,16 @@ class MarkerSender:
         for leader, tps in by_leader.items():
             if leader == me:
                 jobs.append(write_markers(self.broker, producer_id, producer_epoch, coordinator_epoch,
-                                          commit, tps))
+                                          commit, tps, transaction_version))
             else:
-                jobs.append(self._remote(leader, producer_id, producer_epoch, coordinator_epoch, commit, tps))
+                jobs.append(self._remote(leader, producer_id, producer_epoch, coordinator_epoch, commit, tps,
+                                         transaction_version))
         for res in await asyncio.gather(*jobs):
             out.update(res)
         return out
 
-    async def _remote(self, leader, producer_id, producer_epoch, coordinator_epoch, commit, tps) -> dict:
+    async def _remote(self, leader, producer_id, producer_epoch, coordinator_epoch, commit, tps,
+                      transaction_version: int = 0) -> dict:
         from protocol.messages import WriteTxnMarkersRequest as Q
         topics: dict[str, list[int]] = {}
         for t, p in tps:
@@ -179,7 +183,7 @@ class MarkerSender:
         req = Q(markers=[Q.WritableTxnMarker(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             topics=[Q.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
-            coordinator_epoch=coordinator_epoch)])
+            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
         try:
             conn = await self.connections.get(leader)
             resp = await conn.send(req)
@@ -197,18 +201,20 @@ class MarkerSender:
                         out[(t.name, pr.partition_index)] = pr.error_code
         return out
 
-    async def verify_remote(self, coordinator_id, transactional_id, producer_id, producer_epoch, tp) -> int:
-        """AddPartitionsToTxn v4 verify-only to the coordinator's broker; the partition's error."""
+    async def verify_remote(self, coordinator_id, transactional_id, producer_id, producer_epoch, tp,
+                            verify_only: bool = True) -> int:
+        """AddPartitionsToTxn v4+ to the coordinator's broker, verify-only or (transaction version
+        2) adding the partition; the partition's error."""
         from protocol.messages import AddPartitionsToTxnRequest as Q
         req = Q(transactions=[Q.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[Q.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])])])
+            verify_only=verify_only, topics=[Q.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])])])
         try:
             conn = await self.connections.get(coordinator_id)
             rng = conn.version_range(24)
             if rng is None or rng[1] < 4:
                 return E.NONE                       # the coordinator cannot verify: skip (as Kafka)
-            resp = await conn.send(req, version=min(rng[1], 4))
+            resp = await conn.send(req, version=rng[1] if not verify_only else min(rng[1], 4))
         except (ConnectionError, asyncio.TimeoutError, OSError) as e:
             self.connections.drop(coordinator_id)
             log.info("verification with broker %d failed: %s", coordinator_id, e)
@@ -245,12 +251,17 @@ def _produce_error(err: int, produce_version: int) -> int:
     return err
 
 
-async def verify_in_transaction(broker, transactional_id, producer_id, producer_epoch, tp) -> int:
-    """The coordinator's verdict for ``tp`` (local coordinator or a remote one)."""
+async def verify_in_transaction(broker, transactional_id, producer_id, producer_epoch, tp, *,
+                                add: bool = False) -> int:
+    """The coordinator's verdict for ``tp`` (local coordinator or a remote one).  ``add``
+    (transaction version 2): the coordinator adds the partition rather than only checking."""
     txns = getattr(broker, "txns", None)
     if txns is None:
         return E.NONE
-    err = txns.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])[tp]
+    if add:
+        err = await txns.add_partitions(transactional_id, producer_id, producer_epoch, [tp], 2)
+    else:
+        err = txns.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])[tp]
     if err != E.NOT_COORDINATOR:
         return err
     from broker.txn.coordinator import TXN_TOPIC
@@ -260,25 +271,61 @@ async def verify_in_transaction(broker, transactional_id, producer_id, producer_
     sender = getattr(txns, "marker_sender", None)
     if sender is None:
         return E.NOT_COORDINATOR
-    return await sender.verify_remote(leader, transactional_id, producer_id, producer_epoch, tp)
+    return await sender.verify_remote(leader, transactional_id, producer_id, producer_epoch, tp,
+                                      verify_only=not add)
+
+
+async def add_to_transaction(broker, transactional_id, producer_id, producer_epoch, tp) -> int:
+    """Transaction version 2: have the coordinator add ``tp`` to the transaction."""
+    return await verify_in_transaction(broker, transactional_id, producer_id, producer_epoch, tp, add=True)
 
 
 async def check_produce(broker, transactional_id, topic: str, partition: int, part, records,
                         produce_version: int) -> int:
-    """0 if a transactional batch may be appended to ``part``; otherwise the partition's error."""
+    """0 if a transactional batch may be appended to ``part``; otherwise the partition's error.
+    Produce v12+ (transaction version 2) adds the partition to the transaction instead of
+    verifying it, whether verification is enabled or not, and retries CONCURRENT_TRANSACTIONS
+    (the previous transaction's markers still going out) for a short while, as Kafka 4.x does."""
     if transactional_id is None:
         return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    if not broker.config.get("transaction.partition.verification.enable") or len(records) < rec.BATCH_OVERHEAD:
+    add = produce_version >= 12
+    if len(records) < rec.BATCH_OVERHEAD or not (add or broker.config.get("transaction.partition.verification.enable")):
         return E.NONE
     pid, epoch = _PID_EPOCH.unpack_from(records, 43)
     entry = part.log.producer_state.last_entry(pid)
     if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == epoch:
         return E.NONE
+    if add and entry is not None and epoch < entry.producer_epoch:
+        return E.INVALID_PRODUCER_EPOCH
     tp = (topic, partition)
-    before = marker_counts.get(tp, 0)
-    err = await verify_in_transaction(broker, transactional_id, pid, epoch, tp)
+    if add:
+        err, before = await _add_with_retries(broker, transactional_id, pid, epoch, tp)
+        if err == E.CONCURRENT_TRANSACTIONS:
+            return err                  # Kafka 4.x returns it as it is: the producer retries
+    else:
+        before = marker_counts.get(tp, 0)
+        err = await verify_in_transaction(broker, transactional_id, pid, epoch, tp)
     if err:
         return _produce_error(err, produce_version)
     if marker_counts.get(tp, 0) != before or not part.is_leader:
         return E.NOT_ENOUGH_REPLICAS            # a marker landed meanwhile: let the producer retry
     return E.NONE
+
+
+async def _add_with_retries(broker, transactional_id, pid, epoch, tp) -> tuple[int, int]:
+    """``add_to_transaction``, retried while the coordinator answers CONCURRENT_TRANSACTIONS (the
+    previous transaction's markers going out), every ``add.partitions.to.txn.retry.backoff.ms``
+    for up to ``add.partitions.to.txn.retry.backoff.max.ms`` (capped at ``request.timeout.ms``).
+    Returns the last answer and the partition's marker count when that attempt began (a marker
+    of the previous transaction landing during an earlier attempt is no reason to refuse)."""
+    cfg = broker.config
+    backoff = cfg.get("add.partitions.to.txn.retry.backoff.ms") / 1000
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(cfg.get("add.partitions.to.txn.retry.backoff.max.ms"),
+                                 cfg.get("request.timeout.ms")) / 1000
+    while True:
+        before = marker_counts.get(tp, 0)
+        err = await add_to_transaction(broker, transactional_id, pid, epoch, tp)
+        if err != E.CONCURRENT_TRANSACTIONS or loop.time() + backoff > deadline:
+            return err, before
+        await asyncio.sleep(backoff)

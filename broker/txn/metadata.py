@@ -19,7 +19,9 @@ state              reached from                                meaning
 Empty              Empty, CompleteCommit, CompleteAbort        producer (re)initialised, no txn
 Ongoing            Ongoing, Empty, CompleteCommit, CompleteAbort partitions added, txn open
 PrepareCommit      Ongoing                                     commit decided, markers pending
-PrepareAbort       Ongoing, PrepareEpochFence                  abort decided, markers pending
+PrepareAbort       Ongoing, PrepareEpochFence (and, under      abort decided, markers pending
+                   transaction version 2, Empty and Complete*:
+                   an abort with no partition added)
 CompleteCommit     PrepareCommit                               every COMMIT marker written
 CompleteAbort      PrepareAbort                                every ABORT marker written
 Dead               Empty, CompleteCommit, CompleteAbort        id expired (a tombstone follows)
@@ -31,6 +33,12 @@ Epochs: a client may use ``producer_epoch`` only.  InitProducerId bumps it (fenc
 producers); an epoch at 32766 or above is "exhausted" and the next InitProducerId hands out a
 new producer id at epoch 0.  ``last_producer_epoch`` lets a retried InitProducerId (KIP-360)
 be answered with the epoch it already produced instead of bumping again.
+
+Transaction version 2 (KIP-890 part 2; ``client_transaction_version`` 2): every EndTxn bumps the
+epoch.  Prepare* carries epoch + 1 (markers are written with it) and ``last_producer_epoch`` the
+epoch the client used.  At an exhausted epoch Prepare* also carries ``next_producer_id``, a fresh
+producer id, and Complete* moves to it at epoch 0 (``previous_producer_id`` keeps the old one, so
+a retried EndTxn is recognised).
 
 Not thread-safe; owned by the event loop.
 """
@@ -72,7 +80,7 @@ VALID_PREVIOUS = {
     S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.PREPARE_COMMIT: {S.ONGOING},
-    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
     S.COMPLETE_ABORT: {S.PREPARE_ABORT},
     S.DEAD: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
@@ -102,12 +110,15 @@ class Transit:
     partitions: frozenset
     start_ms: int
     update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
 
 class TxnMetadata:
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, timeout_ms: int,
                  state: TxnState, partitions=(), start_ms: int = -1, last_update_ms: int = -1,
-                 previous_producer_id: int = NO_PRODUCER_ID, last_producer_epoch: int = NO_PRODUCER_EPOCH):
+                 previous_producer_id: int = NO_PRODUCER_ID, last_producer_epoch: int = NO_PRODUCER_EPOCH,
+                 next_producer_id: int = NO_PRODUCER_ID, client_transaction_version: int = 0):
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.previous_producer_id = previous_producer_id
@@ -118,6 +129,8 @@ class TxnMetadata:
         self.partitions: set[tuple[str, int]] = set(partitions)
         self.start_ms = start_ms
         self.last_update_ms = last_update_ms
+        self.next_producer_id = next_producer_id
+        self.client_transaction_version = client_transaction_version
         self.pending: TxnState | None = None
         self.failed_epoch_fence = False
 
@@ -136,7 +149,8 @@ class TxnMetadata:
 
     # ------------------------------------------------------------------ preparing
     def _prepare(self, state: TxnState, producer_id: int, epoch: int, last_epoch: int, timeout_ms: int,
-                 partitions, start_ms: int, update_ms: int) -> Transit:
+                 partitions, start_ms: int, update_ms: int, next_producer_id: int | None = None,
+                 client_transaction_version: int | None = None) -> Transit:
         if self.pending is not None:
             raise IllegalTransition(f"{self.transactional_id}: transition to {state.display} while "
                                     f"{self.pending.display} is pending")
@@ -149,7 +163,10 @@ class TxnMetadata:
                                     f"is not a legal transition")
         self.pending = state
         return Transit(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, state,
-                       frozenset(partitions), start_ms, update_ms)
+                       frozenset(partitions), start_ms, update_ms,
+                       self.next_producer_id if next_producer_id is None else next_producer_id,
+                       self.client_transaction_version if client_transaction_version is None
+                       else client_transaction_version)
 
     def prepare_fence_epoch(self) -> Transit:
         """Bump the epoch so an open transaction can be aborted under it (never written itself)."""
@@ -183,20 +200,33 @@ class TxnMetadata:
                              self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
                              timeout_ms, (), -1, now)
 
-    def prepare_add_partitions(self, partitions, now: int) -> Transit:
+    def prepare_add_partitions(self, partitions, now: int, client_transaction_version: int = 0) -> Transit:
         start = now if self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) else self.start_ms
         return self._prepare(S.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, self.partitions | set(partitions), start, now)
+                             self.timeout_ms, self.partitions | set(partitions), start, now,
+                             client_transaction_version=client_transaction_version)
 
-    def prepare_abort_or_commit(self, state: TxnState, now: int) -> Transit:
-        return self._prepare(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, self.partitions, self.start_ms, now)
+    def prepare_abort_or_commit(self, state: TxnState, now: int, *, tv2: bool = False,
+                                next_producer_id: int = NO_PRODUCER_ID, no_partition_added: bool = False) -> Transit:
+        """Prepare*.  Under transaction version 2 the epoch is bumped (``next_producer_id`` is set
+        when the bump exhausts it) and an abort with no partition added starts now."""
+        if not tv2:
+            return self._prepare(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
+                                 self.timeout_ms, self.partitions, self.start_ms, now)
+        if self.producer_epoch >= MAX_EPOCH:
+            raise IllegalTransition("cannot bump a producer epoch that is already the maximum")
+        return self._prepare(state, self.producer_id, self.producer_epoch + 1, self.producer_epoch,
+                             self.timeout_ms, self.partitions, now if no_partition_added else self.start_ms,
+                             now, next_producer_id, 2)
 
     def prepare_complete(self, now: int) -> Transit:
         state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
         self.failed_epoch_fence = False
-        return self._prepare(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, (), self.start_ms, now)
+        pid, epoch = self.producer_id, self.producer_epoch
+        if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
+            pid, epoch = self.next_producer_id, 0       # the bump exhausted the epoch: a new producer id
+        return self._prepare(state, pid, epoch, self.last_producer_epoch, self.timeout_ms, (), self.start_ms, now,
+                             NO_PRODUCER_ID)
 
     def prepare_dead(self) -> Transit:
         return self._prepare(S.DEAD, self.producer_id, self.producer_epoch, self.last_producer_epoch,
@@ -219,6 +249,8 @@ class TxnMetadata:
         self.partitions = set(t.partitions)
         self.start_ms = t.start_ms
         self.last_update_ms = t.update_ms
+        self.next_producer_id = t.next_producer_id
+        self.client_transaction_version = t.client_transaction_version
 
     def abandon(self) -> None:
         self.pending = None

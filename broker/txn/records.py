@@ -6,13 +6,15 @@ string.  Other key versions are reported as unknown and skipped by the loader.
 Value (``TransactionLogValue``), int16 version first; a null value is a tombstone (the
 transactional id expired):
 
-* v0 (written by Kafka 3.x and by us): producer_id int64, producer_epoch int16,
+* v0 (written by Kafka 3.x, and by us while ``transaction.version`` is not finalized at 1 or
+  more): producer_id int64, producer_epoch int16,
   transaction_timeout_ms int32, transaction_status int8, transaction_partitions (nullable
   array, int32 count, -1 = null) of {topic string, partition_ids [int32]},
   last_update_timestamp_ms int64, start_timestamp_ms int64.
 * v1 (flexible, KIP-890 part 2): the same fields with compact strings/arrays and tagged-field
   sections; tags 0 previous_producer_id, 1 next_producer_id (int64), 2 client_transaction_version
-  (int16).  Read, never written.
+  (int16).  Written once ``transaction.version`` is finalized at 1 or more, as Kafka 4.x does;
+  the tags are written when not at their defaults.
 
 The partitions are null exactly when the state is Empty.
 """
@@ -44,7 +46,7 @@ class TxnLogValue:
     partitions: dict[str, list[int]] | None      # None only for Empty
     last_update_ms: int
     start_ms: int
-    previous_producer_id: int = -1               # v1 tagged fields (read only)
+    previous_producer_id: int = -1               # v1 tagged fields
     next_producer_id: int = -1
     client_transaction_version: int = 0
     extra: dict = field(default_factory=dict)
@@ -192,7 +194,7 @@ def parse_value(data) -> TxnLogValue | None:
 
 
 def v1_value_bytes(v: TxnLogValue) -> bytes:
-    """Version 1 (flexible) encoding; only used by tests to check the reader."""
+    """Version 1 (flexible)."""
     out = bytearray(_I16.pack(1))
     out += _HEAD0.pack(v.producer_id, v.producer_epoch, v.timeout_ms, v.state)
     if v.partitions is None:

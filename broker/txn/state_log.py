@@ -118,5 +118,6 @@ async def attach_transaction_coordinator(broker) -> None:
     markers = MarkerSender(broker)
     coord = TransactionCoordinator(broker.config, tlog, markers, _Ids(), node_lookup)
     coord.marker_sender = markers
+    coord.transaction_version = lambda: broker.controller.finalized_features()[1].get("transaction.version", 0)
     broker.txns = coord
     await coord.start()

@@ -113,6 +113,31 @@ def test_java_client_on_a_cluster(cluster_results, check):
     assert r["ok"], r["detail"]
 
 
+@pytest.mark.parametrize("brokers", [1, 3])
+def test_java_transactions_v2(tmp_path_factory, request, brokers):
+    """Transaction version 2 (KIP-890 part 2) once the Java admin client finalizes
+    ``transaction.version`` 2: a 4.x producer adds partitions through Produce v12+ and
+    TxnOffsetCommit v5 and bumps its epoch with every EndTxn v5 (the driver checks the epoch the
+    coordinator reports).  On three brokers the partition leaders, the group coordinator and the
+    transaction coordinator are different brokers for some partitions: adds go out as
+    AddPartitionsToTxn and markers as WriteTxnMarkers v2."""
+    work = tmp_path_factory.mktemp(f"java-tv2-{brokers}")
+    if brokers == 1:
+        with running(BrokerProcess(work, name="broker")) as b:
+            r = run_checks(work, b.bootstrap, checks=["transactions_v2"])["transactions_v2"]
+    else:
+        from tests.support.cluster import Cluster
+        c = Cluster(work, request.getfixturevalue("zookeeper"), 3, props={
+            "min.insync.replicas": 2, "offsets.topic.replication.factor": 3,
+            "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2})
+        try:
+            c.start()
+            r = run_checks(work, c.bootstrap, 3, checks=["transactions_v2"])["transactions_v2"]
+        finally:
+            c.shutdown()
+    assert r["ok"], r["detail"]
+
+
 def test_java_producer_pushes_its_metrics(tmp_path_factory):
     """KIP-714: Apache Kafka's Java producer, subscribed by a client-metrics resource, gets its
     client instance id from the broker and pushes its OTLP metrics to the receiver in

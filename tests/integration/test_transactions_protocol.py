@@ -1,6 +1,7 @@
 """Transaction APIs at the wire level (our own client, one broker process).
 
-* ApiVersions advertises Kafka 3.9's ranges for the transaction APIs;
+* ApiVersions advertises Kafka 3.9's ranges for the transaction APIs, and Kafka 4.x's EndTxn 5,
+  TxnOffsetCommit 5 and WriteTxnMarkers 2 (transaction version 2);
 * produce-side checks: a transactional batch for a partition not added to the transaction is
   refused (INVALID_TXN_STATE up to Produce v10, TRANSACTION_ABORTABLE at v11), a fenced epoch gets
   INVALID_PRODUCER_EPOCH, a transactional batch without a transactional id
@@ -12,7 +13,11 @@
 * ListTransactions / DescribeTransactions;
 * TxnOffsetCommit before AddOffsetsToTxn: INVALID_TXN_STATE up to v3, TRANSACTION_ABORTABLE
   from v4 (KIP-890 part 1), as Kafka 3.9 answers; after it the offsets commit with the
-  transaction (EndTxn v4).
+  transaction (EndTxn v4);
+* transaction version 2 (KIP-890 part 2): Produce v12+ and TxnOffsetCommit v5 add their partitions
+  to the transaction, EndTxn v5 bumps the epoch and answers the next producer id and epoch (a
+  retry one epoch behind gets the same answer), a batch of the old epoch is fenced by the bumped
+  markers, and a WriteTxnMarkers v2 marker of version 2 must be above the open transaction's epoch.
 """
 from __future__ import annotations
 
@@ -93,8 +98,8 @@ def lso(client, topic):
 def test_api_versions(client):
     r = client(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-    assert got[22] == (0, 5) and got[24] == (0, 5) and got[25] == (0, 4) and got[26] == (0, 4)
-    assert got[27] == (0, 1) and got[28] == (0, 4) and got[65] == (0, 0) and got[66] == (0, 2)
+    assert got[22] == (0, 5) and got[24] == (0, 5) and got[25] == (0, 4) and got[26] == (0, 5)
+    assert got[27] == (0, 2) and got[28] == (0, 5) and got[65] == (0, 0) and got[66] == (0, 2)
     assert got[61] == (0, 0)
 
 
@@ -139,7 +144,7 @@ def test_produce_requires_the_partition_in_the_transaction(kafka, client):
                version=2)
     assert (r.error_code, r.transaction_states) == (E.INVALID_REGULAR_EXPRESSION, [])
     assert client(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
-                                committed=True)).error_code == 0
+                                committed=True), version=4).error_code == 0
     for _ in range(50):
         if lso(client, topic) == 3:
             break
@@ -186,6 +191,68 @@ def test_txn_offset_commit_requires_the_offsets_partition_in_the_transaction(kaf
             break
         asyncio.run(asyncio.sleep(0.05))
     assert committed() == (7, 0)
+
+
+def wait_for(fn, value):
+    for _ in range(100):
+        if fn() == value:
+            return
+        asyncio.run(asyncio.sleep(0.05))
+    assert fn() == value
+
+
+def test_transaction_version_2(kafka, client):
+    topic, group, tid = unique("tv2"), unique("tv2-group"), unique("tid")
+    create_topic(kafka.bootstrap, topic)
+    create_topic(kafka.bootstrap, topic + "-x")
+    assert client(FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group]),
+                  version=3).error_code == 0
+    pid, epoch = init(client, tid)
+    # Produce v12+ adds its partition; v11 still only verifies
+    assert produce(client, topic, txn_batch(pid, epoch, values=(b"a", b"b")), tid, version=12) == (E.NONE, 0)
+    assert produce(client, topic + "-x", txn_batch(pid, epoch), tid, version=11)[0] == E.TRANSACTION_ABORTABLE
+    assert produce(client, topic, txn_batch(pid, epoch, seq=2), tid) == (E.NONE, 2)       # v13, already in
+
+    def commit_offsets(version, pid, epoch, offset):
+        r = client(TOC(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                       generation_id=-1, member_id="", group_instance_id=None, topics=[TOC.TxnOffsetCommitRequestTopic(
+                           name=topic, partitions=[TOC.TxnOffsetCommitRequestPartition(
+                               partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                               committed_metadata="")])]), version=version)
+        return [p.error_code for t in r.topics for p in t.partitions]
+
+    assert commit_offsets(5, pid, epoch, 3) == [E.NONE]          # no AddOffsetsToTxn needed
+    d = client(DescribeTransactionsRequest(transactional_ids=[tid])).transaction_states[0]
+    assert sorted(t.topic for t in d.topics) == ["__consumer_offsets", topic]
+
+    def end(pid, epoch, commit, version=5):
+        r = client(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit),
+                   version=version)
+        return r.error_code, r.producer_id, r.producer_epoch
+
+    assert end(pid, epoch, True) == (E.NONE, pid, epoch + 1)
+    assert end(pid, epoch, True) == (E.NONE, pid, epoch + 1)             # a retry
+    assert end(pid, epoch, False) == (E.INVALID_TXN_STATE, -1, -1)
+    wait_for(lambda: lso(client, topic), 4)
+
+    def committed():
+        r = client(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+            name=topic, partition_indexes=[0])], require_stable=True), version=7)
+        return r.topics[0].partitions[0].committed_offset
+
+    wait_for(committed, 3)
+    # the markers carried the bumped epoch: a late batch of the finished transaction is fenced
+    assert produce(client, topic, txn_batch(pid, epoch, seq=3), tid, version=12)[0] == E.INVALID_PRODUCER_EPOCH
+    # the next transaction runs at the new epoch from sequence 0
+    assert produce(client, topic, txn_batch(pid, epoch + 1), tid, version=12) == (E.NONE, 4)
+    # a version 2 marker at the open transaction's own epoch is refused (it must be above it)
+    r = client(WTM(markers=[WTM.WritableTxnMarker(
+        producer_id=pid, producer_epoch=epoch + 1, transaction_result=False, coordinator_epoch=0, transaction_version=2,
+        topics=[WTM.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])]), version=2)
+    assert r.markers[0].topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
+    assert end(pid, epoch + 1, False) == (E.NONE, pid, epoch + 2)
+    wait_for(lambda: lso(client, topic), 6)
+    assert end(pid, epoch + 2, False) == (E.NONE, pid, epoch + 3)     # an abort with nothing added
 
 
 def test_add_partitions_unknown_topic(kafka, client):
@@ -239,7 +306,7 @@ def test_marker_sender_and_verification_over_the_wire(kafka, client):
 
     from broker.txn.markers import MarkerSender
     topic = unique("remote")
-    create_topic(kafka.bootstrap, topic)
+    create_topic(kafka.bootstrap, topic, partitions=3)
     tid = unique("tid")
     pid, epoch = init(client, tid)
     add(client, tid, pid, epoch, topic)
@@ -257,11 +324,14 @@ def test_marker_sender_and_verification_over_the_wire(kafka, client):
         try:
             v = await sender.verify_remote(0, tid, pid, epoch, (topic, 0))
             v_missing = await sender.verify_remote(0, tid, pid, epoch, (topic, 3))
+            added = await sender.verify_remote(0, tid, pid, epoch, (topic, 2), verify_only=False)
+            v_added = await sender.verify_remote(0, tid, pid, epoch, (topic, 2))
             res = await sender.send(pid, epoch, 0, True, {(topic, 0), (unique("gone"), 0)})
-            return v, v_missing, res
+            return v, v_missing, (added, v_added), res
         finally:
             await sender.close()
-    v, v_missing, res = asyncio.run(go())
+    v, v_missing, added, res = asyncio.run(go())
     assert v == E.NONE and v_missing == E.TRANSACTION_ABORTABLE
+    assert added == (E.NONE, E.NONE)        # transaction version 2's add, then found by a verify
     assert res[(topic, 0)] == E.NONE and sorted(res.values()) == [E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION]
     assert lso(client, topic) == 2

@@ -62,6 +62,8 @@ public class JavaClientCheck {
         // pushes its metrics (KIP-714) to a broker with a telemetry receiver and a subscription that
         // matches client id java-telemetry: run only when named, by tests/integration/test_java_client.py
         if (only.contains("telemetry_push")) checks.put("telemetry_push", JavaClientCheck::telemetryPush);
+        // finalizes transaction.version 2 on the broker: run only when named (a broker of its own)
+        if (only.contains("transactions_v2")) checks.put("transactions_v2", JavaClientCheck::transactionsV2);
         for (Map.Entry<String, Check> e : checks.entrySet()) {
             if (!only.isEmpty() && !only.contains(e.getKey())) continue;
             String detail;
@@ -667,13 +669,67 @@ public class JavaClientCheck {
         }
     }
 
-    /** describeFeatures / updateFeatures (KIP-584): no supported or finalized features and an
-     *  epoch, as a Kafka 3.9 broker in ZooKeeper mode reports; an upgrade (also as a dry run) is
-     *  refused per feature with INVALID_REQUEST, the request going to the controller. */
+    /** Transaction version 2 (KIP-890 part 2): the admin client finalizes transaction.version 2,
+     *  then a transactional producer made after it runs four transactions (three commits with
+     *  sendOffsetsToTransaction, one abort).  A 4.x client then adds partitions through its
+     *  Produce/TxnOffsetCommit requests and every EndTxn v5 bumps its epoch, so the coordinator
+     *  shows epoch 4; an older client keeps transaction version 1 and epoch 0.  read_committed
+     *  sees the committed records only, and the group the last committed offset. */
+    static String transactionsV2() throws Exception {
+        String t = topic("j-tv2"), src = topic("j-tv2-src"), g = topic("jg"), tid = topic("jtid2");
+        try (Admin a = admin()) {
+            a.updateFeatures(Map.of("transaction.version", new FeatureUpdate((short) 2, FeatureUpdate.UpgradeType.UPGRADE)),
+                             new UpdateFeaturesOptions()).all().get();
+            FeatureMetadata fm = a.describeFeatures().featureMetadata().get();
+            require(fm.finalizedFeatures().get("transaction.version").maxVersionLevel() == 2, "finalized " + fm.finalizedFeatures());
+            create(a, t, 2);
+            create(a, src, 1);
+        }
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of("transactional.id", tid))) {
+            p.initTransactions();
+            for (int n = 0; n < 4; n++) {
+                p.beginTransaction();
+                for (int i = 0; i < 5; i++)
+                    p.send(new ProducerRecord<>(t, i % 2, null, b((n == 2 ? "aborted-" : "committed-") + n + "-" + i)));
+                if (n != 2) {
+                    p.sendOffsetsToTransaction(Map.of(new TopicPartition(src, 0), new OffsetAndMetadata(10 + n)),
+                                               new ConsumerGroupMetadata(g));
+                    p.commitTransaction();
+                } else {
+                    p.flush();
+                    p.abortTransaction();
+                }
+            }
+        }
+        int major = Integer.parseInt(org.apache.kafka.common.utils.AppInfoParser.getVersion().split("\\.")[0]);
+        short expected = (short) (major >= 4 ? 4 : 0);
+        try (Admin a = admin()) {
+            TransactionDescription d = a.describeTransactions(List.of(tid)).description(tid).get();
+            require(d.producerEpoch() == expected && d.state() == TransactionState.COMPLETE_COMMIT,
+                    "client " + major + ".x: epoch " + d.producerEpoch() + " state " + d.state());
+            Map<TopicPartition, OffsetAndMetadata> got = a.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
+            require(got.get(new TopicPartition(src, 0)).offset() == 13, "txn offset commit " + got);
+        }
+        List<ConsumerRecord<byte[], byte[]>> rc = readAll(t, 2, 15, Map.of("isolation.level", "read_committed"));
+        List<ConsumerRecord<byte[], byte[]>> ru = readAll(t, 2, 20, Map.of("isolation.level", "read_uncommitted"));
+        Set<String> committed = new HashSet<>();
+        for (ConsumerRecord<byte[], byte[]> r : rc) committed.add(s(r.value()));
+        require(rc.size() == 15 && committed.stream().allMatch(v -> v.startsWith("committed-")),
+                "read_committed saw " + committed);
+        require(ru.size() == 20, "read_uncommitted saw " + ru.size());
+        return "epoch " + expected + " after 4 transactions; read_committed 15, read_uncommitted 20";
+    }
+
+    /** describeFeatures / updateFeatures (KIP-584): transaction.version 0-2 supported (reported
+     *  by ApiVersions v4 only; a 3.x client asks with v3 and sees none), nothing finalized and an
+     *  epoch; an upgrade of another feature (also as a dry run) is refused per feature with
+     *  INVALID_REQUEST, the request going to the controller. */
     static String adminFeatures() throws Exception {
         try (Admin a = admin()) {
             FeatureMetadata fm = a.describeFeatures().featureMetadata().get();
-            require(fm.supportedFeatures().isEmpty(), "supported " + fm.supportedFeatures());
+            SupportedVersionRange tv = fm.supportedFeatures().get("transaction.version");
+            require(fm.supportedFeatures().isEmpty() || (fm.supportedFeatures().size() == 1 && tv.minVersion() == 0
+                    && tv.maxVersion() == 2), "supported " + fm.supportedFeatures());
             require(fm.finalizedFeatures().isEmpty(), "finalized " + fm.finalizedFeatures());
             require(fm.finalizedFeaturesEpoch().isPresent() && fm.finalizedFeaturesEpoch().get() >= 0,
                     "epoch " + fm.finalizedFeaturesEpoch());

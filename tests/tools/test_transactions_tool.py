@@ -267,7 +267,8 @@ def test_find_hanging_and_abort(kafka, raw, open_txn):
     p, tid, live_topic, _ = open_txn
     topic = create_topic(kafka, partitions=2)
     # an idempotent producer id writes a transactional batch no coordinator knows about, with
-    # timestamps two hours old: the transaction is hanging
+    # timestamps two hours old: the transaction is hanging (Produce v11: from v12 the leader asks
+    # the coordinator to add the partition even with verification off, as Kafka 4.x does)
     r = raw(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
     assert r.error_code == 0
     pid, epoch = r.producer_id, r.producer_epoch
@@ -275,7 +276,7 @@ def test_find_hanging_and_abort(kafka, raw, open_txn):
     batch = rec.build_batch([(None, b"h0"), (None, b"h1")], producer_id=pid, producer_epoch=epoch,
                             base_sequence=0, is_transactional=True, base_timestamp=old, max_timestamp=old)
     resp = raw(PR(transactional_id="ghost", acks=-1, timeout_ms=5000, topic_data=[PR.TopicProduceData(
-        name=topic, partition_data=[PR.PartitionProduceData(index=1, records=batch)])]), version=12)
+        name=topic, partition_data=[PR.PartitionProduceData(index=1, records=batch)])]), version=11)
     assert resp.responses[0].partition_responses[0].error_code == 0
 
     r = txn(kafka, "find-hanging")

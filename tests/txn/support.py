@@ -48,6 +48,7 @@ class FakeMarkers:
 
     def __init__(self):
         self.sent: list[tuple] = []
+        self.versions: list[int] = []
         self.script: list[dict] = []
         self.deleted_topics: set[str] = set()
         self.gate: asyncio.Event | None = None
@@ -55,10 +56,11 @@ class FakeMarkers:
     def topic_exists(self, topic):
         return topic not in self.deleted_topics
 
-    async def send(self, pid, epoch, coordinator_epoch, commit, partitions):
+    async def send(self, pid, epoch, coordinator_epoch, commit, partitions, transaction_version=0):
         if self.gate is not None:
             await self.gate.wait()
         self.sent.append((pid, epoch, coordinator_epoch, commit, frozenset(partitions)))
+        self.versions.append(transaction_version)
         override = self.script.pop(0) if self.script else {}
         return {tp: override.get(tp, E.NONE) for tp in partitions}
 
