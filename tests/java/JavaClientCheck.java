@@ -539,6 +539,18 @@ public class JavaClientCheck {
         }
     }
 
+    /** The two partitions of ``t`` hold ``committed`` records whose values start "committed-",
+     *  seen by read_committed, among ``all`` records that read_uncommitted sees. */
+    static void requireIsolation(String t, int committed, int all) {
+        List<ConsumerRecord<byte[], byte[]>> rc = readAll(t, 2, committed, Map.of("isolation.level", "read_committed"));
+        List<ConsumerRecord<byte[], byte[]>> ru = readAll(t, 2, all, Map.of("isolation.level", "read_uncommitted"));
+        Set<String> seen = new HashSet<>();
+        for (ConsumerRecord<byte[], byte[]> r : rc) seen.add(s(r.value()));
+        require(rc.size() == committed && seen.stream().allMatch(v -> v.startsWith("committed-")),
+                "read_committed saw " + seen);
+        require(ru.size() == all, "read_uncommitted saw " + ru.size());
+    }
+
     static String transactions() throws Exception {
         String t = topic("j-txn"), src = topic("j-txn-src"), g = topic("jg");
         try (Admin a = admin()) { create(a, t, 2); create(a, src, 1); }
@@ -560,13 +572,7 @@ public class JavaClientCheck {
             p.send(new ProducerRecord<>(t, 0, null, b("committed-last")));
             p.commitTransaction();
         }
-        List<ConsumerRecord<byte[], byte[]>> rc = readAll(t, 2, 6, Map.of("isolation.level", "read_committed"));
-        List<ConsumerRecord<byte[], byte[]>> ru = readAll(t, 2, 11, Map.of("isolation.level", "read_uncommitted"));
-        Set<String> committed = new HashSet<>();
-        for (ConsumerRecord<byte[], byte[]> r : rc) committed.add(s(r.value()));
-        require(rc.size() == 6 && committed.stream().allMatch(v -> v.startsWith("committed-")),
-                "read_committed saw " + committed);
-        require(ru.size() == 11, "read_uncommitted saw " + ru.size());
+        requireIsolation(t, 6, 11);
         try (Admin a = admin()) {
             Map<TopicPartition, OffsetAndMetadata> got =
                 a.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
@@ -710,13 +716,7 @@ public class JavaClientCheck {
             Map<TopicPartition, OffsetAndMetadata> got = a.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
             require(got.get(new TopicPartition(src, 0)).offset() == 13, "txn offset commit " + got);
         }
-        List<ConsumerRecord<byte[], byte[]>> rc = readAll(t, 2, 15, Map.of("isolation.level", "read_committed"));
-        List<ConsumerRecord<byte[], byte[]>> ru = readAll(t, 2, 20, Map.of("isolation.level", "read_uncommitted"));
-        Set<String> committed = new HashSet<>();
-        for (ConsumerRecord<byte[], byte[]> r : rc) committed.add(s(r.value()));
-        require(rc.size() == 15 && committed.stream().allMatch(v -> v.startsWith("committed-")),
-                "read_committed saw " + committed);
-        require(ru.size() == 20, "read_uncommitted saw " + ru.size());
+        requireIsolation(t, 15, 20);
         return "epoch " + expected + " after 4 transactions; read_committed 15, read_uncommitted 20";
     }
 
