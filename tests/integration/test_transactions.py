@@ -16,7 +16,6 @@
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 import uuid
@@ -26,6 +25,7 @@ import pytest
 from protocol import records as rec
 from tests.support import BrokerProcess
 from tests.support.broker import running
+from tests.support.rawkafka import send_once
 
 WAIT = 30
 BROKER_PROPS = {
@@ -116,22 +116,9 @@ def txn_index_entries(broker, topic, partition=0):
     return out
 
 
-def call(bootstrap, request, version=None):
-    from protocol.client import KafkaClientConnection
-
-    async def go():
-        host, port = bootstrap.rsplit(":", 1)
-        conn = await KafkaClientConnection.connect(host, int(port), timeout=10)
-        try:
-            return await conn.send(request, version=version)
-        finally:
-            await conn.close()
-    return asyncio.run(go())
-
-
 def describe_txn(bootstrap, tid):
     from protocol.messages import DescribeTransactionsRequest
-    return call(bootstrap, DescribeTransactionsRequest(transactional_ids=[tid])).transaction_states[0]
+    return send_once(bootstrap, DescribeTransactionsRequest(transactional_ids=[tid])).transaction_states[0]
 
 
 def wait_for(cond, timeout=WAIT, what="condition"):
@@ -148,7 +135,7 @@ def list_offset(bootstrap, topic, isolation):
     from protocol.messages import ListOffsetsRequest as Q
     req = Q(replica_id=-1, isolation_level=isolation, topics=[Q.ListOffsetsTopic(
         name=topic, partitions=[Q.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
-    return call(bootstrap, req).topics[0].partitions[0].offset
+    return send_once(bootstrap, req).topics[0].partitions[0].offset
 
 
 # ------------------------------------------------------------------------------------ commit / abort

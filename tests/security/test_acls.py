@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -256,17 +255,8 @@ def _plain(user):
 
 def _send_as(b, user, req, version):
     """One request to ``b``'s SASL_PLAINTEXT listener as ``user``; its decoded response."""
-    import asyncio
-    from protocol.client import KafkaClientConnection
-    host, port = b.addr("SASL_PLAINTEXT").rsplit(":", 1)
-
-    async def go():
-        c = await KafkaClientConnection.connect(host, int(port), timeout=10, sasl=_plain(user))
-        try:
-            return await c.send(req, version=version)
-        finally:
-            await c.close()
-    return asyncio.run(go())
+    from tests.support.rawkafka import send_once
+    return send_once(b.addr("SASL_PLAINTEXT"), req, version, sasl=_plain(user))
 
 
 def _topic_ids(b, names):
@@ -384,7 +374,7 @@ def test_create_acls_corner_cases_answer_as_kafka(authz_broker):
                 await c.send(D(resource_type_filter=0, resource_name_filter=None, pattern_type_filter=3,
                                principal_filter=None, host_filter=None, operation=1, permission_type=1), version=1)
                 out["unknown filter"] = "answered"
-            except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+            except (KafkaConnectionError, OSError, asyncio.TimeoutError):
                 out["unknown filter"] = "closed"
             return out
         finally:

@@ -140,13 +140,15 @@ class SyncClient:
     """The project's own client (``protocol.client.KafkaClientConnection``) driven synchronously:
     ``client(request, version=None)`` sends one request and returns the decoded response."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10):
+    def __init__(self, bootstrap: str, timeout: float = 10, **connect):
+        """``connect``: more arguments of ``KafkaClientConnection.connect`` (``sasl=``, ``ssl=``)."""
         import asyncio
 
         from protocol.client import KafkaClientConnection
         self.loop = asyncio.new_event_loop()
         host, port = bootstrap.rsplit(":", 1)
-        self.conn = self.loop.run_until_complete(KafkaClientConnection.connect(host, int(port), timeout=timeout))
+        self.conn = self.loop.run_until_complete(KafkaClientConnection.connect(host, int(port), timeout=timeout,
+                                                                              **connect))
 
     def __call__(self, req, version=None):
         return self.loop.run_until_complete(self.conn.send(req, version=version))
@@ -156,9 +158,9 @@ class SyncClient:
         self.loop.close()
 
 
-def send_once(bootstrap: str, req, version=None, timeout: float = 10):
+def send_once(bootstrap: str, req, version=None, timeout: float = 10, **connect):
     """One request on a fresh connection (``SyncClient``), closed after the answer."""
-    c = SyncClient(bootstrap, timeout)
+    c = SyncClient(bootstrap, timeout, **connect)
     try:
         return c(req, version)
     finally:
