@@ -57,7 +57,9 @@ def run_checks(work, bootstrap: str, rf: int = 1, checks=(), client_config: dict
     (security settings); ``jvm_args``: more JVM options (``-Djava.security.krb5.conf=...``)."""
     cp = _classpath()
     classes = work / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, source], check=True, timeout=300)
+    # -sourcepath: a driver may use another beside it (ShareConsumerCheck runs JavaClientCheck's runner)
+    subprocess.run(["javac", "-d", str(classes), "-cp", cp, "-sourcepath", os.path.dirname(source), source],
+                   check=True, timeout=300)
     props = []
     if client_config:
         path = work / "client.properties"

@@ -64,6 +64,13 @@ public class JavaClientCheck {
         if (only.contains("telemetry_push")) checks.put("telemetry_push", JavaClientCheck::telemetryPush);
         // finalizes transaction.version 2 on the broker: run only when named (a broker of its own)
         if (only.contains("transactions_v2")) checks.put("transactions_v2", JavaClientCheck::transactionsV2);
+        runChecks(checks, only);
+    }
+
+    /** Runs each of ``checks`` (only those named in ``only``, unless it is empty) and prints one
+     *  JSON line per check; a failing check prints its exception and the next one runs.  The
+     *  share consumer's driver (ShareConsumerCheck) uses it too. */
+    static void runChecks(LinkedHashMap<String, Check> checks, Set<String> only) {
         for (Map.Entry<String, Check> e : checks.entrySet()) {
             if (!only.isEmpty() && !only.contains(e.getKey())) continue;
             String detail;

@@ -5,7 +5,8 @@
 //   java -cp kafka-clients-4.x.jar:slf4j-api.jar:lz4-java.jar:snappy-java.jar:zstd-jni.jar:. \
 //        ShareConsumerCheck HOST:PORT [CHECK...]
 // The broker must allow a record lock of 2 s (group.share.min.record.lock.duration.ms <= 2000).
-// Each check is independent: one failing prints its exception and the next one runs.
+// Each check is independent: one failing prints its exception and the next one runs
+// (JavaClientCheck.runChecks, which javac finds beside this file).
 
 import java.time.Duration;
 import java.util.*;
@@ -23,32 +24,16 @@ public class ShareConsumerCheck {
     static String bootstrap;
     static final String RUN = Long.toHexString(System.nanoTime());
 
-    interface Check { String run() throws Exception; }
-
     public static void main(String[] args) {
         bootstrap = args[0];
         Set<String> only = new HashSet<>(Arrays.asList(args).subList(1, args.length));
-        LinkedHashMap<String, Check> checks = new LinkedHashMap<>();
+        LinkedHashMap<String, JavaClientCheck.Check> checks = new LinkedHashMap<>();
         checks.put("share_two_members", ShareConsumerCheck::twoMembers);
         checks.put("share_explicit_acks", ShareConsumerCheck::explicitAcks);
         checks.put("share_lock_timeout", ShareConsumerCheck::lockTimeout);
         checks.put("share_latest_at_first_fetch", ShareConsumerCheck::latestAtFirstFetch);
         checks.put("share_admin", ShareConsumerCheck::shareAdmin);
-        for (Map.Entry<String, Check> e : checks.entrySet()) {
-            if (!only.isEmpty() && !only.contains(e.getKey())) continue;
-            String detail;
-            boolean ok;
-            try {
-                detail = e.getValue().run();
-                ok = true;
-            } catch (Throwable t) {
-                ok = false;
-                detail = t.toString() + (t.getCause() != null ? " / cause: " + t.getCause() : "");
-            }
-            System.out.println("{\"check\": \"" + e.getKey() + "\", \"ok\": " + ok + ", \"detail\": \""
-                               + detail.replace("\\", "\\\\").replace("\"", "'").replace("\n", " ") + "\"}");
-            System.out.flush();
-        }
+        JavaClientCheck.runChecks(checks, only);
     }
 
     static void require(boolean cond, String what) {
