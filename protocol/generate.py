@@ -129,7 +129,11 @@ def load_spec(path: str) -> dict:
 #   the producer id and epoch of the client's next transaction.  TxnOffsetCommit v5 is v4's layout.
 # * WriteTxnMarkers v2 (Kafka 4.2, KIP-1228): each marker carries TransactionVersion (int8, default
 #   0) after CoordinatorEpoch.  The answer is unchanged.
+# * UpdateFeatures v2 (Kafka 4.0): the request is v1's; the answer has no per-feature Results
+#   (they stop at v1), only the top-level error.
 SPEC_ADDITIONS = {
+    "UpdateFeaturesRequest": {"validVersions": "0-2"},
+    "UpdateFeaturesResponse": {"validVersions": "0-2", "versions": {"Results": "0-1"}},
     "EndTxnRequest": {"validVersions": "0-5"},
     "EndTxnResponse": {
         "validVersions": "0-5",

@@ -152,6 +152,8 @@ async def update(client, op: str, updates: dict[str, int], kind: int, dry_run: b
     if resp.error_code:
         reason = resp.error_message or error_message(resp.error_code)
         errors = {n: reason for n in updates}
+    elif not resp.results:
+        errors = {n: None for n in updates}     # v2 (Kafka 4.0): no per-feature results, all written
     else:
         answered = {r.feature: r for r in resp.results}
         for n in updates:

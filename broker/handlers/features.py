@@ -1,5 +1,5 @@
-"""UpdateFeatures (key 57), v0-1: finalized feature flags (KIP-584), as a Kafka 3.9 broker in
-ZooKeeper mode answers it.
+"""UpdateFeatures (key 57), v0-2: finalized feature flags (KIP-584), as a Kafka 3.9 broker in
+ZooKeeper mode answers it (v0-1), and Kafka 4.x (v2).
 
 * ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED; only the active controller answers
   (NOT_CONTROLLER elsewhere; the embedded store's broker always is).  Top-level errors carry
@@ -15,6 +15,9 @@ ZooKeeper mode answers it.
   (unless ValidateOnly: Kafka 3.9's ZooKeeper controller ignores the flag and writes; here it
   is honoured, as the KRaft controller does); if the write fails they become
   FEATURE_UPDATE_FAILED.  A feature named twice is answered once, for its first update.
+* v2 (Kafka 4.0) answers with no per-feature results: the request is all or nothing, as Kafka
+  4.x's controller treats it.  The first refused update (in request order) is the top-level
+  error and message, and nothing is written; otherwise every update is written together.
 """
 from __future__ import annotations
 
@@ -63,7 +66,7 @@ def check_update(name: str, level: int, kind: int, existing: int | None) -> tupl
     return None, level
 
 
-@handler(57, 0, 1)
+@handler(57, 0, 2)
 async def update_features(ctx, req):
     R = UpdateFeaturesResponse
     ctrl = ctx.broker.controller
@@ -95,11 +98,17 @@ async def update_features(ctx, req):
         else:
             target[u.feature] = new
     validate_only = ctx.api_version >= 1 and req.validate_only
+    if ctx.api_version >= 2:
+        refused = next(((code, msg) for code, msg in results.values() if code), None)
+        if refused is not None:
+            return R(throttle_time_ms=0, error_code=refused[0], error_message=refused[1], results=[])
     if target != dict(existing) and not validate_only:
         res = await ctrl.update_finalized_features(target)
         if res.error_code:
             results = {n: (res.error_code, res.error_message) if code == 0 else (code, msg)
                        for n, (code, msg) in results.items()}
+            if ctx.api_version >= 2:
+                return R(throttle_time_ms=0, error_code=res.error_code, error_message=res.error_message, results=[])
     return R(throttle_time_ms=0, error_code=0, error_message=None,
              results=[R.UpdatableFeatureResult(feature=n, error_code=code, error_message=msg)
                       for n, (code, msg) in results.items()])

@@ -56,12 +56,12 @@ def kafka(tmp_path_factory):
 def test_api_versions_carries_the_features(kafka):
     """A new store: epoch 0, nothing finalized; transaction.version 0-2 supported, left out of v3
     answers (its minimum is 0, which older clients cannot read, as Kafka does); v0-2 have no such
-    fields; UpdateFeatures advertised at Kafka 3.9's range."""
+    fields; UpdateFeatures advertised at Kafka 4.x's range."""
     r = api_versions(kafka)
     assert r.error_code == 0
     assert r.finalized_features_epoch == 0
     assert list(r.supported_features) == [] and list(r.finalized_features) == []
-    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}[57] == (0, 1)
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}[57] == (0, 2)
     r4 = api_versions(kafka, 4)
     assert r4.finalized_features_epoch == 0 and list(r4.finalized_features) == []
     assert [(f.name, f.min_version, f.max_version) for f in r4.supported_features] == [("transaction.version", 0, 2)]
@@ -76,18 +76,20 @@ def test_kcat_reads_the_tagged_fields(kafka):
 
 
 def test_kafka_python_admin(kafka):
+    """kafka-python's admin client sends UpdateFeatures v2 (all or nothing): a refused update is
+    the request's top-level error, which it raises; a dry run of a valid one passes."""
+    from kafka.errors import InvalidRequestError
     a = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
     try:
         assert a.describe_features() == {"transaction.version": {"supported": (0, 2)}}
-        out = a.update_features({"metadata.version": 21, "group.version": ("UPGRADE", 1)})
-        assert out == {"metadata.version": f"[Error 42] InvalidRequestError: {NOT_SUPPORTED}",
-                       "group.version": f"[Error 42] InvalidRequestError: {NOT_SUPPORTED}"}
-        out = a.update_features({"metadata.version": ("SAFE_DOWNGRADE", 0)}, validate_only=True)
-        assert out == {"metadata.version": "[Error 42] InvalidRequestError: Can not delete non-existing "
-                                           "finalized feature."}
+        with pytest.raises(InvalidRequestError, match="provided feature is not supported"):
+            a.update_features({"transaction.version": 2, "group.version": ("UPGRADE", 1)})
+        with pytest.raises(InvalidRequestError, match="Can not delete non-existing finalized feature"):
+            a.update_features({"metadata.version": ("SAFE_DOWNGRADE", 0)}, validate_only=True)
+        a.update_features({"transaction.version": 2}, validate_only=True)
     finally:
         a.close()
-    assert finalized(kafka) == (0, {})
+    assert finalized(kafka) == (0, {})       # nothing written: the first request was all or nothing
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -106,6 +108,17 @@ def test_raw_update_rules(kafka, version):
     if version == 1:
         top, res = update(kafka, 1, ("d.version", 2, 7))
         assert (top, res) == (0, [("d.version", INVALID_REQUEST, "Received unknown upgrade type.")])
+
+
+def test_raw_update_v2_is_all_or_nothing(kafka):
+    """v2: no per-feature results; the first refused update is the top-level error and the valid
+    ones are not written either."""
+    K = UpdateFeaturesRequest.FeatureUpdateKey
+    resp = raw(kafka, UpdateFeaturesRequest(timeout_ms=10000, validate_only=False, feature_updates=[
+        K(feature="transaction.version", max_version_level=2, upgrade_type=1),
+        K(feature="c.version", max_version_level=3, upgrade_type=1)]), 2)
+    assert (resp.error_code, resp.error_message, list(resp.results)) == (INVALID_REQUEST, NOT_SUPPORTED, [])
+    assert finalized(kafka) == (0, {})
 
 
 TV_LINE = "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: {}\tEpoch: {}"
