@@ -5,10 +5,10 @@ v0-2 carry legacy message sets (magic 0/1); they are up-converted to v2 batches 
 v7+ may use zstd (older versions: UNSUPPORTED_COMPRESSION_TYPE).  v8+ record errors and an error
 message.  v9+ flexible.  v10-11 add KIP-951 leader hints (a NOT_LEADER_OR_FOLLOWER partition
 carries its current leader, the answer that leader's endpoint: ``leader_hints.py``) and
-TRANSACTION_ABORTABLE.  v12 (Kafka 4.0) is v11 for a client that speaks transaction version 2
-(KIP-890 part 2), which this broker does not offer (no ``transaction.version`` is finalized), so
-no client sends a transactional v12; one is checked as v11 is.  v13 (Kafka 4.1) names topics by
-id: an id of no topic is UNKNOWN_TOPIC_ID.
+TRANSACTION_ABORTABLE.  v12 (Kafka 4.0) is v11's layout for a client that speaks transaction
+version 2 (KIP-890 part 2, once ``transaction.version`` 2 is finalized): a transactional batch for
+a partition not yet in its transaction has the coordinator add it (``txn/markers.check_produce``).
+v13 (Kafka 4.1) names topics by id: an id of no topic is UNKNOWN_TOPIC_ID.
 
 The records of each partition stay a memoryview into the received frame: offsets and the leader
 epoch are patched into it in place and it is written to the log as is (storage/log.py).

@@ -1,5 +1,5 @@
 """Feature flags (KIP-584) on one broker with the embedded store: ApiVersions v3+ carrying the
-finalized features and their epoch, UpdateFeatures (57) v0-1 with Kafka's rules, driven by
+finalized features and their epoch, UpdateFeatures (57) v0-2 with Kafka's rules, driven by
 kafka-python's admin client, raw requests, kcat and ``bin/kafka-features.sh``; a finalized
 feature the broker does not support (written into the store while it is stopped) is shown,
 refused for upgrades and downgrades, and removed by ``disable``, which survives a restart."""
