@@ -11,7 +11,9 @@
 * ``check_produce`` is what a partition leader does before appending a transactional batch
   (Kafka 3.x, KIP-890 part 1): unless the producer already has an open transaction on the
   partition at that epoch, ask the coordinator whether the partition was added to the
-  transaction (locally, or AddPartitionsToTxn v4 verify-only to the coordinator's broker).
+  transaction (locally, or AddPartitionsToTxn v4 verify-only to the coordinator's broker), or,
+  for Produce v12+ (transaction version 2), have it added.  A marker of that producer landing on
+  the partition meanwhile makes the batch retriable (``_Watch``).
 """
 from __future__ import annotations
 
@@ -32,9 +34,26 @@ TRANSACTIONAL = rec.TRANSACTIONAL_MASK
 CONTROL = rec.CONTROL_MASK
 _PID_EPOCH = struct.Struct(">qh")      # producerId at byte 43, producerEpoch at 51
 
-# appends made by write_markers per (topic, partition): check_produce notices a marker that
-# landed while it awaited a remote verification
-marker_counts: dict[tuple[str, int], int] = {}
+class _Watch:
+    """Markers written for one producer on one partition while ``check_produce`` awaits the
+    coordinator for it (Kafka's verification guard): such a marker ends the transaction the
+    answer was about, so the batch must not be appended on the strength of that answer."""
+    __slots__ = ("refs", "markers")
+
+    def __init__(self):
+        self.refs = 0
+        self.markers = 0
+
+
+# (topic, partition, producer id) -> its watch, only while a check of that producer is in flight
+_watches: dict[tuple[str, int, int], _Watch] = {}
+
+
+def note_marker(topic: str, partition: int, producer_id: int) -> None:
+    """A marker of ``producer_id`` was appended to the partition (``write_markers``)."""
+    watch = _watches.get((topic, partition, producer_id))
+    if watch is not None:
+        watch.markers += 1
 
 
 def _append_error(exc) -> int:
@@ -78,7 +97,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, coordinat
             if out[tp] in (E.UNKNOWN_SERVER_ERROR, E.KAFKA_STORAGE_ERROR):
                 log.error("marker append to %s-%d failed: %r", topic, p, e)
             continue
-        marker_counts[tp] = marker_counts.get(tp, 0) + 1
+        note_marker(topic, p, producer_id)
         part.after_append()
         waits.append((tp, part, res.last_offset + 1, part.leader_epoch))
     timeout = broker.config.get("request.timeout.ms")
@@ -298,33 +317,43 @@ async def check_produce(broker, transactional_id, topic: str, partition: int, pa
     if add and entry is not None and epoch < entry.producer_epoch:
         return E.INVALID_PRODUCER_EPOCH
     tp = (topic, partition)
-    if add:
-        err, before = await _add_with_retries(broker, transactional_id, pid, epoch, tp)
-        if err == E.CONCURRENT_TRANSACTIONS:
-            return err                  # Kafka 4.x returns it as it is: the producer retries
-    else:
-        before = marker_counts.get(tp, 0)
-        err = await verify_in_transaction(broker, transactional_id, pid, epoch, tp)
-    if err:
-        return _produce_error(err, produce_version)
-    if marker_counts.get(tp, 0) != before or not part.is_leader:
-        return E.NOT_ENOUGH_REPLICAS            # a marker landed meanwhile: let the producer retry
-    return E.NONE
+    key = (topic, partition, pid)
+    watch = _watches.get(key)
+    if watch is None:
+        watch = _watches[key] = _Watch()
+    watch.refs += 1
+    try:
+        if add:
+            err, before = await _add_with_retries(broker, transactional_id, pid, epoch, tp, watch)
+            if err == E.CONCURRENT_TRANSACTIONS:
+                return err              # Kafka 4.x returns it as it is: the producer retries
+        else:
+            before = watch.markers
+            err = await verify_in_transaction(broker, transactional_id, pid, epoch, tp)
+        if err:
+            return _produce_error(err, produce_version)
+        if watch.markers != before or not part.is_leader:
+            return E.NOT_ENOUGH_REPLICAS        # its marker landed meanwhile: let the producer retry
+        return E.NONE
+    finally:
+        watch.refs -= 1
+        if not watch.refs:
+            del _watches[key]
 
 
-async def _add_with_retries(broker, transactional_id, pid, epoch, tp) -> tuple[int, int]:
+async def _add_with_retries(broker, transactional_id, pid, epoch, tp, watch: _Watch) -> tuple[int, int]:
     """``add_to_transaction``, retried while the coordinator answers CONCURRENT_TRANSACTIONS (the
     previous transaction's markers going out), every ``add.partitions.to.txn.retry.backoff.ms``
     for up to ``add.partitions.to.txn.retry.backoff.max.ms`` (capped at ``request.timeout.ms``).
-    Returns the last answer and the partition's marker count when that attempt began (a marker
-    of the previous transaction landing during an earlier attempt is no reason to refuse)."""
+    Returns the last answer and ``watch``'s marker count when that attempt began (a marker of the
+    previous transaction landing during an earlier attempt is no reason to refuse)."""
     cfg = broker.config
     backoff = cfg.get("add.partitions.to.txn.retry.backoff.ms") / 1000
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(cfg.get("add.partitions.to.txn.retry.backoff.max.ms"),
                                  cfg.get("request.timeout.ms")) / 1000
     while True:
-        before = marker_counts.get(tp, 0)
+        before = watch.markers
         err = await add_to_transaction(broker, transactional_id, pid, epoch, tp)
         if err != E.CONCURRENT_TRANSACTIONS or loop.time() + backoff > deadline:
             return err, before
