@@ -226,8 +226,14 @@ def test_transaction_version_2(kafka, client):
     assert sorted(t.topic for t in d.topics) == ["__consumer_offsets", topic]
 
     def end(pid, epoch, commit, version=5):
-        r = client(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit),
-                   version=version)
+        """EndTxn, retried while the coordinator answers CONCURRENT_TRANSACTIONS (the previous
+        completion's markers still going out), as clients retry it."""
+        for _ in range(100):
+            r = client(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit),
+                       version=version)
+            if r.error_code != E.CONCURRENT_TRANSACTIONS:
+                break
+            asyncio.run(asyncio.sleep(0.05))
         return r.error_code, r.producer_id, r.producer_epoch
 
     assert end(pid, epoch, True) == (E.NONE, pid, epoch + 1)
@@ -243,8 +249,14 @@ def test_transaction_version_2(kafka, client):
     wait_for(committed, 3)
     # the markers carried the bumped epoch: a late batch of the finished transaction is fenced
     assert produce(client, topic, txn_batch(pid, epoch, seq=3), tid, version=12)[0] == E.INVALID_PRODUCER_EPOCH
-    # the next transaction runs at the new epoch from sequence 0
-    assert produce(client, topic, txn_batch(pid, epoch + 1), tid, version=12) == (E.NONE, 4)
+    # the next transaction runs at the new epoch from sequence 0 (CONCURRENT_TRANSACTIONS, retried,
+    # while the last one's completion is still being written)
+    for _ in range(100):
+        got = produce(client, topic, txn_batch(pid, epoch + 1), tid, version=12)
+        if got[0] != E.CONCURRENT_TRANSACTIONS:
+            break
+        asyncio.run(asyncio.sleep(0.05))
+    assert got == (E.NONE, 4)
     # a version 2 marker at the open transaction's own epoch is refused (it must be above it)
     r = client(WTM(markers=[WTM.WritableTxnMarker(
         producer_id=pid, producer_epoch=epoch + 1, transaction_result=False, coordinator_epoch=0, transaction_version=2,
