@@ -331,6 +331,144 @@ SPEC_NEW = [
 ]
 
 
+# The streams group APIs of KIP-1071 (Kafka 4.2, first stable version 0): StreamsGroupHeartbeat (88)
+# and StreamsGroupDescribe (89).  Structs shared by several fields are the specs' commonStructs.
+def _struct(name, *fields):
+    return {"name": name, "versions": "0+", "fields": list(fields)}
+
+
+_KV = _struct("KeyValue", _f("Key", "string"), _f("Value", "string"))
+_TOPIC_INFO = _struct("TopicInfo", _f("Name", "string"), _f("Partitions", "int32"),
+                      _f("ReplicationFactor", "int16"), _f("TopicConfigs", "[]KeyValue"))
+_ENDPOINT = _struct("Endpoint", _f("Host", "string"), _f("Port", "uint16"))
+_TASK_OFFSET = _struct("TaskOffset", _f("SubtopologyId", "string"), _f("Partition", "int32"), _f("Offset", "int64"))
+_TASK_IDS = _struct("TaskIds", _f("SubtopologyId", "string"), _f("Partitions", "[]int32"))
+SPEC_NEW += [
+    {"apiKey": 88, "type": "request", "name": "StreamsGroupHeartbeatRequest", "validVersions": "0",
+     "flexibleVersions": "0+", "listeners": ["broker"], "fields": [
+         _f("GroupId", "string"), _f("MemberId", "string"), _f("MemberEpoch", "int32"),
+         _f("EndpointInformationEpoch", "int32"),
+         _f("InstanceId", "string", nullable="0+", default="null"),
+         _f("RackId", "string", nullable="0+", default="null"),
+         _f("RebalanceTimeoutMs", "int32", default=-1),
+         _f("Topology", "Topology", nullable="0+", default="null", fields=[
+             _f("Epoch", "int32"),
+             _f("Subtopologies", "[]Subtopology", fields=[
+                 _f("SubtopologyId", "string"), _f("SourceTopics", "[]string"), _f("SourceTopicRegex", "[]string"),
+                 _f("StateChangelogTopics", "[]TopicInfo"), _f("RepartitionSinkTopics", "[]string"),
+                 _f("RepartitionSourceTopics", "[]TopicInfo"),
+                 _f("CopartitionGroups", "[]CopartitionGroup", fields=[
+                     _f("SourceTopics", "[]int16"), _f("SourceTopicRegex", "[]int16"),
+                     _f("RepartitionSourceTopics", "[]int16")])])]),
+         _f("ActiveTasks", "[]TaskIds", nullable="0+", default="null"),
+         _f("StandbyTasks", "[]TaskIds", nullable="0+", default="null"),
+         _f("WarmupTasks", "[]TaskIds", nullable="0+", default="null"),
+         _f("ProcessId", "string", nullable="0+", default="null"),
+         _f("UserEndpoint", "Endpoint", nullable="0+", default="null"),
+         _f("ClientTags", "[]KeyValue", nullable="0+", default="null"),
+         _f("TaskOffsets", "[]TaskOffset", nullable="0+", default="null"),
+         _f("TaskEndOffsets", "[]TaskOffset", nullable="0+", default="null"),
+         _f("ShutdownApplication", "bool", default="false")],
+     "commonStructs": [_KV, _TOPIC_INFO, _ENDPOINT, _TASK_OFFSET, _TASK_IDS]},
+    {"apiKey": 88, "type": "response", "name": "StreamsGroupHeartbeatResponse", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [
+         _f("ThrottleTimeMs", "int32"), *_ERR, _f("MemberId", "string"), _f("MemberEpoch", "int32"),
+         _f("HeartbeatIntervalMs", "int32"), _f("AcceptableRecoveryLag", "int32"),
+         _f("TaskOffsetIntervalMs", "int32"),
+         _f("Status", "[]Status", nullable="0+"),
+         _f("ActiveTasks", "[]TaskIds", nullable="0+", default="null"),
+         _f("StandbyTasks", "[]TaskIds", nullable="0+", default="null"),
+         _f("WarmupTasks", "[]TaskIds", nullable="0+", default="null"),
+         _f("EndpointInformationEpoch", "int32"),
+         _f("PartitionsByUserEndpoint", "[]EndpointToPartitions", nullable="0+", default="null", fields=[
+             _f("UserEndpoint", "Endpoint"), _f("ActivePartitions", "[]TopicPartition"),
+             _f("StandbyPartitions", "[]TopicPartition")])],
+     "commonStructs": [_struct("Status", _f("StatusCode", "int8"), _f("StatusDetail", "string")),
+                       _struct("TopicPartition", _f("Topic", "string"), _f("Partitions", "[]int32")),
+                       _TASK_IDS, _ENDPOINT]},
+    {"apiKey": 89, "type": "request", "name": "StreamsGroupDescribeRequest", "validVersions": "0",
+     "flexibleVersions": "0+", "listeners": ["broker"], "fields": [
+         _f("GroupIds", "[]string"), _f("IncludeAuthorizedOperations", "bool")]},
+    {"apiKey": 89, "type": "response", "name": "StreamsGroupDescribeResponse", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [
+         _f("ThrottleTimeMs", "int32"),
+         _f("Groups", "[]DescribedGroup", fields=[
+             *_ERR, _f("GroupId", "string"), _f("GroupState", "string"), _f("GroupEpoch", "int32"),
+             _f("AssignmentEpoch", "int32"),
+             _f("Topology", "Topology", nullable="0+", default="null", fields=[
+                 _f("Epoch", "int32"),
+                 _f("Subtopologies", "[]Subtopology", nullable="0+", default="null", fields=[
+                     _f("SubtopologyId", "string"), _f("SourceTopics", "[]string"),
+                     _f("RepartitionSinkTopics", "[]string"), _f("StateChangelogTopics", "[]TopicInfo"),
+                     _f("RepartitionSourceTopics", "[]TopicInfo")])]),
+             _f("Members", "[]Member", fields=[
+                 _f("MemberId", "string"), _f("MemberEpoch", "int32"),
+                 _f("InstanceId", "string", nullable="0+", default="null"),
+                 _f("RackId", "string", nullable="0+", default="null"),
+                 _f("ClientId", "string"), _f("ClientHost", "string"), _f("TopologyEpoch", "int32"),
+                 _f("ProcessId", "string"), _f("UserEndpoint", "Endpoint", nullable="0+", default="null"),
+                 _f("ClientTags", "[]KeyValue"), _f("TaskOffsets", "[]TaskOffset"),
+                 _f("TaskEndOffsets", "[]TaskOffset"), _f("Assignment", "Assignment"),
+                 _f("TargetAssignment", "Assignment"), _f("IsClassic", "bool")]),
+             _f("AuthorizedOperations", "int32", default="-2147483648")])],
+     "commonStructs": [_ENDPOINT, _TASK_OFFSET,
+                       _struct("Assignment", _f("ActiveTasks", "[]TaskIds"), _f("StandbyTasks", "[]TaskIds"),
+                               _f("WarmupTasks", "[]TaskIds")),
+                       _TASK_IDS, _KV, _TOPIC_INFO]},
+]
+
+
+# The values of the streams group records in ``__consumer_offsets`` (Kafka 4.2's group coordinator
+# record specs, each value version 0; broker/group/streams_records.py writes and reads them with
+# these).  Key versions: 17 group metadata, 19 member metadata, 20 target assignment metadata, 21
+# target assignment of a member, 22 current assignment of a member, 23 topology.
+_TASKS = _struct("TaskIds", _f("SubtopologyId", "string"), _f("Partitions", "[]int32"))
+SPEC_NEW += [
+    {"apiKey": 17, "type": "data", "name": "StreamsGroupMetadataValue", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [
+         _f("Epoch", "int32"), _f("MetadataHash", "int64"),
+         _f("ValidatedTopologyEpoch", "int32", taggedVersions="0+", tag=0, default=-1),
+         {"name": "LastAssignmentConfigs", "type": "[]LastAssignmentConfig", "taggedVersions": "0+",
+          "nullableVersions": "0+", "tag": 1, "default": None}],
+     "commonStructs": [_struct("LastAssignmentConfig", _f("Key", "string"), _f("Value", "string"))]},
+    {"apiKey": 19, "type": "data", "name": "StreamsGroupMemberMetadataValue", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [
+         _f("InstanceId", "string", nullable="0+"), _f("RackId", "string", nullable="0+"),
+         _f("ClientId", "string"), _f("ClientHost", "string"), _f("RebalanceTimeoutMs", "int32", default=-1),
+         _f("TopologyEpoch", "int32"), _f("ProcessId", "string"),
+         _f("UserEndpoint", "Endpoint", nullable="0+", default="null"), _f("ClientTags", "[]KeyValue")],
+     "commonStructs": [_ENDPOINT, _KV]},
+    {"apiKey": 20, "type": "data", "name": "StreamsGroupTargetAssignmentMetadataValue", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [_f("AssignmentEpoch", "int32")]},
+    {"apiKey": 21, "type": "data", "name": "StreamsGroupTargetAssignmentMemberValue", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [
+         _f("ActiveTasks", "[]TaskIds"), _f("StandbyTasks", "[]TaskIds"), _f("WarmupTasks", "[]TaskIds")],
+     "commonStructs": [_TASKS]},
+    {"apiKey": 22, "type": "data", "name": "StreamsGroupCurrentMemberAssignmentValue", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [
+         _f("MemberEpoch", "int32"), _f("PreviousMemberEpoch", "int32"), _f("State", "int8"),
+         _f("ActiveTasks", "[]TaskIds"), _f("StandbyTasks", "[]TaskIds"), _f("WarmupTasks", "[]TaskIds"),
+         _f("ActiveTasksPendingRevocation", "[]TaskIds"), _f("StandbyTasksPendingRevocation", "[]TaskIds"),
+         _f("WarmupTasksPendingRevocation", "[]TaskIds")],
+     "commonStructs": [_struct("TaskIds", _f("SubtopologyId", "string"), _f("Partitions", "[]int32"),
+                               _f("AssignmentEpochs", "[]int32", nullable="0+", taggedVersions="0+", tag=0,
+                                  default=None))]},
+    {"apiKey": 23, "type": "data", "name": "StreamsGroupTopologyValue", "validVersions": "0",
+     "flexibleVersions": "0+", "fields": [
+         _f("Epoch", "int32"),
+         _f("Subtopologies", "[]Subtopology", fields=[
+             _f("SubtopologyId", "string"), _f("SourceTopics", "[]string"), _f("SourceTopicRegex", "[]string"),
+             _f("StateChangelogTopics", "[]TopicInfo"), _f("RepartitionSinkTopics", "[]string"),
+             _f("RepartitionSourceTopics", "[]TopicInfo"),
+             _f("CopartitionGroups", "[]CopartitionGroup", fields=[
+                 _f("SourceTopics", "[]int16"), _f("SourceTopicRegex", "[]int16"),
+                 _f("RepartitionSourceTopics", "[]int16")])])],
+     "commonStructs": [_struct("TopicConfig", _f("key", "string"), _f("value", "string")),
+                       _struct("TopicInfo", _f("Name", "string"), _f("Partitions", "int32"),
+                               _f("ReplicationFactor", "int16"), _f("TopicConfigs", "[]TopicConfig"))]},
+]
+
+
 def _amend(fields: list, add: dict, prefix: str) -> list:
     out = []
     for f in fields:
