@@ -113,6 +113,7 @@ async def attach_group_coordinator(broker) -> None:
     coord.topic_names = lambda: broker.controller.topics().keys()
     coord.group_configs = lambda gid: broker.controller.group_configs(gid)
     coord.broker_racks = lambda: {b.id: b.rack for b in broker.controller.brokers() if b.rack}
+    coord.create_topics = lambda specs: broker.controller.create_topics(specs)
     coord.share = broker.share
     broker.groups = coord
     await coord.start()

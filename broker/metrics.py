@@ -390,6 +390,7 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
 CLASSIC_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 CONSUMER_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
 SHARE_STATES = ("Empty", "Stable", "Dead")
+STREAMS_STATES = ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead")
 
 
 def _group_counts(broker):
@@ -398,10 +399,11 @@ def _group_counts(broker):
     coord = getattr(broker, "groups", None)
     counts = {("classic", s): 0 for s in CLASSIC_STATES}
     counts.update({("consumer", s): 0 for s in CONSUMER_STATES})
+    counts.update({("streams", s): 0 for s in STREAMS_STATES})
     if coord is None:
         return counts, 0
     for g in coord.groups.values():
-        proto = "consumer" if g.modern is not None else "classic"
+        proto = g.modern.kind if g.modern is not None else "classic"
         counts[(proto, g.state)] = counts.get((proto, g.state), 0) + 1
     counts.update({("share", s): 0 for s in SHARE_STATES})
     share = getattr(broker, "share", None)

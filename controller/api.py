@@ -735,7 +735,17 @@ GROUP_CONFIGS = {"consumer.session.timeout.ms": ("group.consumer.session.timeout
                                                  "group.share.max.heartbeat.interval.ms"),
                  "share.record.lock.duration.ms": ("group.share.record.lock.duration.ms",
                                                    "group.share.min.record.lock.duration.ms",
-                                                   "group.share.max.record.lock.duration.ms")}
+                                                   "group.share.max.record.lock.duration.ms"),
+                 # KIP-1071's streams group configs (Kafka 4.2); None: no broker bound (at least 0)
+                 "streams.session.timeout.ms": ("group.streams.session.timeout.ms",
+                                                "group.streams.min.session.timeout.ms",
+                                                "group.streams.max.session.timeout.ms"),
+                 "streams.heartbeat.interval.ms": ("group.streams.heartbeat.interval.ms",
+                                                   "group.streams.min.heartbeat.interval.ms",
+                                                   "group.streams.max.heartbeat.interval.ms"),
+                 "streams.num.standby.replicas": ("group.streams.num.standby.replicas", None,
+                                                  "group.streams.max.standby.replicas"),
+                 "streams.initial.rebalance.delay.ms": ("group.streams.initial.rebalance.delay.ms", None, None)}
 
 # KIP-932's string group configs: name -> default (there is no broker key behind them)
 GROUP_STRING_CONFIGS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
@@ -765,11 +775,14 @@ def check_group_configs(cfg: BrokerConfig, group: str, configs: dict[str, str]) 
         v = values.get(name)
         if v is None:
             continue
-        if v < cfg.get(lo_key):
+        if lo_key is None and v < 0:
+            return ApiResult(INVALID_CONFIG, f"Invalid value {v} for configuration {name}: Value must be at "
+                                             f"least 0")
+        if lo_key is not None and v < cfg.get(lo_key):
             return ApiResult(INVALID_CONFIG, f"{name} must be greater than or equal to {lo_key}")
-        if v > cfg.get(hi_key):
+        if hi_key is not None and v > cfg.get(hi_key):
             return ApiResult(INVALID_CONFIG, f"{name} must be less than or equal to {hi_key}")
-    for kind in ("consumer", "share"):
+    for kind in ("consumer", "share", "streams"):
         session = values.get(f"{kind}.session.timeout.ms", cfg.get(f"group.{kind}.session.timeout.ms"))
         interval = values.get(f"{kind}.heartbeat.interval.ms", cfg.get(f"group.{kind}.heartbeat.interval.ms"))
         if interval >= session:

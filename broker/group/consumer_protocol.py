@@ -122,6 +122,7 @@ class ModernMember:
 
 class ModernGroup:
     """The KIP-848 state of one group."""
+    kind = CONSUMER
 
     def __init__(self):
         self.group_epoch = 0
@@ -313,6 +314,8 @@ class ConsumerProtocolMixin:
             if not create:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = self._add_group(Group(group_id, self.timers.now_ms()))
+        if group.modern is not None and group.modern.kind != CONSUMER:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group.modern is None:
             if create and group.is_(EMPTY):
                 self._make_modern(group)
@@ -753,6 +756,8 @@ class ConsumerProtocolMixin:
         mg = group.modern
         if mg is None:
             return E.NONE
+        if mg.kind != CONSUMER:
+            return await self._persist_streams(group)
         async with group.write_lock:
             if group.modern is not mg:
                 return E.NONE
@@ -771,6 +776,8 @@ class ConsumerProtocolMixin:
     def _modern_tombstones(self, group: Group) -> list:
         """Tombstones for every consumer-protocol record the log holds for ``group``."""
         mg = group.modern
+        if mg is not None and mg.kind != CONSUMER:
+            return self._streams_tombstones(group)
         if mg is None or mg.persisted is None:
             return []
         out = self._modern_tombstones_for(group.group_id, mg.persisted["members"])
@@ -827,6 +834,8 @@ class ConsumerProtocolMixin:
                      mg.group_epoch, len(mg.members), sum(m.classic is not None for m in mg.members.values()))
 
     def _on_modern_loaded(self, group: Group) -> None:
+        if group.modern.kind != CONSUMER:
+            return self._on_streams_loaded(group)
         for m in group.modern.members.values():
             self._arm_session(group, m)
             self._after_reconcile(group, group.modern, m)
@@ -835,11 +844,17 @@ class ConsumerProtocolMixin:
         if group.modern is not None:
             for m in group.modern.members.values():
                 m.cancel_timers()
+            timer = getattr(group.modern, "delay_timer", None)
+            if timer is not None:
+                timer.cancel()
+                group.modern.delay_timer = None
 
     # ------------------------------------------------------------------ offsets of modern groups
     def _validate_modern_commit(self, group: Group, member_id: str, member_epoch: int,
                                 api_version: int | None, transactional: bool = False) -> int:
         mg = group.modern
+        if mg.kind != CONSUMER:
+            return self._validate_streams_commit(group, member_id, member_epoch, api_version, transactional)
         if member_epoch < 0 and not mg.members:
             return E.NONE
         member = mg.members.get(member_id or "")
@@ -874,7 +889,7 @@ class ConsumerProtocolMixin:
         if err:
             return err, None
         group = self.groups.get(group_id)
-        if group is None or group.modern is None or group.is_(DEAD):
+        if group is None or group.modern is None or group.modern.kind != CONSUMER or group.is_(DEAD):
             other = (group is not None and not group.is_(DEAD)) or self.is_share_group(group_id)
             return E.GROUP_ID_NOT_FOUND, (f"Group {group_id} is not a consumer group." if other
                                           else f"Group {group_id} not found.")

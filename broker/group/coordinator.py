@@ -42,6 +42,8 @@ from broker.group import records as R
 from broker.group.group import DEAD, EMPTY, STABLE, STATES, Group, OffsetAndMetadata
 from broker.group.hashing import partition_for
 from broker.group.consumer_protocol import ConsumerProtocolMixin
+from broker.group import streams_records as STR
+from broker.group.streams_protocol import StreamsProtocolMixin
 from broker.group.member import Member
 from broker.group.membership import MembershipMixin
 from broker.group.migration import MigrationMixin
@@ -114,7 +116,8 @@ LOAD_SLICE_RECORDS = 1000
 _EMPTY_ID_OK = {"commit", "fetch", "describe", "delete"}
 
 
-class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, OffsetsMixin, TxnOffsetsMixin):
+class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, StreamsProtocolMixin, OffsetsMixin,
+                       TxnOffsetsMixin):
     """Owns every group of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(self, config, group_log: GroupLog, node_lookup: Callable[[int], "Node | None"],
@@ -137,6 +140,7 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         self.topic_names: Callable | None = None       # () -> iterable of every topic name
         self.group_configs: Callable | None = None     # group id -> its dynamic configs (KIP-848)
         self.broker_racks: Callable | None = None      # () -> {broker id: rack} of the brokers with one
+        self.create_topics: Callable | None = None     # async ([CreatableTopic]) -> [TopicResult] (streams groups)
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name):
@@ -291,6 +295,7 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         groups: dict[str, R.GroupValue] = {}
         modern: dict[str, dict] = {}        # consumer-protocol groups: key version -> last value
         share: dict[str, dict] = {}         # share groups, the same way (broker/share/group_records.py)
+        streams: dict[str, dict] = {}       # streams groups, the same way (streams_records.py)
         removed: set[str] = set()
         count = 0
         for _offset, key, value in self.log.read(partition):
@@ -311,6 +316,13 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
                         if sk.kind in SR.PARSERS:
                             self._load_modern_record(share, sk, value, SR.PARSERS, SR.GROUP_METADATA,
                                                      SR.TARGET_METADATA)
+                        continue
+                    tk = STR.parse_key(key)
+                    if tk is not None:
+                        if tk.kind != STR.OLD_PARTITION_METADATA:
+                            # the topology (a group-level record that is not an epoch) lands in "metadata"
+                            self._load_modern_record(streams, tk, value, STR.PARSERS, STR.GROUP_METADATA,
+                                                     STR.TARGET_METADATA)
                         continue
                 if isinstance(k, R.OffsetKey):
                     gtp = (k.group, k.topic, k.partition)
@@ -339,14 +351,17 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
                 v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
         loaded = 0
         modern = {gid: d for gid, d in modern.items() if d.get("epoch") is not None}
-        for gid in set(groups) | set(by_group) | set(modern):
+        streams = {gid: d for gid, d in streams.items() if d.get("epoch") is not None and gid not in modern}
+        for gid in set(groups) | set(by_group) | set(modern) | set(streams):
             if self.partition_for(gid) != partition:
                 log.warning("group %s found in %s-%d but belongs to partition %d; ignored", gid,
                             GROUP_METADATA_TOPIC, partition, self.partition_for(gid))
                 continue
-            group = self._group_from_value(gid, groups.get(gid) if gid not in modern else None)
+            group = self._group_from_value(gid, groups.get(gid) if gid not in modern and gid not in streams else None)
             if gid in modern:
                 self._load_modern(group, modern[gid])
+            elif gid in streams:
+                self._load_streams(group, streams[gid])
             group.offsets.update(by_group.get(gid, {}))
             self.groups[gid] = group
             self._on_group_loaded(group)
@@ -501,10 +516,13 @@ class GroupCoordinator(MembershipMixin, MigrationMixin, ConsumerProtocolMixin, O
         for gid, g in sorted(self.groups.items()):
             if g.is_(DEAD) or self.partition_for(gid) not in self.owned:
                 continue
-            if wanted_states and g.state.lower() not in wanted_states:
+            if wanted_states and g.state.lower() not in wanted_states and g.state != "NotReady":
                 continue
-            gtype = "consumer" if g.modern is not None else "classic"
+            gtype = g.modern.kind if g.modern is not None else "classic"
             if wanted_types and gtype not in wanted_types:
+                continue
+            if wanted_states and g.state.lower() not in wanted_states and not (
+                    g.state == "NotReady" and "not_ready" in wanted_states):
                 continue
             out.append((gid, g.protocol_type or "", g.state, gtype))
         if self.share is not None and (not wanted_types or "share" in wanted_types):

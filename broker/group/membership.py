@@ -85,6 +85,8 @@ class MembershipMixin:
         is_unknown = member_id == ""
         group = self.groups.get(group_id)
         if group is not None and group.modern is not None:
+            if group.modern.kind != "consumer" and group.modern.members:     # a live streams group
+                return respond(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
             if group.modern.members:        # a classic member in a consumer-protocol group: migration.py
                 if self._classic_join_refused(group, member_id):
                     return respond(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
@@ -501,6 +503,8 @@ class MembershipMixin:
         if err:
             return respond(SyncResult(err))
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and group.modern.kind != "consumer":
+            return respond(SyncResult(E.UNKNOWN_MEMBER_ID))      # a streams group has no classic members
         if group is not None and group.modern is not None and not group.is_(DEAD):
             return self._classic_sync_modern(group, respond, generation_id, member_id, instance_id, ptype, pname)
         if group is None or group.modern is not None:
@@ -563,6 +567,8 @@ class MembershipMixin:
         if err:
             return err
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and group.modern.kind != "consumer":
+            return E.UNKNOWN_MEMBER_ID
         if group is not None and group.modern is not None and not group.is_(DEAD):
             return self._classic_heartbeat_modern(group, member_id, group_instance_id, generation_id)
         if group is None or group.modern is not None:
@@ -604,6 +610,8 @@ class MembershipMixin:
         if err:
             return err, []
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and group.modern.kind != "consumer":
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
         if group is not None and group.modern is not None and not group.is_(DEAD):
             return self._classic_leave_modern(group, members)
         if group is None or group.modern is not None:

@@ -45,6 +45,8 @@ class OffsetsMixin:
             group = self._add_group(Group(group_id, self.timers.now_ms()))
         if group.modern is not None:
             err = self._validate_modern_commit(group, member_id, generation_id, api_version)
+            if callable(err):           # a streams member's older epoch: decided per partition
+                return await self._commit_checked(group, offsets, err)
             return all_(err) if err else await self._store_offsets(group, offsets)
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if err:
@@ -54,6 +56,15 @@ class OffsetsMixin:
         if group.state in (STABLE, PREPARING_REBALANCE):
             self._complete_and_schedule_heartbeat(group, group.get(member_id))
         return await self._store_offsets(group, offsets)
+
+    async def _commit_checked(self, group: Group, offsets: dict, check) -> dict:
+        """Store the offsets ``check(topic, partition)`` accepts; the others get its error."""
+        refused = {tp: check(*tp) for tp in offsets}
+        refused = {tp: e for tp, e in refused.items() if e}
+        result = await self._store_offsets(group, {tp: om for tp, om in offsets.items() if tp not in refused}) \
+            if len(refused) < len(offsets) else {}
+        result.update(refused)
+        return result
 
     def _validate_offset_commit(self, group: Group, generation_id: int, member_id: str,
                                 instance_id: str | None) -> int:

@@ -23,9 +23,9 @@ A ready topology has, per subtopology, its number of tasks; tasks are (subtopolo
 
 Assignment (``assign``): sticky and balanced
 --------------------------------------------
-Active tasks: each member may hold at most ceil(tasks / members).  A task stays with the member
-that held it in the previous target if it is under that bound, else goes to a member that held
-it as a standby, else to the least loaded member (fewest active tasks; then the process with the
+Active tasks: each member gets floor(tasks / members) of them and the remainder one more each.  A
+task stays with the member that held it in the previous target while that member has room, else
+goes to a member that held it as a standby, else to the least loaded member (fewest active tasks; then the process with the
 fewest tasks per member; then the member id).  Standby tasks (``num.standby.replicas`` per task
 of a stateful subtopology, one with changelog topics) go to members of other processes than the
 task's active one and than its other standbys, previous holders first, then the least loaded; a
@@ -307,9 +307,16 @@ def assign(members: dict, tasks: dict, stateful: set, num_standby: int, previous
         for sid, ps in stb.items():
             for p in ps:
                 prev_standby.setdefault((sid, p), []).append(m)
-    quota = -(-len(all_tasks) // len(members))
+    # balanced: every member gets ``base`` active tasks and ``extra`` of them one more
+    base, extra = divmod(len(all_tasks), len(members))
+    room = [extra]
+
+    def can_take(m):
+        return active_load[m] < base or (active_load[m] == base and room[0] > 0)
 
     def give(m, t):
+        if active_load[m] == base:
+            room[0] -= 1
         owner[t] = m
         out[m][0].setdefault(t[0], set()).add(t[1])
         active_load[m] += 1
@@ -322,13 +329,13 @@ def assign(members: dict, tasks: dict, stateful: set, num_standby: int, previous
     rest = []
     for t in sorted(all_tasks, key=lambda t: (t[1], t[0])):
         m = prev_active.get(t)
-        if m is not None and active_load[m] < quota:
+        if m is not None and can_take(m):
             give(m, t)
         else:
             rest.append(t)
     left = []
     for t in rest:
-        holders = [m for m in prev_standby.get(t, ()) if active_load[m] < quota]
+        holders = [m for m in prev_standby.get(t, ()) if can_take(m)]
         if holders:
             give(min(holders, key=lambda m: (active_load[m], m)), t)
         else:

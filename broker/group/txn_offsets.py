@@ -34,6 +34,7 @@ class TxnOffsetsMixin:
         def all_(code):
             return {tp: code for tp in offsets}
 
+        refused: dict = {}
         err = self._validate_group_status(group_id, "txn_commit")
         if err:
             return all_(err)
@@ -45,7 +46,10 @@ class TxnOffsetsMixin:
         if group.modern is not None:
             if member_id or generation_id >= 0:
                 err = self._validate_modern_commit(group, member_id, generation_id, None, transactional=True)
-                if err:
+                if callable(err):       # a streams member's older epoch: decided per partition
+                    refused = {tp: e for tp, e in ((tp, err(*tp)) for tp in offsets) if e}
+                    offsets = {tp: om for tp, om in offsets.items() if tp not in refused}
+                elif err:
                     return all_(err)
         else:
             if group_instance_id is not None and group.static_members.get(group_instance_id) not in (None, member_id):
@@ -55,7 +59,7 @@ class TxnOffsetsMixin:
             if generation_id >= 0 and generation_id != group.generation_id:
                 return all_(E.ILLEGAL_GENERATION)
         max_meta = self._max_metadata_bytes()
-        result, valid = {}, {}
+        result, valid = dict(refused), {}
         for tp, om in offsets.items():
             if om.metadata is not None and len(om.metadata) > max_meta:
                 result[tp] = E.OFFSET_METADATA_TOO_LARGE

@@ -206,7 +206,13 @@ _GROUP_DOCS = {"consumer.session.timeout.ms": "The timeout to detect client fail
                "share.auto.offset.reset": "The strategy to initialize the share-partition start offset: latest, "
                                           "earliest or by_duration:<ISO-8601 duration>.",
                "share.isolation.level": "Whether share group members read transactional records: "
-                                        "read_uncommitted or read_committed."}
+                                        "read_uncommitted or read_committed.",
+               "streams.session.timeout.ms": "The timeout to detect client failures when using the streams "
+                                             "group protocol.",
+               "streams.heartbeat.interval.ms": "The heartbeat interval given to the members of a streams group.",
+               "streams.num.standby.replicas": "The number of standby replicas for each task of a streams group.",
+               "streams.initial.rebalance.delay.ms": "How long a new streams group waits for more members before "
+                                                     "its first task assignment."}
 
 
 def _describe_group(broker, group: str, keys, synonyms: bool, docs: bool) -> list:

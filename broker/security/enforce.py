@@ -454,6 +454,54 @@ async def _consumer_group_describe(ctx, req, call):
     return resp
 
 
+def _topology_topics(subtopologies) -> set:
+    out = set()
+    for st in subtopologies or ():
+        out.update(st.source_topics or ())
+        out.update(st.repartition_sink_topics or ())
+        out.update(t.name for t in st.repartition_source_topics or ())
+        out.update(t.name for t in st.state_changelog_topics or ())
+    return out
+
+
+async def _streams_group_heartbeat(ctx, req, call):
+    """StreamsGroupHeartbeat: READ on the group; DESCRIBE on every topic of the topology (topics
+    that are internal or not valid names are the coordinator's to refuse: STREAMS_INVALID_TOPOLOGY).
+    CREATE for the internal topics is checked by the handler."""
+    R = RESPONSES[88]
+    if not _ok(ctx, A.READ, A.GROUP, req.group_id):
+        return R(error_code=G_AUTH, member_id="")
+    if req.topology is not None:
+        from controller.api import validate_topic_name
+        topics = [t for t in _topology_topics(req.topology.subtopologies)
+                  if not is_internal_topic(t) and validate_topic_name(t) is None]
+        if any(not _ok(ctx, A.DESCRIBE, A.TOPIC, t) for t in topics):
+            return R(error_code=T_AUTH, member_id="")
+    return await call(ctx, req)
+
+
+async def _streams_group_describe(ctx, req, call):
+    """StreamsGroupDescribe: DESCRIBE on each group; a group whose topology names a topic the
+    client may not describe is answered TOPIC_AUTHORIZATION_FAILED, as Kafka 4.2 does."""
+    R = RESPONSES[89]
+    denied = [g for g in req.group_ids if not _ok(ctx, A.DESCRIBE, A.GROUP, g)]
+    req.group_ids = [g for g in req.group_ids if g not in denied]
+    resp = await call(ctx, req) if req.group_ids else R(groups=[])
+    groups = []
+    for g in resp.groups:
+        if not g.error_code and g.topology is not None and ctx.authorizer is not None and any(
+                not _ok(ctx, A.DESCRIBE, A.TOPIC, t) for t in _topology_topics(g.topology.subtopologies)):
+            g = R.DescribedGroup(group_id=g.group_id, error_code=T_AUTH, group_state="",
+                                 error_message="The described group uses topics that the client is not "
+                                               "authorized to describe.")
+        elif not g.error_code and req.include_authorized_operations:
+            g.authorized_operations = ctx.authorizer.authorized_operations(ctx.principal, ctx.client_host,
+                                                                           A.GROUP, g.group_id)
+        groups.append(g)
+    resp.groups = [R.DescribedGroup(error_code=G_AUTH, group_id=g, group_state="") for g in denied] + groups
+    return resp
+
+
 async def _list_groups(ctx, req, call):
     resp = await call(ctx, req)
     if not _cluster(ctx, A.DESCRIBE):
@@ -787,6 +835,8 @@ RULES = {
     66: _list_transactions,
     68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
+    88: _streams_group_heartbeat,
+    89: _streams_group_describe,
     76: _consumer_group_heartbeat,         # ShareGroupHeartbeat: the same rules
     77: _consumer_group_describe,          # ShareGroupDescribe
     78: _share_records,

@@ -150,7 +150,7 @@ class ShareCoordinator(Wakeable):
         g = self.broker.groups.groups.get(group) if self.broker.groups is not None else None
         if g is None or g.state == "Dead":
             return None
-        return "consumer" if g.modern is not None else "classic"
+        return g.modern.kind if g.modern is not None else "classic"
 
     def _topics_of(self, names) -> dict:
         out = {}

@@ -46,14 +46,15 @@ def _streams_classpath() -> str:
 class App:
     """One StreamsWordCount process; its output lines are collected by a thread."""
 
-    def __init__(self, work, cp: str, classes, bootstrap: str, app_id: str, name: str, rf: int, delay_ms: int = 0):
+    def __init__(self, work, cp: str, classes, bootstrap: str, app_id: str, name: str, rf: int, delay_ms: int = 0,
+                 protocol: str = "classic"):
         self.name = name
         self.lines: list[str] = []
         state = work / f"state-{name}"
         self.err = open(work / f"{name}.err", "w")
         self.proc = subprocess.Popen(
             ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{cp}{os.pathsep}{classes}",
-             "StreamsWordCount", bootstrap, app_id, str(state), "lines", "counts", str(rf), str(delay_ms)],
+             "StreamsWordCount", bootstrap, app_id, str(state), "lines", "counts", str(rf), str(delay_ms), protocol],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -178,7 +179,8 @@ def compile_app(work) -> tuple[str, object]:
     return cp, classes
 
 
-def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, aborts: bool, reset: bool = False):
+def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, aborts: bool, reset: bool = False,
+                      protocol: str = "classic"):
     """Instance a alone, then a and b, then ``fault(a)`` while lines keep coming; b ends the
     work.  ``aborts``: the fault leaves a transaction open, which the coordinator aborts.
     ``reset``: then kafka-streams-application-reset.sh resets the application, and a third
@@ -191,7 +193,7 @@ def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, abo
     app_id = "wc-" + uuid.uuid4().hex[:6]
     rng, expected = random.Random(7), {}
     counts = Counts(bootstrap, partitions)
-    a = App(work, cp, classes, bootstrap, app_id, "a", rf, delay_ms=1)
+    a = App(work, cp, classes, bootstrap, app_id, "a", rf, delay_ms=1, protocol=protocol)
     apps = [a]
     try:
         wait_for(lambda: a.state() == "RUNNING", 90, "instance a RUNNING", apps)
@@ -199,7 +201,7 @@ def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, abo
         wait_for(lambda: reached(counts, expected), 90, "the counts of the first lines", apps)
         a_ids = set(transaction_states(bootstrap, app_id))         # a is alone: these are its own
 
-        b = App(work, cp, classes, bootstrap, app_id, "b", rf, delay_ms=1)
+        b = App(work, cp, classes, bootstrap, app_id, "b", rf, delay_ms=1, protocol=protocol)
         apps.append(b)
         wait_for(lambda: a.state() == b.state() == "RUNNING" and
                  sum(x == "STATE REBALANCING" for x in a.lines) >= 2, 90, "both instances RUNNING", apps)
@@ -295,6 +297,22 @@ def test_streams_exactly_once_through_an_instance_crash(tmp_path):
     props = {"num.partitions": 1, "log.cleaner.backoff.ms": 200}
     with running(BrokerProcess(tmp_path / "b", name="broker", props=props)) as b:
         run_two_instances(tmp_path, b.bootstrap, 1, 3, lambda a: a.kill(), aborts=True, reset=True)
+
+
+# The streams group protocol's timings, as short as the classic runs' consumer settings: a killed
+# instance's member is fenced after 6 s; one standby per stateful task, as the app asks for.
+STREAMS_GROUP_PROPS = {"group.streams.session.timeout.ms": 6000, "group.streams.min.session.timeout.ms": 6000,
+                       "group.streams.heartbeat.interval.ms": 1000, "group.streams.min.heartbeat.interval.ms": 1000,
+                       "group.streams.num.standby.replicas": 1}
+
+
+def test_streams_group_protocol_exactly_once_through_an_instance_crash(tmp_path):
+    """The same run with ``group.protocol=streams`` (KIP-1071, kafka-streams 4.1+): the broker
+    creates the repartition and changelog topics, assigns the tasks and moves them when b joins
+    and when a is killed; every word's counts are 1..n once each."""
+    props = {"num.partitions": 1, "log.cleaner.backoff.ms": 200, **STREAMS_GROUP_PROPS}
+    with running(BrokerProcess(tmp_path / "b", name="broker", props=props)) as b:
+        run_two_instances(tmp_path, b.bootstrap, 1, 3, lambda a: a.kill(), aborts=True, protocol="streams")
 
 
 def test_streams_exactly_once_on_a_cluster_through_a_broker_kill(tmp_path, zookeeper):

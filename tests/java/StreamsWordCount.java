@@ -2,8 +2,11 @@
 // tests/integration/test_kafka_streams.py runs as a process against a broker: it counts the words
 // of the lines in topic IN and writes every new count to topic OUT, exactly once
 // (processing.guarantee=exactly_once_v2, no record cache, so each update is one output record).
-//   java -cp kafka-streams.jar:kafka-clients.jar:...:. StreamsWordCount BOOTSTRAP APP_ID STATE_DIR IN OUT RF [DELAY_MS]
+//   java -cp kafka-streams.jar:kafka-clients.jar:...:. StreamsWordCount BOOTSTRAP APP_ID STATE_DIR IN OUT RF [DELAY_MS [PROTOCOL]]
 // DELAY_MS (0): a pause per word, so that a test can kill the instance mid-transaction.
+// PROTOCOL (classic): the group protocol, classic or streams (KIP-1071, kafka-streams 4.1+; the
+// broker assigns the tasks and creates the internal topics, its streams.num.standby.replicas
+// decides the standbys).
 // The words go through a repartition topic (APP_ID-words-repartition) into an in-memory store
 // whose changelog is APP_ID-counts-changelog, compacted as soon as a segment rolls (segment.ms
 // 500, min.cleanable.dirty.ratio 0.01), so that a restore reads a cleaned transactional log;
@@ -37,6 +40,7 @@ public class StreamsWordCount {
         String bootstrap = args[0], appId = args[1], stateDir = args[2], in = args[3], out = args[4];
         int rf = Integer.parseInt(args[5]);
         long delay = args.length > 6 ? Long.parseLong(args[6]) : 0;
+        String protocol = args.length > 7 ? args[7] : "classic";
 
         Map<String, String> changelog = new HashMap<>();
         changelog.put("segment.ms", "500");
@@ -64,6 +68,9 @@ public class StreamsWordCount {
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 500);
+        if (!protocol.equals("classic")) {
+            p.put("group.protocol", protocol);     // StreamsConfig.GROUP_PROTOCOL_CONFIG, 4.1+
+        }
         // any store the DSL makes on its own is in memory too: the RocksDB classes are on the
         // class path for compiling, its native library need not be
         p.put(StreamsConfig.DSL_STORE_SUPPLIERS_CLASS_CONFIG,
