@@ -49,6 +49,7 @@ class App:
     def __init__(self, work, cp: str, classes, bootstrap: str, app_id: str, name: str, rf: int, delay_ms: int = 0,
                  protocol: str = "classic"):
         self.name = name
+        self.app_id = app_id
         self.lines: list[str] = []
         state = work / f"state-{name}"
         self.err = open(work / f"{name}.err", "w")
@@ -315,23 +316,32 @@ def test_streams_group_protocol_exactly_once_through_an_instance_crash(tmp_path)
         run_two_instances(tmp_path, b.bootstrap, 1, 3, lambda a: a.kill(), aborts=True, protocol="streams")
 
 
-def test_streams_exactly_once_on_a_cluster_through_a_broker_kill(tmp_path, zookeeper):
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
+def test_streams_exactly_once_on_a_cluster_through_a_broker_kill(tmp_path, zookeeper, protocol):
     """Three brokers, everything replicated three times (min.insync.replicas=2): a broker leading
     some partitions is killed with SIGKILL while lines keep coming and the instances go on with
-    the new leaders; then instance a is stopped and b ends the work."""
+    the new leaders; then instance a is stopped and b ends the work.  With the streams protocol
+    the killed broker may be the group's coordinator: another one loads the group from its
+    records and the members go on at their epochs."""
     from tests.support.cluster import Cluster
     c = Cluster(tmp_path / "c", zookeeper, 3, props={
         "min.insync.replicas": 2, "offsets.topic.replication.factor": 3, "log.cleaner.backoff.ms": 200,
-        "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2})
+        "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+        **(STREAMS_GROUP_PROPS if protocol == "streams" else {})})
     try:
         c.start()
 
         def fault(a):
             victim = next(i for i in (1, 2, 3) if i != c.controller_id())
+            if protocol == "streams":       # the group's coordinator: another broker loads the group
+                from protocol.messages import FindCoordinatorRequest as F
+                from tests.support.rawkafka import send_once
+                victim = send_once(c.bootstrap.split(",")[0], F(key=a.app_id, key_type=0, coordinator_keys=[a.app_id]),
+                                   4).coordinators[0].node_id
             c.kill(victim)
             time.sleep(5)
             assert a.close() == 0, a.lines
             c.start_broker(victim)
-        run_two_instances(tmp_path, c.bootstrap, 3, 3, fault, aborts=False)
+        run_two_instances(tmp_path, c.bootstrap, 3, 3, fault, aborts=False, protocol=protocol)
     finally:
         c.shutdown()

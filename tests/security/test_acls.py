@@ -589,3 +589,54 @@ def test_share_groups_need_group_read_and_topic_read(authz_broker):
     assert isinstance(got, KafkaError) and got.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, got
     assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic).returncode == 0
     assert consume() == b"q"
+
+
+def test_streams_groups_need_group_read_topic_describe_and_create(authz_broker):
+    """KIP-1071 as Kafka 4.2 authorizes it: StreamsGroupHeartbeat needs READ on the group and
+    DESCRIBE on every topic of the topology; the internal topics are created only with CREATE
+    (on the cluster or on each topic), else the status says which; StreamsGroupDescribe needs
+    DESCRIBE on the group and hides a group whose topology names a topic the principal may not
+    describe."""
+    from protocol.messages import FindCoordinatorRequest as F, StreamsGroupDescribeRequest as D
+    from tests.integration.test_streams_groups import GROUP, Member
+    b = authz_broker
+    _create_topic(b, "lines", 2)
+    for _ in range(50):         # __consumer_offsets exists and is led
+        if _send_as(b, "admin", F(key=GROUP, key_type=0, coordinator_keys=[GROUP]), 4).coordinators[0].error_code == 0:
+            break
+        time.sleep(0.2)
+
+    def join(user):
+        return Member(lambda req: _send_as(b, user, req, 0), "m-" + uuid.uuid4().hex[:6], "p").beat()
+    assert join("alice").error_code == 30                          # GROUP_AUTHORIZATION_FAILED
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", GROUP).returncode == 0
+    assert join("alice").error_code == 29                          # TOPIC_AUTHORIZATION_FAILED
+    for topic, pattern in (("lines", "literal"), (GROUP + "-", "prefixed")):
+        assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Describe", "--topic", topic,
+                    "--resource-pattern-type", pattern).returncode == 0
+    first = Member(lambda req: _send_as(b, "alice", req, 0), "m-first", "p")
+    r = first.beat()
+    assert r.error_code == 0
+    assert [(s.status_code, s.status_detail) for s in r.status if s.status_code != 5] == [(3, (
+        f"Internal topics are missing: {GROUP}-counts-changelog, {GROUP}-words-repartition; Unauthorized to "
+        f"CREATE on topics {GROUP}-counts-changelog, {GROUP}-words-repartition."))]
+    assert acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Create", "--topic", GROUP + "-",
+                "--resource-pattern-type", "prefixed").returncode == 0
+    assert first.beat(member_epoch=-1).error_code == 0
+    m = Member(lambda req: _send_as(b, "alice", req, 0), "m-final", "p")
+    m.beat()
+    deadline = time.time() + 20
+    while not (m.last.error_code == 0 and m.last.status == [] and len(m.tasks()) == 4):
+        assert time.time() < deadline, m.last
+        time.sleep(0.2)
+        m.beat()
+
+    def describe(user):
+        return _send_as(b, user, D(group_ids=[GROUP], include_authorized_operations=True), 0).groups[0]
+    assert describe("bob").error_code == 30
+    assert acls(b, "--add", "--allow-principal", "User:bob", "--operation", "Describe", "--group", GROUP).returncode == 0
+    g = describe("bob")
+    assert (g.error_code, g.error_message, g.members) == (
+        29, "The described group uses topics that the client is not authorized to describe.", [])
+    g = describe("alice")
+    assert g.error_code == 0 and [x.member_id for x in g.members] == ["m-final"] and g.authorized_operations > 0
