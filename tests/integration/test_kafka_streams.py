@@ -208,6 +208,8 @@ def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, abo
                  sum(x == "STATE REBALANCING" for x in a.lines) >= 2, 90, "both instances RUNNING", apps)
         produce_lines(bootstrap, rng, 600, expected)
         wait_for(lambda: reached(counts, expected), 90, "the counts with two instances", apps)
+        if protocol == "streams":
+            check_streams_group_admin(cp, classes, bootstrap, app_id, partitions)
 
         before = transaction_states(bootstrap, app_id)
         assert before and "CompleteAbort" not in before.values(), before
@@ -266,6 +268,32 @@ def run_two_instances(work, bootstrap: str, rf: int, partitions: int, fault, abo
         for x in apps:
             if x.proc.poll() is None:
                 x.kill()
+
+
+def check_streams_group_admin(cp, classes, bootstrap: str, app_id: str, partitions: int) -> None:
+    """Java's admin client (4.1+) on the streams group of two instances of two threads each:
+    listGroups, describeStreamsGroups (every task active on one member, with a standby on the
+    other instance's) and listStreamsGroupOffsets (the committed input partitions)."""
+    def run():
+        out = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
+                              f"{cp}{os.pathsep}{classes}", "StreamsWordCount", "--describe", bootstrap, app_id],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.splitlines()
+    lines = wait_for(lambda: (lambda ls: ls if any(x.startswith("GROUP Stable ") for x in ls) else None)(run()),
+                     60, "the streams group Stable")
+    assert "LISTED Streams Stable" in lines, lines
+    group = next(x.split() for x in lines if x.startswith("GROUP "))
+    assert group[1] == "Stable" and group[2] == group[3] and group[5:] == ["4", "2"], group
+    members = [x.split() for x in lines if x.startswith("MEMBER ")]
+    assert len(members) == 4 and {m[1] for m in members} == {group[2]}
+    active = [t for m in members for t in m[3].split(",") if t != "-"]
+    assert sorted(active) == sorted(f"{s}:{p}" for s in "01" for p in range(partitions)), members
+    standby = {t: m[2] for m in members for t in m[4].split(",") if t != "-"}
+    owner = {t: m[2] for m in members for t in m[3].split(",") if t != "-"}
+    assert sorted(standby) == [f"1:{p}" for p in range(partitions)]    # the store's subtopology
+    assert all(standby[t] != owner[t] for t in standby)                   # on the other process
+    assert f"OFFSETS {2 * partitions}" in lines, lines     # lines and the repartition topic
 
 
 def reset_and_count_again(work, cp, classes, bootstrap, app_id, rf, admin, counts, expected, apps):

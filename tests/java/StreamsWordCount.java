@@ -37,6 +37,10 @@ import org.apache.kafka.streams.state.Stores;
 
 public class StreamsWordCount {
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("--describe")) {
+            describe(args[1], args[2]);
+            return;
+        }
         String bootstrap = args[0], appId = args[1], stateDir = args[2], in = args[3], out = args[4];
         int rf = Integer.parseInt(args[5]);
         long delay = args.length > 6 ? Long.parseLong(args[6]) : 0;
@@ -93,6 +97,47 @@ public class StreamsWordCount {
         while (stdin.read() >= 0) { /* until the test closes our standard input */ }
         boolean clean = streams.close(Duration.ofSeconds(60));
         say("CLOSED " + clean);
+    }
+
+    // StreamsWordCount --describe BOOTSTRAP APP_ID: the streams group as Java's admin client sees
+    // it (KIP-1071, clients 4.1+): "LISTED <type> <state>" from listGroups, "GROUP <state>
+    // <group epoch> <target epoch> <topology epoch> <members> <subtopologies>", one "MEMBER <epoch>
+    // <process id> <active tasks> <standby tasks>" per member, with tasks as subtopology:partition
+    // lists, and "OFFSETS <committed partitions>" from listStreamsGroupOffsets.
+    static void describe(String bootstrap, String appId) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(p)) {
+            for (org.apache.kafka.clients.admin.GroupListing g : admin.listGroups(
+                    org.apache.kafka.clients.admin.ListGroupsOptions.forStreamsGroups()).all().get()) {
+                if (g.groupId().equals(appId)) {
+                    say("LISTED " + g.type().map(Object::toString).orElse("-") + " "
+                        + g.groupState().map(Object::toString).orElse("-"));
+                }
+            }
+            org.apache.kafka.clients.admin.StreamsGroupDescription d =
+                admin.describeStreamsGroups(java.util.List.of(appId)).describedGroups().get(appId).get();
+            say("GROUP " + d.groupState() + " " + d.groupEpoch() + " " + d.targetAssignmentEpoch() + " "
+                + d.topologyEpoch() + " " + d.members().size() + " " + d.subtopologies().size());
+            for (org.apache.kafka.clients.admin.StreamsGroupMemberDescription m : d.members()) {
+                say("MEMBER " + m.memberEpoch() + " " + m.processId() + " " + tasks(m.assignment().activeTasks())
+                    + " " + tasks(m.assignment().standbyTasks()));
+            }
+            Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> offsets =
+                admin.listStreamsGroupOffsets(Map.of(appId, new org.apache.kafka.clients.admin.ListStreamsGroupOffsetsSpec()))
+                     .partitionsToOffsetAndMetadata(appId).get();
+            say("OFFSETS " + offsets.size());
+        }
+    }
+
+    static String tasks(java.util.List<org.apache.kafka.clients.admin.StreamsGroupMemberAssignment.TaskIds> ids) {
+        StringBuilder b = new StringBuilder();
+        for (org.apache.kafka.clients.admin.StreamsGroupMemberAssignment.TaskIds t : ids) {
+            for (int part : t.partitions()) {
+                b.append(b.length() > 0 ? "," : "").append(t.subtopologyId()).append(":").append(part);
+            }
+        }
+        return b.length() > 0 ? b.toString() : "-";
     }
 
     static void pause(long ms) {
