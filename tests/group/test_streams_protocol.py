@@ -467,3 +467,28 @@ def test_no_task_is_active_twice_and_all_settle(ops, standby, rnd):
             assert max(loads) - min(loads) <= 1
             assert coord.groups["app"].state == "Stable"
     scenario()
+
+
+@run
+async def test_group_configs_take_effect():
+    """streams.num.standby.replicas set on the group (kafka-configs.sh --entity-type groups)
+    bumps the group epoch and brings standbys; streams.heartbeat.interval.ms is what members are
+    told."""
+    coord, _log, _t = await coordinator()
+    own = {}
+    coord.group_configs = lambda gid: own
+    a, b = Member(coord, process="A"), Member(coord, process="B")
+    await a.beat()
+    await b.beat()
+    for _ in range(3):
+        await a.beat()
+        await b.beat()
+    epoch = coord.groups["app"].modern.group_epoch
+    assert a.standby() == b.standby() == set() and a.last["heartbeat_interval_ms"] == 5000
+    own.update({"streams.num.standby.replicas": "1", "streams.heartbeat.interval.ms": "2000"})
+    for _ in range(3):
+        await a.beat()
+        await b.beat()
+    assert coord.groups["app"].modern.group_epoch == epoch + 1
+    assert a.standby() | b.standby() == {t for t in ALL8 if t[0] == "1"}
+    assert b.last["heartbeat_interval_ms"] == 2000
