@@ -220,7 +220,7 @@ class MarkerSender:
                         out[(t.name, pr.partition_index)] = pr.error_code
         return out
 
-    async def verify_remote(self, coordinator_id, transactional_id, producer_id, producer_epoch, tp,
+    async def ask_coordinator(self, coordinator_id, transactional_id, producer_id, producer_epoch, tp,
                             verify_only: bool = True) -> int:
         """AddPartitionsToTxn v4+ to the coordinator's broker, verify-only or (transaction version
         2) adding the partition; the partition's error."""
@@ -290,7 +290,7 @@ async def verify_in_transaction(broker, transactional_id, producer_id, producer_
     sender = getattr(txns, "marker_sender", None)
     if sender is None:
         return E.NOT_COORDINATOR
-    return await sender.verify_remote(leader, transactional_id, producer_id, producer_epoch, tp,
+    return await sender.ask_coordinator(leader, transactional_id, producer_id, producer_epoch, tp,
                                       verify_only=not add)
 
 

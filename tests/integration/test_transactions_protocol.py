@@ -334,10 +334,10 @@ def test_marker_sender_and_verification_over_the_wire(kafka, client):
     async def go():
         sender = MarkerSender(pretend)
         try:
-            v = await sender.verify_remote(0, tid, pid, epoch, (topic, 0))
-            v_missing = await sender.verify_remote(0, tid, pid, epoch, (topic, 3))
-            added = await sender.verify_remote(0, tid, pid, epoch, (topic, 2), verify_only=False)
-            v_added = await sender.verify_remote(0, tid, pid, epoch, (topic, 2))
+            v = await sender.ask_coordinator(0, tid, pid, epoch, (topic, 0))
+            v_missing = await sender.ask_coordinator(0, tid, pid, epoch, (topic, 3))
+            added = await sender.ask_coordinator(0, tid, pid, epoch, (topic, 2), verify_only=False)
+            v_added = await sender.ask_coordinator(0, tid, pid, epoch, (topic, 2))
             res = await sender.send(pid, epoch, 0, True, {(topic, 0), (unique("gone"), 0)})
             return v, v_missing, (added, v_added), res
         finally:
