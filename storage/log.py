@@ -423,7 +423,9 @@ class Log:
         ``origin``: "client" (sequence checks, no control batches) or "coordinator" (transaction
         markers).  A marker may not carry an epoch older than the producer's; under
         ``transaction_version`` 2 (every transaction ends with a bumped epoch) it must be newer,
-        or equal when no transaction is open (a retried marker)."""
+        or equal when no transaction is open (a retried marker).  For a client append,
+        ``transaction_version`` 2 (Produce v12+) makes a transactional batch of a producer this
+        partition has no batches of start at sequence 0 (Kafka 4.x)."""
         if self.closed:     # e.g. replaced by its copy in another log dir (AlterReplicaLogDirs)
             raise StorageError(f"log {self.dir} is closed")
         now = self.time_ms() if now is None else now
@@ -442,7 +444,7 @@ class Log:
                     self._check_timestamps(h, now)
                 if cfg.compact_enabled:
                     self._check_keys(buf, h)
-                check = session.check(h)
+                check = session.check(h, transaction_version)
                 if check.result is SeqResult.DUPLICATE:
                     return LogAppendInfo(check.first_offset, check.last_offset, -1, -1, -1,
                                          self.log_start_offset, 0, 0, True)

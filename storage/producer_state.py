@@ -128,11 +128,19 @@ class AppendSession:
             return self.staged[pid]
         return self.m.producers.get(pid)
 
-    def check(self, h) -> SequenceCheck:
-        """Client-origin checks for data batch ``h`` (offsets not yet assigned)."""
+    def check(self, h, transaction_version: int = 0) -> SequenceCheck:
+        """Client-origin checks for data batch ``h`` (offsets not yet assigned).
+        ``transaction_version`` 2 (a Produce v12+ client): a transactional batch of a producer
+        with no batches here must start at sequence 0 (Kafka 4.x; otherwise, as before KIP-890,
+        a producer whose state is gone may go on at any sequence)."""
         if h.producer_id < 0:
             return SequenceCheck(SeqResult.OK)
         entry = self._entry(h.producer_id)
+        if (transaction_version >= 2 and h.is_transactional and h.base_sequence != 0
+                and (entry is None or not entry.batches)):
+            return SequenceCheck(SeqResult.OUT_OF_ORDER_SEQUENCE, message=(
+                f"Invalid sequence number for producer {h.producer_id}: {h.base_sequence} (incoming seq. "
+                f"number). Expected sequence 0 for transactions v2 idempotent producer with no existing state."))
         if entry is None:
             if self.m.strict_unknown_producer and h.base_sequence != 0:
                 return SequenceCheck(SeqResult.UNKNOWN_PRODUCER_ID,

@@ -134,7 +134,7 @@ async def produce(ctx, req):
                     continue
             try:
                 buf = _prepare(pd.records, v, lg.config)
-                res = lg.append(buf, part.leader_epoch)
+                res = lg.append(buf, part.leader_epoch, transaction_version=2 if v >= 12 else 0)
             except _Unsupported:
                 resp.error_code = E.UNSUPPORTED_COMPRESSION_TYPE
                 continue

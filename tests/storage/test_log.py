@@ -233,6 +233,24 @@ def test_producer_sequences_and_duplicates(tmp_path, clock):
     assert log.log_end_offset == leo
 
 
+def test_transaction_version_2_first_batch_starts_at_sequence_0(tmp_path, clock):
+    """Kafka 4.x: from a transaction version 2 client (Produce v12+), a transactional batch of a
+    producer the partition has no batches of must start at sequence 0; an idempotent batch and
+    a transaction version 1 client keep KIP-360's rule (any sequence for an unknown producer)."""
+    log = Log(str(tmp_path / "t-0"), cfg(), time_ms=clock)
+    with pytest.raises(OutOfOrderSequenceError, match="Expected sequence 0 for transactions v2"):
+        log.append(make_batch([b"a"], producer_id=5, producer_epoch=2, base_sequence=3, transactional=True), 0,
+                   transaction_version=2)
+    assert log.log_end_offset == 0
+    log.append(make_batch([b"a"], producer_id=5, producer_epoch=2, base_sequence=3, transactional=True), 0)
+    log.append(make_batch([b"b"], producer_id=6, producer_epoch=0, base_sequence=4), 0, transaction_version=2)
+    log.append(make_batch([b"c"], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True), 0,
+               transaction_version=2)
+    log.append(make_batch([b"d"], producer_id=7, producer_epoch=0, base_sequence=1, transactional=True), 0,
+               transaction_version=2)           # it has batches here now: the usual rule
+    assert log.log_end_offset == 4
+
+
 def test_transactions_and_lso(tmp_path, clock):
     log = Log(str(tmp_path / "t-0"), cfg(), time_ms=clock)
     log.append(make_batch([b"x"]), 0)
