@@ -96,6 +96,22 @@ class ConsumerOffsetsLog:
         return self._open_txns.pop(partition, {})
 
 
+async def create_internal_topics(broker, specs) -> list:
+    """The streams groups' internal topics (broker/group/streams_protocol.py), created through
+    the controller after ``create.topic.policy.class.name`` agreed, as Kafka's controller checks
+    every creation; a refused topic's result carries the policy's error."""
+    from controller.api import TopicResult
+    refused = {}
+    if broker.policies is not None and broker.policies.create_topic is not None:
+        from broker.handlers.topics import create_policy_verdicts
+        for spec, verdict in zip(specs, await create_policy_verdicts(broker, specs)):
+            if verdict is not None:
+                refused[spec.name] = TopicResult(spec.name, verdict[0], verdict[1])
+    results = await broker.controller.create_topics([s for s in specs if s.name not in refused]) \
+        if len(refused) < len(specs) else []
+    return results + list(refused.values())
+
+
 async def attach_group_coordinator(broker) -> None:
     """Create the coordinator, wire it to ``__consumer_offsets`` and to leadership changes."""
     from broker.group.coordinator import GroupCoordinator
@@ -113,7 +129,7 @@ async def attach_group_coordinator(broker) -> None:
     coord.topic_names = lambda: broker.controller.topics().keys()
     coord.group_configs = lambda gid: broker.controller.group_configs(gid)
     coord.broker_racks = lambda: {b.id: b.rack for b in broker.controller.brokers() if b.rack}
-    coord.create_topics = lambda specs: broker.controller.create_topics(specs)
+    coord.create_topics = lambda specs: create_internal_topics(broker, specs)
     coord.share = broker.share
     broker.groups = coord
     await coord.start()

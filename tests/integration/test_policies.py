@@ -190,3 +190,44 @@ def test_a_class_that_cannot_be_loaded_stops_start_up(tmp_path, key, value, mess
         b.start()
     b.stop()
     assert message in b.log_text()
+
+
+def test_streams_internal_topics_go_through_the_create_policy(kafka, record):
+    """The internal topics a streams group's coordinator creates are checked by the policy, as
+    Kafka's controller checks every creation: a refused one shows in the heartbeat's status."""
+    import time
+    from protocol.messages import (CreateTopicsRequest as C, FindCoordinatorRequest as F,
+                                   StreamsGroupHeartbeatRequest as H)
+    from tests.support.rawkafka import SyncClient
+    group = name("forbidden")
+    c = SyncClient(kafka.bootstrap)
+    try:
+        src = name("src")
+        assert c(C(topics=[C.CreatableTopic(name=src, num_partitions=2, replication_factor=1, assignments=[],
+                                            configs=[])], timeout_ms=10000, validate_only=False)).topics[0].error_code == 0
+        while c(F(key=group, key_type=0, coordinator_keys=[group]), version=4).coordinators[0].error_code:
+            time.sleep(0.2)
+        topo = H.Topology(epoch=0, subtopologies=[H.Subtopology(
+            subtopology_id="0", source_topics=[src], source_topic_regex=[], repartition_sink_topics=[],
+            repartition_source_topics=[], copartition_groups=[],
+            state_changelog_topics=[H.TopicInfo(name=f"{group}-store-changelog", partitions=0, replication_factor=0,
+                                                topic_configs=[])])])
+        req = H(group_id=group, member_id="m", member_epoch=0, endpoint_information_epoch=0, rebalance_timeout_ms=1000,
+                topology=topo, active_tasks=[], standby_tasks=[], warmup_tasks=[], process_id="p")
+        deadline = time.monotonic() + 20
+        while True:
+            r = c(req)
+            assert r.error_code == 0
+            details = [s.status_detail for s in r.status if s.status_code == 3]
+            if details and "Creation failed" in details[0]:
+                break
+            assert time.monotonic() < deadline, r.status
+            req = H(group_id=group, member_id="m", member_epoch=r.member_epoch, endpoint_information_epoch=0,
+                    active_tasks=[], standby_tasks=[], warmup_tasks=[])
+            time.sleep(0.3)
+        assert details[0] == (f"Internal topics are missing: {group}-store-changelog; Creation failed: "
+                              f"{group}-store-changelog (POLICY_VIOLATION: Topic {group}-store-changelog is "
+                              f"forbidden here.).")
+        assert seen(record, "create", topic=f"{group}-store-changelog")
+    finally:
+        c.close()
