@@ -5,16 +5,16 @@
 
 It prints three columns, GROUP, TYPE and PROTOCOL. The type is spelled as Java's GroupType
 prints it (``Classic``, ``Consumer``), and the protocol is the group's protocol type
-(``consumer``, ``connect``, ``share``, or empty for a group that only holds offsets). Each column is as wide
-as its longest value, and at least 20 characters. As in Kafka:
+(``consumer``, ``connect``, ``share``, ``streams``, or empty for a group that only holds offsets). Each column
+is as wide as its longest value, and at least 20 characters. As in Kafka:
 
 * ``--group-type`` keeps the groups of that type; with ``--protocol``, they must also have that
   protocol type.
 * ``--protocol`` on its own keeps the groups with that protocol type.
 * ``--consumer`` keeps every kind of consumer group: the consumer type, and classic groups whose
   protocol type is ``consumer`` or empty.
-* ``--share`` and ``--streams`` keep groups of those types (share groups: KIP-932; Odradek has
-  no streams groups).
+* ``--share`` and ``--streams`` keep groups of those types (share groups: KIP-932; streams
+  groups: KIP-1071, which kafka-streams-groups.sh describes).
 
 Groups come from ListGroups sent to every broker. A group type that is not one of the four
 fails, with ``--group-type must be a valid group type.``

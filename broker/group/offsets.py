@@ -144,7 +144,8 @@ class OffsetsMixin:
         result = {}
         if group.is_(EMPTY):
             eligible = list(partitions)
-        elif group.is_consumer_group:
+        elif group.is_consumer_group or (group.modern is not None and group.modern.kind == "streams"):
+            # a streams group (Kafka 4.2): the topology's input topics are its subscription
             eligible = []
             for tp in partitions:
                 if group.is_subscribed_to_topic(tp[0]):
@@ -153,10 +154,18 @@ class OffsetsMixin:
                     eligible.append(tp)
         else:
             return E.NON_EMPTY_GROUP, {}
-        if eligible:
+        if eligible and group.modern is not None and group.modern.kind == "streams":
+            # Kafka 4.2's coordinator deletes the offsets only; an empty group without offsets
+            # goes at the next periodic cleanup (expire_offsets), not here
+            removed = group.remove_offsets(eligible)
+            if removed:
+                err = await self._append(group, [(R.offset_key(group.group_id, t, p), None) for t, p in removed])
+                if err:
+                    return self._modern_write_error(err), {}
+        elif eligible:
             await self._cleanup_groups([group], lambda g: g.remove_offsets(eligible))
-            for tp in eligible:
-                result[tp] = E.NONE
+        for tp in eligible:
+            result[tp] = E.NONE
         return E.NONE, result
 
     # ================================================================== DeleteGroups

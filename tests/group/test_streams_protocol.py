@@ -492,3 +492,26 @@ async def test_group_configs_take_effect():
     assert coord.groups["app"].modern.group_epoch == epoch + 1
     assert a.standby() | b.standby() == {t for t in ALL8 if t[0] == "1"}
     assert b.last["heartbeat_interval_ms"] == 2000
+
+
+@run
+async def test_offset_delete():
+    """Kafka 4.2: a live streams group keeps the offsets of its topology's input topics
+    (GROUP_SUBSCRIBED_TO_TOPIC) and lets others go; an empty one loses them all and stays, to
+    go at the next cleanup."""
+    coord, _log, _t = await coordinator()
+    coord.test_add("other", 1)
+    a = Member(coord)
+    await a.beat()
+    offsets = {tp: OffsetAndMetadata(3, -1, "", 0, -1) for tp in (("lines", 0), ("other", 0))}
+    assert await coord.commit_offsets("app", a.member_id, None, a.epoch, offsets, api_version=9) == \
+        dict.fromkeys(offsets, E.NONE)
+    err, res = await coord.delete_offsets("app", list(offsets))
+    assert (err, res) == (E.NONE, {("lines", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE})
+    await a.beat(member_epoch=-1)
+    err, res = await coord.delete_offsets("app", [("lines", 0)])
+    assert (err, res) == (E.NONE, {("lines", 0): E.NONE})
+    g = coord.groups["app"]
+    assert g.offsets == {} and g.state == EMPTY and g.modern.kind == "streams"
+    await coord.expire_offsets()           # the periodic cleanup removes the empty group
+    assert "app" not in coord.groups
