@@ -394,14 +394,14 @@ STREAMS_STATES = ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "De
 
 
 def _group_counts(broker):
-    """{(protocol, state): groups} over the groups this broker coordinates, and the consumer
-    protocol's rebalances (group epoch bumps) so far."""
+    """{(protocol, state): groups} over the groups this broker coordinates, and the rebalances
+    (group epoch bumps) so far of the consumer and the streams protocol: {protocol: count}."""
     coord = getattr(broker, "groups", None)
     counts = {("classic", s): 0 for s in CLASSIC_STATES}
     counts.update({("consumer", s): 0 for s in CONSUMER_STATES})
     counts.update({("streams", s): 0 for s in STREAMS_STATES})
     if coord is None:
-        return counts, 0
+        return counts, {"consumer": 0, "streams": 0}
     for g in coord.groups.values():
         proto = g.modern.kind if g.modern is not None else "classic"
         counts[(proto, g.state)] = counts.get((proto, g.state), 0) + 1
@@ -410,7 +410,8 @@ def _group_counts(broker):
     if share is not None and share.enabled():
         for _, state in share.list_groups():
             counts[("share", state)] = counts.get(("share", state), 0) + 1
-    return counts, getattr(coord, "consumer_rebalances", 0)
+    return counts, {"consumer": getattr(coord, "consumer_rebalances", 0),
+                    "streams": getattr(coord, "streams_rebalances", 0)}
 
 
 def _quota_values(broker) -> list:
@@ -535,18 +536,19 @@ def families(snap: _Snapshot):
     gc = "kafka_server_group_coordinator_metrics_"
     fam = GaugeMetricFamily(gc + "group_count", "Groups this broker coordinates, by protocol (group-count).",
                             labels=["protocol"])
-    for proto in ("classic", "consumer", "share"):
+    for proto in ("classic", "consumer", "share", "streams"):
         fam.add_metric([proto], sum(n for (p, _), n in snap.groups.items() if p == proto))
     yield fam
-    for proto in ("classic", "consumer", "share"):
+    for proto in ("classic", "consumer", "share", "streams"):
         fam = GaugeMetricFamily(gc + f"{proto}_group_count", f"{proto.capitalize()} groups by state "
                                 f"({proto}-group-count).", labels=["state"])
         for (p, state), n in sorted(snap.groups.items()):
-            if p == proto:
-                fam.add_metric([state.lower()], n)
+            if p == proto:      # Kafka's lower-case state names (NotReady: not_ready)
+                fam.add_metric(["not_ready" if state == "NotReady" else state.lower()], n)
         yield fam
-    yield CounterMetricFamily(gc + "consumer_group_rebalance", "Group epoch bumps of consumer-protocol groups "
-                              "(consumer-group-rebalance-count).", value=snap.group_epoch_bumps)
+    for proto in ("consumer", "streams"):
+        yield CounterMetricFamily(gc + f"{proto}_group_rebalance", f"Group epoch bumps of {proto}-protocol groups "
+                                  f"({proto}-group-rebalance-count).", value=snap.group_epoch_bumps[proto])
 
     # kafka.server:type=socket-server-metrics, kafka.server:type=KafkaServer
     fam = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",

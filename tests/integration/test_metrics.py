@@ -303,6 +303,47 @@ def test_group_coordinator_gauges(kafka):
         assert delta(mid, after, gc + "consumer_group_rebalance_total") == 1
 
 
+def test_streams_group_metrics(kafka):
+    """group-count{protocol=streams}, streams-group-count by state (not_ready while the topology's
+    source topic is missing) and the streams protocol's rebalance counter: raw
+    StreamsGroupHeartbeats join a group, then leave it."""
+    from protocol.messages import CreateTopicsRequest as C, FindCoordinatorRequest, StreamsGroupHeartbeatRequest as H
+    from tests.support.rawkafka import SyncClient
+    group, source = _name("sgm"), _name("src")
+    gc = "kafka_server_group_coordinator_metrics_"
+    topo = H.Topology(epoch=0, subtopologies=[H.Subtopology(
+        subtopology_id="0", source_topics=[source], source_topic_regex=[], state_changelog_topics=[],
+        repartition_sink_topics=[], repartition_source_topics=[], copartition_groups=[])])
+
+    def hb(epoch):
+        return H(group_id=group, member_id="m", member_epoch=epoch, endpoint_information_epoch=0,
+                 rebalance_timeout_ms=30000 if epoch == 0 else -1, topology=topo if epoch == 0 else None,
+                 process_id="p" if epoch == 0 else None)
+    c = SyncClient(kafka.bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while c(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), version=4) \
+                .coordinators[0].error_code and time.monotonic() < deadline:
+            time.sleep(0.2)
+        before = scrape(kafka.metrics_url)
+        r = c(hb(0))
+        assert r.error_code == 0 and [s.status_code for s in r.status if s.status_code != 5] == [1]
+        mid = scrape(kafka.metrics_url)
+        assert delta(before, mid, gc + "group_count", protocol="streams") == 1
+        assert delta(before, mid, gc + "streams_group_count", state="not_ready") == 1
+        assert delta(before, mid, gc + "streams_group_rebalance_total") == 1
+        assert c(C(topics=[C.CreatableTopic(name=source, num_partitions=1, replication_factor=1, assignments=[],
+                                            configs=[])], timeout_ms=10000, validate_only=False)).topics[0].error_code == 0
+        assert c(hb(r.member_epoch)).error_code == 0          # the source topic now exists: ready
+        assert c(hb(-1)).error_code == 0
+        after = scrape(kafka.metrics_url)
+        assert delta(mid, after, gc + "streams_group_count", state="not_ready") == -1
+        assert delta(mid, after, gc + "streams_group_count", state="empty") == 1
+        assert delta(mid, after, gc + "streams_group_rebalance_total") == 2
+    finally:
+        c.close()
+
+
 def test_share_group_and_share_session_metrics(kafka):
     """group-count{protocol=share}, share-group-count by state and the share session cache: a raw
     ShareGroupHeartbeat joins a share group and a ShareFetch opens a session, then both end."""
