@@ -242,6 +242,8 @@ class Broker:
         from controller.api import BrokersChanged, ConfigsChanged, TopicsChanged
         if isinstance(event, (TopicsChanged, BrokersChanged)) and self.client_quotas is not None:
             self.client_quotas.cluster_changed()
+        if isinstance(event, TopicsChanged) and event.deleted and getattr(self, "groups", None) is not None:
+            self.groups.on_topics_deleted([name for name, _tid in event.deleted])
         if isinstance(event, ConfigsChanged) and event.entity_type == "client-quotas":
             self.client_quotas.refresh()
             if self.connection_quotas is not None:

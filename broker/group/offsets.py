@@ -157,16 +157,46 @@ class OffsetsMixin:
         if eligible and group.modern is not None and group.modern.kind == "streams":
             # Kafka 4.2's coordinator deletes the offsets only; an empty group without offsets
             # goes at the next periodic cleanup (expire_offsets), not here
-            removed = group.remove_offsets(eligible)
-            if removed:
-                err = await self._append(group, [(R.offset_key(group.group_id, t, p), None) for t, p in removed])
-                if err:
-                    return self._modern_write_error(err), {}
+            err = await self._drop_offsets(group, eligible)
+            if err:
+                return self._modern_write_error(err), {}
         elif eligible:
             await self._cleanup_groups([group], lambda g: g.remove_offsets(eligible))
         for tp in eligible:
             result[tp] = E.NONE
         return E.NONE, result
+
+    async def _drop_offsets(self, group: Group, tps) -> int:
+        """Remove the committed offsets of ``tps`` from ``group`` and write their tombstones; the
+        group stays, whatever it has left."""
+        removed = group.remove_offsets(tps)
+        if not removed:
+            return E.NONE
+        return await self._append(group, [(R.offset_key(group.group_id, t, p), None) for t, p in removed])
+
+    def on_topics_deleted(self, topics) -> None:
+        """Kafka's onPartitionsDeleted: the committed (and pending transactional) offsets of
+        deleted topics leave every group this broker coordinates, with tombstones, so that a
+        topic created again under the same name starts without them (kafka-streams-application-
+        reset.sh deletes and Kafka Streams recreates its internal topics).  An Empty classic group
+        left without offsets goes Dead, as in Kafka 3.9; the groups of the new protocols stay
+        until the periodic cleanup, as in Kafka 4.x."""
+        names = set(topics)
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) not in self.owned or group.is_(DEAD):
+                continue
+            for pending in group.pending_txn_offsets.values():
+                for tp in [tp for tp in pending if tp[0] in names]:
+                    del pending[tp]
+            gone = [tp for tp in group.offsets if tp[0] in names]
+            if not gone:
+                continue
+            log.info("removing %d offsets of deleted topics from group %s", len(gone), group.group_id)
+            removed = group.remove_offsets(gone)        # at once: a second event finds nothing
+            if group.modern is not None:
+                self._spawn(self._append(group, [(R.offset_key(group.group_id, t, p), None) for t, p in removed]))
+            else:
+                self._spawn(self._cleanup_groups([group], lambda g, removed=removed: removed))
 
     # ================================================================== DeleteGroups
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:

@@ -41,3 +41,10 @@ def test_answers_while_a_deletion_waits_for_a_replica(cluster):
         time.sleep(0.2)
     assert not cluster.zk().exists("/admin/delete_topics/doomed")
     assert outcome(admin.create_topics([NewTopic("doomed", 1, 3)])) is None
+
+
+def test_offsets_of_a_deleted_topic_are_forgotten_on_a_cluster(cluster):
+    """The group's coordinator learns of the deletion from UpdateMetadata (as a Kafka 3.9 broker
+    does), whether or not it hosts a replica of the topic."""
+    from tests.integration.test_deleted_topic_offsets import committed_offsets_forgotten
+    committed_offsets_forgotten(cluster.bootstrap)

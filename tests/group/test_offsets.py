@@ -242,3 +242,25 @@ async def test_explicit_retention_expires_unsubscribed_offsets():
     timers.advance(5000)
     assert await coord.expire_offsets() == 1      # u only: a Stable group keeps its subscribed topics
     assert [tp for tp, _, _ in coord.fetch_offsets("g", None)[1]] == [("t", 0)]
+
+
+@run
+async def test_offsets_of_deleted_topics_go():
+    """Kafka's onPartitionsDeleted: a deleted topic's committed offsets leave every group, with
+    tombstones; a simple group left with none goes Dead, a live group keeps its others."""
+    coord, log, _ = await started()
+    a, _b = await stable_group(coord, 2)
+    await coord.commit_offsets("g", a.member_id, None, a.generation, {("t", 0): om(1), ("gone", 0): om(2)})
+    await coord.commit_offsets("simple", "", None, -1, {("gone", 0): om(3), ("gone", 1): om(4)})
+    coord.on_topics_deleted(["gone", "never-committed"])
+    await settle(20)
+    await coord.idle()
+    assert set(coord.groups["g"].offsets) == {("t", 0)}
+    assert "simple" not in coord.groups                    # Empty, no offsets left: Dead
+    for gid, tps in (("g", [("gone", 0)]), ("simple", [("gone", 0), ("gone", 1)])):
+        last = {}                     # key -> its last value in the group's partition
+        for _, k, v in log.partitions[partition_for(gid, log.num_partitions)]:
+            last[R.parse_key(k)] = v
+        assert all(last[R.OffsetKey(gid, t, p)] is None for t, p in tps)       # tombstones
+    err, rows = coord.fetch_offsets("g", [("gone", 0)])
+    assert rows[0][1] is None
