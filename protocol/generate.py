@@ -343,6 +343,14 @@ _TOPIC_INFO = _struct("TopicInfo", _f("Name", "string"), _f("Partitions", "int32
 _ENDPOINT = _struct("Endpoint", _f("Host", "string"), _f("Port", "uint16"))
 _TASK_OFFSET = _struct("TaskOffset", _f("SubtopologyId", "string"), _f("Partition", "int32"), _f("Offset", "int64"))
 _TASK_IDS = _struct("TaskIds", _f("SubtopologyId", "string"), _f("Partitions", "[]int32"))
+# a subtopology as the heartbeat sends it and the topology record keeps it (each spec has its own
+# TopicInfo struct)
+_SUBTOPOLOGY = [
+    _f("SubtopologyId", "string"), _f("SourceTopics", "[]string"), _f("SourceTopicRegex", "[]string"),
+    _f("StateChangelogTopics", "[]TopicInfo"), _f("RepartitionSinkTopics", "[]string"),
+    _f("RepartitionSourceTopics", "[]TopicInfo"),
+    _f("CopartitionGroups", "[]CopartitionGroup", fields=[
+        _f("SourceTopics", "[]int16"), _f("SourceTopicRegex", "[]int16"), _f("RepartitionSourceTopics", "[]int16")])]
 SPEC_NEW += [
     {"apiKey": 88, "type": "request", "name": "StreamsGroupHeartbeatRequest", "validVersions": "0",
      "flexibleVersions": "0+", "listeners": ["broker"], "fields": [
@@ -352,14 +360,7 @@ SPEC_NEW += [
          _f("RackId", "string", nullable="0+", default="null"),
          _f("RebalanceTimeoutMs", "int32", default=-1),
          _f("Topology", "Topology", nullable="0+", default="null", fields=[
-             _f("Epoch", "int32"),
-             _f("Subtopologies", "[]Subtopology", fields=[
-                 _f("SubtopologyId", "string"), _f("SourceTopics", "[]string"), _f("SourceTopicRegex", "[]string"),
-                 _f("StateChangelogTopics", "[]TopicInfo"), _f("RepartitionSinkTopics", "[]string"),
-                 _f("RepartitionSourceTopics", "[]TopicInfo"),
-                 _f("CopartitionGroups", "[]CopartitionGroup", fields=[
-                     _f("SourceTopics", "[]int16"), _f("SourceTopicRegex", "[]int16"),
-                     _f("RepartitionSourceTopics", "[]int16")])])]),
+             _f("Epoch", "int32"), _f("Subtopologies", "[]Subtopology", fields=_SUBTOPOLOGY)]),
          _f("ActiveTasks", "[]TaskIds", nullable="0+", default="null"),
          _f("StandbyTasks", "[]TaskIds", nullable="0+", default="null"),
          _f("WarmupTasks", "[]TaskIds", nullable="0+", default="null"),
@@ -455,14 +456,7 @@ SPEC_NEW += [
                                   default=None))]},
     {"apiKey": 23, "type": "data", "name": "StreamsGroupTopologyValue", "validVersions": "0",
      "flexibleVersions": "0+", "fields": [
-         _f("Epoch", "int32"),
-         _f("Subtopologies", "[]Subtopology", fields=[
-             _f("SubtopologyId", "string"), _f("SourceTopics", "[]string"), _f("SourceTopicRegex", "[]string"),
-             _f("StateChangelogTopics", "[]TopicInfo"), _f("RepartitionSinkTopics", "[]string"),
-             _f("RepartitionSourceTopics", "[]TopicInfo"),
-             _f("CopartitionGroups", "[]CopartitionGroup", fields=[
-                 _f("SourceTopics", "[]int16"), _f("SourceTopicRegex", "[]int16"),
-                 _f("RepartitionSourceTopics", "[]int16")])])],
+         _f("Epoch", "int32"), _f("Subtopologies", "[]Subtopology", fields=_SUBTOPOLOGY)],
      "commonStructs": [_struct("TopicConfig", _f("key", "string"), _f("value", "string")),
                        _struct("TopicInfo", _f("Name", "string"), _f("Partitions", "int32"),
                                _f("ReplicationFactor", "int16"), _f("TopicConfigs", "[]TopicConfig"))]},

@@ -589,22 +589,33 @@ class ConsumerProtocolMixin:
     def _after_reconcile(self, group: Group, mg: ModernGroup, member: ModernMember) -> None:
         """The rebalance timer runs while the member has partitions to revoke (a classic member
         has its join and sync timers instead, ``migration.py``)."""
-        if member.state == M_UNREVOKED and member.classic is None:
-            if member.rebalance_timer is None:
-                epoch = member.epoch
+        self._rebalance_timer(group, member, member.state == M_UNREVOKED and member.classic is None,
+                              lambda: mg.members.get(member.member_id) is member and member.state == M_UNREVOKED,
+                              lambda: self._fence(group, member), lambda: self._persist_modern(group), "partitions")
 
-                def expired():
-                    member.rebalance_timer = None
-                    if mg.members.get(member.member_id) is member and member.state == M_UNREVOKED \
-                            and member.epoch == epoch:
-                        log.info("member %s of group %s did not revoke its partitions within %d ms; fenced",
-                                 member.member_id, group.group_id, member.rebalance_timeout_ms)
-                        self._fence(group, member)
-                        self._spawn(self._persist_modern(group))
-                member.rebalance_timer = self.timers.call_later(max(member.rebalance_timeout_ms, 0), expired)
-        elif member.rebalance_timer is not None:
-            member.rebalance_timer.cancel()
+    def _rebalance_timer(self, group: Group, member, revoking: bool, still_revoking, fence, persist,
+                         what: str) -> None:
+        """Keep ``member``'s rebalance timer running while it has ``what`` to revoke (``revoking``,
+        consumer and streams groups alike): if the member still has them (``still_revoking()``) at
+        the same epoch when its rebalance timeout passes, it is fenced (``fence()``) and the group
+        written (``persist()``)."""
+        if not revoking:
+            if member.rebalance_timer is not None:
+                member.rebalance_timer.cancel()
+                member.rebalance_timer = None
+            return
+        if member.rebalance_timer is not None:
+            return
+        epoch = member.epoch
+
+        def expired():
             member.rebalance_timer = None
+            if still_revoking() and member.epoch == epoch:
+                log.info("member %s of group %s did not revoke its %s within %d ms; fenced", member.member_id,
+                         group.group_id, what, member.rebalance_timeout_ms)
+                fence()
+                self._spawn(persist())
+        member.rebalance_timer = self.timers.call_later(max(member.rebalance_timeout_ms, 0), expired)
 
     def _arm_session(self, group: Group, member: ModernMember) -> None:
         if member.session_timer is not None:

@@ -623,22 +623,10 @@ class StreamsProtocolMixin:
         return (S_UNRELEASED if unreleased else S_STABLE), target_epoch, (keep_a, keep_st, keep_w), ({}, {}, {})
 
     def _after_streams_reconcile(self, group: Group, sg: StreamsGroup, member: StreamsMember) -> None:
-        if member.state == S_UNREVOKED:
-            if member.rebalance_timer is None:
-                epoch = member.epoch
-
-                def expired():
-                    member.rebalance_timer = None
-                    if sg.members.get(member.member_id) is member and member.state == S_UNREVOKED \
-                            and member.epoch == epoch:
-                        log.info("member %s of streams group %s did not revoke its tasks within %d ms; fenced",
-                                 member.member_id, group.group_id, member.rebalance_timeout_ms)
-                        self._fence_streams(group, member)
-                        self._spawn(self._persist_streams(group))
-                member.rebalance_timer = self.timers.call_later(max(member.rebalance_timeout_ms, 0), expired)
-        elif member.rebalance_timer is not None:
-            member.rebalance_timer.cancel()
-            member.rebalance_timer = None
+        self._rebalance_timer(group, member, member.state == S_UNREVOKED,
+                              lambda: sg.members.get(member.member_id) is member and member.state == S_UNREVOKED,
+                              lambda: self._fence_streams(group, member), lambda: self._persist_streams(group),
+                              "tasks")
 
     def _arm_streams_session(self, group: Group, member: StreamsMember) -> None:
         if member.session_timer is not None:
