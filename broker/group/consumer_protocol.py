@@ -723,30 +723,15 @@ class ConsumerProtocolMixin:
             marks = dict(mg.dirty)
             dirty = set(marks)
         gid = group.group_id
-        members = dict(old["members"])
+        members, meta_recs, target_recs, current_recs, tombstones = member_record_diff(
+            gid, old["members"], mg.members, dirty, lambda m: self._member_snapshot(mg, m), MR.key,
+            (MR.MEMBER_METADATA, MR.TARGET_MEMBER, MR.CURRENT_ASSIGNMENT),
+            (lambda m, snap: MR.member_metadata_value(MR.MemberMetadata(*snap[0])),
+             lambda m, snap: MR.target_member_value(mg.target.get(m.member_id, {})),
+             lambda m, snap: MR.current_assignment_value(
+                 MR.CurrentAssignment(m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking))))
         new = {"epoch": mg.group_epoch, "assignment_epoch": mg.assignment_epoch, "metadata": mg.metadata,
                "members": members}
-        meta_recs, target_recs, current_recs, tombstones = [], [], [], []
-        for mid in sorted(dirty):
-            o = old["members"].get(mid)
-            m = mg.members.get(mid)
-            if m is None:
-                if o is not None:
-                    tombstones += [(MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), None),
-                                   (MR.key(MR.TARGET_MEMBER, gid, mid), None),
-                                   (MR.key(MR.MEMBER_METADATA, gid, mid), None)]
-                    del members[mid]
-                continue
-            snap = members[mid] = self._member_snapshot(mg, m)
-            if o is None or o[0] != snap[0]:
-                meta_recs.append((MR.key(MR.MEMBER_METADATA, gid, mid),
-                                  MR.member_metadata_value(MR.MemberMetadata(*snap[0]))))
-            if o is None or o[1] != snap[1]:
-                target_recs.append((MR.key(MR.TARGET_MEMBER, gid, mid),
-                                    MR.target_member_value(mg.target.get(mid, {}))))
-            if o is None or o[2] != snap[2]:
-                current_recs.append((MR.key(MR.CURRENT_ASSIGNMENT, gid, mid), MR.current_assignment_value(
-                    MR.CurrentAssignment(m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking))))
         recs = [(R.group_key(gid), None)] if mg.classic_record else []
         recs += tombstones + meta_recs
         if new["metadata"] != old["metadata"]:
@@ -767,12 +752,11 @@ class ConsumerProtocolMixin:
         mg = group.modern
         if mg is None:
             return E.NONE
-        if mg.kind != CONSUMER:
-            return await self._persist_streams(group)
+        diff = self._modern_diff if mg.kind == CONSUMER else self._streams_diff
         async with group.write_lock:
             if group.modern is not mg:
                 return E.NONE
-            recs, snap, marks = self._modern_diff(group, mg)
+            recs, snap, marks = diff(group, mg)
             if recs:
                 err = await self._append_unlocked(group, recs)
                 if err:
@@ -908,6 +892,30 @@ class ConsumerProtocolMixin:
         return E.NONE, {"state": mg.state(), "group_epoch": mg.group_epoch, "assignment_epoch": mg.assignment_epoch,
                         "assignor": mg.assignor or self._assignors()[0],
                         "members": [(m, mg.target.get(m.member_id, {})) for m in mg.members.values()]}
+
+
+def member_record_diff(gid: str, old_members: dict, live: dict, dirty, snapshot, key, kinds, values):
+    """The per-member records of a consumer or streams group that bring the log from
+    ``old_members`` (member id -> snapshot, as last written) to ``live`` for the members in
+    ``dirty``.  A snapshot is a 3-tuple, one part per record kind in ``kinds`` (metadata, target
+    assignment, current assignment); ``values[i](member, snapshot)`` is the value of kind i.
+    Returns (new snapshots, metadata records, target records, current records, tombstones of the
+    members gone)."""
+    members = dict(old_members)
+    out: tuple = ([], [], [], [])
+    for mid in sorted(dirty):
+        o = old_members.get(mid)
+        m = live.get(mid)
+        if m is None:
+            if o is not None:
+                out[3].extend((key(k, gid, mid), None) for k in reversed(kinds))
+                del members[mid]
+            continue
+        snap = members[mid] = snapshot(m)
+        for i, k in enumerate(kinds):
+            if o is None or o[i] != snap[i]:
+                out[i].append((key(k, gid, mid), values[i](m, snap)))
+    return (members, *out)
 
 
 def _new_member_id() -> str:

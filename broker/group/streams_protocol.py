@@ -52,7 +52,7 @@ from protocol.errors import ErrorCode as E
 
 from broker.group import streams_records as SR
 from broker.group import streams_topology as ST
-from broker.group.consumer_protocol import HeartbeatError
+from broker.group.consumer_protocol import HeartbeatError, member_record_diff
 from broker.group.group import DEAD, EMPTY, Group
 from controller.api import CreatableTopic, is_internal_topic, validate_topic_name
 
@@ -205,7 +205,7 @@ class StreamsProtocolMixin:
         out = self._streams_heartbeat(**kw)
         if out["error"] == E.NONE:
             group = self.groups.get(kw["group_id"])
-            err = await self._persist_streams(group) if group is not None else E.NONE
+            err = await self._persist_modern(group) if group is not None else E.NONE
             if err:
                 out = self._streams_error(err, None)
         return out
@@ -512,7 +512,7 @@ class StreamsProtocolMixin:
                 return
             self._compute_streams_target(group.group_id, sg)
             self._sync_streams_fields(group)
-            self._spawn(self._persist_streams(group))
+            self._spawn(self._persist_modern(group))
         sg.delay_timer = self.timers.call_later(delay, fire)
 
     # ------------------------------------------------------------------ reconciliation
@@ -625,7 +625,7 @@ class StreamsProtocolMixin:
     def _after_streams_reconcile(self, group: Group, sg: StreamsGroup, member: StreamsMember) -> None:
         self._rebalance_timer(group, member, member.state == S_UNREVOKED,
                               lambda: sg.members.get(member.member_id) is member and member.state == S_UNREVOKED,
-                              lambda: self._fence_streams(group, member), lambda: self._persist_streams(group),
+                              lambda: self._fence_streams(group, member), lambda: self._persist_modern(group),
                               "tasks")
 
     def _arm_streams_session(self, group: Group, member: StreamsMember) -> None:
@@ -640,7 +640,7 @@ class StreamsProtocolMixin:
                 log.info("member %s of streams group %s has not heartbeated within %d ms; fenced", member.member_id,
                          group.group_id, timeout)
                 self._fence_streams(group, member)
-                self._spawn(self._persist_streams(group))
+                self._spawn(self._persist_modern(group))
         member.session_timer = self.timers.call_later(timeout, expired)
 
     def _fence_streams(self, group: Group, member: StreamsMember) -> None:
@@ -774,26 +774,12 @@ class StreamsProtocolMixin:
         else:
             dirty = set(marks)
         gid = group.group_id
-        members = dict(old["members"])
-        meta_recs, target_recs, current_recs, tombstones = [], [], [], []
-        for mid in sorted(dirty):
-            o = old["members"].get(mid)
-            m = sg.members.get(mid)
-            if m is None:
-                if o is not None:
-                    tombstones += [(SR.key(SR.CURRENT_ASSIGNMENT, gid, mid), None),
-                                   (SR.key(SR.TARGET_MEMBER, gid, mid), None),
-                                   (SR.key(SR.MEMBER_METADATA, gid, mid), None)]
-                    del members[mid]
-                continue
-            snap = members[mid] = self._streams_member_snapshot(sg, m)
-            if o is None or o[0] != snap[0]:
-                meta_recs.append((SR.key(SR.MEMBER_METADATA, gid, mid), self._member_record(m)))
-            if o is None or o[1] != snap[1]:
-                target_recs.append((SR.key(SR.TARGET_MEMBER, gid, mid),
-                                    self._target_record(sg.target.get(mid, _EMPTY_TASKS))))
-            if o is None or o[2] != snap[2]:
-                current_recs.append((SR.key(SR.CURRENT_ASSIGNMENT, gid, mid), self._current_record(m)))
+        members, meta_recs, target_recs, current_recs, tombstones = member_record_diff(
+            gid, old["members"], sg.members, dirty, lambda m: self._streams_member_snapshot(sg, m), SR.key,
+            (SR.MEMBER_METADATA, SR.TARGET_MEMBER, SR.CURRENT_ASSIGNMENT),
+            (lambda m, snap: self._member_record(m),
+             lambda m, snap: self._target_record(sg.target.get(m.member_id, _EMPTY_TASKS)),
+             lambda m, snap: self._current_record(m)))
         new = {"meta": (sg.group_epoch, sg.metadata_hash, sg.validated_epoch,
                         tuple(sorted(sg.assignment_configs.items()))),
                "topology": sg.topology, "assignment_epoch": sg.assignment_epoch, "members": members}
@@ -843,25 +829,6 @@ class StreamsProtocolMixin:
             active_tasks_pending_revocation=SR.task_ids(T, m.rev_active, epochs=True),
             standby_tasks_pending_revocation=SR.task_ids(T, m.rev_standby),
             warmup_tasks_pending_revocation=SR.task_ids(T, m.rev_warmup)))
-
-    async def _persist_streams(self, group: Group) -> int:
-        sg = group.modern
-        if sg is None or sg.kind != STREAMS:
-            return E.NONE
-        async with group.write_lock:
-            if group.modern is not sg:
-                return E.NONE
-            recs, snap, marks = self._streams_diff(group, sg)
-            if recs:
-                err = await self._append_unlocked(group, recs)
-                if err:
-                    return self._modern_write_error(err)
-            sg.persisted = snap
-            sg.classic_record = False
-            for mid, n in marks.items():
-                if sg.dirty.get(mid) == n:
-                    del sg.dirty[mid]
-            return E.NONE
 
     def _streams_tombstones(self, group: Group) -> list:
         sg = group.modern
