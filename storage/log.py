@@ -663,21 +663,20 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             return -1, self.log_end_offset
         if timestamp == MAX_TIMESTAMP:
+            # Kafka's answer: the first record at the greatest timestamp of the first segment
+            # that holds it, records below the log start offset (DeleteRecords) included
             best = None
             for seg in self.segments:
                 if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
                     best = seg
             if best is None or best.max_timestamp < 0:
                 return None
-            found = best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
-            return found if found else (best.max_timestamp, best.offset_of_max_timestamp)
-        for i in range(self._segment_index(self.log_start_offset), len(self.segments)):
-            seg = self.segments[i]
-            if seg.size == 0 or seg.max_timestamp < timestamp:
-                continue
-            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if found is not None:
-                return found
+            return best.find_offset_by_timestamp(best.max_timestamp, best.base_offset)
+        # Kafka's search: the first segment whose largest timestamp (its file's modification
+        # time when it has no timestamps) reaches the target answers, found or not
+        for seg in self.segments:
+            if seg.size and seg.largest_timestamp() >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
     def collect_aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:

@@ -104,6 +104,31 @@ def test_offset_for_timestamp(tmp_path, clock):
     assert log.offset_for_timestamp(-3) == (950, 19)
 
 
+def test_offset_for_timestamp_after_delete_records_answers_as_kafka(tmp_path, clock):
+    """Kafka's two lookups read what DeleteRecords left in the files: the max timestamp
+    (-3) is the segment's, deleted records included, and a search by time stops at the first
+    segment whose largest timestamp reaches the target, found or not."""
+    log = Log(str(tmp_path / "t-0"), cfg(retention_ms=-1), time_ms=clock)
+    log.append(make_batch([b"a", b"b"], timestamps=[100, 900]), 0)     # offsets 0-1
+    log.append(make_batch([b"c", b"d"], timestamps=[200, 300]), 0)     # 2-3
+    log.roll()
+    log.append(make_batch([b"e"], timestamps=[600]), 0)                # 4, next segment
+    log.append(make_batch([b"f"], timestamps=[900]), 0)                # 5: the max again
+    log.update_high_watermark(6)
+    assert log.offset_for_timestamp(-3) == (900, 1)
+    assert log.offset_for_timestamp(400) == (900, 1)
+    assert log.delete_records(2) == 2
+    assert log.offset_for_timestamp(-3) == (900, 1)     # below the log start, as Kafka answers
+    assert log.offset_for_timestamp(250) == (300, 3)
+    assert log.offset_for_timestamp(400) is None        # the first segment reaches 400: not found
+    assert log.offset_for_timestamp(950) is None
+    assert log.delete_records(4) == 4                   # the first segment now ends below the start
+    log.delete_old_segments()
+    assert log.bases[0] == 4
+    assert log.offset_for_timestamp(-3) == (900, 5)
+    assert log.offset_for_timestamp(400) == (600, 4)
+
+
 def test_retention_by_size_time_and_log_start(tmp_path, clock):
     log = Log(str(tmp_path / "t-0"), cfg(segment_bytes=300, retention_bytes=600,
                                           retention_ms=-1, file_delete_delay_ms=0),
