@@ -244,6 +244,8 @@ class Broker:
             self.client_quotas.cluster_changed()
         if isinstance(event, TopicsChanged) and event.deleted and getattr(self, "groups", None) is not None:
             self.groups.on_topics_deleted([name for name, _tid in event.deleted])
+            if getattr(self, "share", None) is not None:
+                self.groups._spawn(self.share.on_topics_deleted([tid for _name, tid in event.deleted]))
         if isinstance(event, ConfigsChanged) and event.entity_type == "client-quotas":
             self.client_quotas.refresh()
             if self.connection_quotas is not None:

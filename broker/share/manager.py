@@ -40,7 +40,7 @@ from broker.replica import Wakeable
 from broker.share import group_records as SR
 from broker.share.groups import EMPTY_HASH, ShareGroup, ShareMember, simple_assign
 from broker.share.partition import REJECT, RENEW, InvalidRecordState, InvalidRequest, SharePartition
-from broker.share.state_log import ShareStateLog
+from broker.share.state_log import TOPIC as STATE_TOPIC, ShareStateLog
 from protocol.errors import ErrorCode as E, code_for_exception
 from storage.errors import OffsetOutOfRangeError
 from storage.scan import walk_headers
@@ -741,6 +741,33 @@ class ShareCoordinator(Wakeable):
             await self._write_quietly(g)
 
     # ------------------------------------------------------------------ deletion
+    async def on_topics_deleted(self, tids) -> None:
+        """Forget deleted topics as Kafka 4.2 does: a tombstone for every share partition of
+        theirs in ``__share_group_state`` (its share coordinator), and each group's initialized
+        partitions (record 15) without them (its group coordinator; the group epoch stays)."""
+        tids = set(tids)
+        if not tids or not self.enabled():
+            return
+        keys = {k for k in self.partitions if k[1] in tids}
+        try:
+            if self.broker.controller.topic(STATE_TOPIC) is not None:
+                keys |= set(self.state.keys_of_topics(tids))
+        except Exception as e:     # noqa: BLE001 - the partitions in memory are still forgotten
+            log.warning("share state of deleted topics not read: %r", e)
+        for k in sorted(keys, key=lambda k: (k[0], str(k[1]), k[2])):
+            self.partitions.pop(k, None)
+            try:
+                await self.state.write(k[0], k[1], k[2], 0, -1, None)
+            except Exception as e:     # noqa: BLE001
+                log.warning("share state of %s %s-%d (a deleted topic) not removed: %r", k[0], k[1], k[2], e)
+        for group in list(self.groups.values()):
+            if tids & set(group.initialized):
+                for tid in tids:
+                    group.initialized.pop(tid, None)
+                await self._write_quietly(group)
+        if keys:
+            log.info("forgot %d share partitions of %d deleted topics", len(keys), len(tids))
+
     async def delete_group(self, group_id: str) -> int:
         group = self.groups.get(group_id)
         if group is not None and group.members:

@@ -19,7 +19,8 @@ value  int16 version 0, then flexible: snapshot epoch, state epoch, leader epoch
        section after each struct
 ====== ======================================================================================
 
-A group's deletion writes a tombstone for each of its keys.
+A group's deletion writes a tombstone for each of its keys; so does a topic's deletion for the
+keys of its partitions, in every group (as Kafka's share coordinator does).
 """
 from __future__ import annotations
 
@@ -186,6 +187,12 @@ class ShareStateLog:
         """Every share partition of ``group`` with a snapshot here."""
         self._load_all()
         return sorted(self._live.get(group, ()), key=lambda k: (str(k[1]), k[2]))
+
+    def keys_of_topics(self, tids) -> list:
+        """Every share partition, of any group, of the topics ``tids`` with a snapshot here."""
+        self._load_all()
+        return sorted((k for keys in self._live.values() for k in keys if k[1] in tids),
+                      key=lambda k: (k[0], str(k[1]), k[2]))
 
     def has_group(self, group: str) -> bool:
         self._load_all()

@@ -948,16 +948,29 @@ def test_an_unknown_topic_id_stays_in_the_share_session(kafka):
 
 
 def test_a_deleted_topic_leaves_the_initialized_topics(kafka):
-    """When a subscribed topic is deleted, the next assignment writes the group's record 15
-    without it (Kafka drops deleted topics from ShareGroupStatePartitionMetadata)."""
+    """When a subscribed topic is deleted, the group's record 15 is written without it (Kafka
+    drops deleted topics from ShareGroupStatePartitionMetadata) and each of its share partitions
+    gets a tombstone in ``__share_group_state`` (Kafka's share coordinator on topic deletion)."""
     from confluent_kafka.admin import AdminClient
+
+    from broker.share.state_log import topic_id_text
     from tests.tools.test_internal_formatters import formatted
     keep, gone, group = unique("sq"), unique("sq"), unique("sg")
     create_topic(kafka, keep, 1)
     create_topic(kafka, gone, 2)
+
+    def gone_states():
+        last = {}
+        for x in formatted(kafka, "__share_group_state", "group.share.ShareGroupStateMessageFormatter"):
+            k = x["key"]["data"]
+            if k["groupId"] == group and k["topicId"] == tid64:
+                last[k["partition"]] = x["value"] and x["value"]["data"]["startOffset"]
+        return last
     with _conn(kafka) as c:
         member = _join_raw(c, kafka, group, keep)
+        tid64 = topic_id_text(_topic_id(c, gone))
         epoch = _heartbeat(c, group, member, 0, [keep, gone]).member_epoch
+        assert gone_states() == {0: -1, 1: -1}          # initialized by the heartbeat
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         for f in admin.delete_topics([gone]).values():
             f.result(30)
@@ -971,6 +984,7 @@ def test_a_deleted_topic_leaves_the_initialized_topics(kafka):
                 for r in recs]
     got = initialized()
     assert got[-2:] == [sorted([(keep, (0,)), (gone, (0, 1))]), [(keep, (0,))]], got
+    assert gone_states() == {0: None, 1: None}
 
 
 def test_altered_offsets_initialize_the_partitions(kafka):
