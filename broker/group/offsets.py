@@ -154,9 +154,9 @@ class OffsetsMixin:
                     eligible.append(tp)
         else:
             return E.NON_EMPTY_GROUP, {}
-        if eligible and group.modern is not None and group.modern.kind == "streams":
-            # Kafka 4.2's coordinator deletes the offsets only; an empty group without offsets
-            # goes at the next periodic cleanup (expire_offsets), not here
+        if eligible and group.modern is not None:
+            # a consumer or streams group: Kafka 4.x's coordinator deletes the offsets only; an
+            # empty group without offsets goes at the next periodic cleanup (expire_offsets)
             err = await self._drop_offsets(group, eligible)
             if err:
                 return self._modern_write_error(err), {}

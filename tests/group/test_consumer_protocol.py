@@ -528,6 +528,28 @@ def test_log_follows_the_group_through_random_runs(steps):
 
 
 @run
+async def test_offset_delete_leaves_an_empty_group_to_the_cleanup():
+    """Kafka 4.x: OffsetDelete on a consumer-protocol group deletes offsets only, those of
+    topics a member subscribes to are GROUP_SUBSCRIBED_TO_TOPIC; an empty group left without
+    offsets stays (ListGroups shows it) until the periodic cleanup removes it."""
+    coord, timers, _ = await coordinator()
+    a = Member(coord)
+    await a.beat()
+    offsets = {tp: OffsetAndMetadata(3, -1, "", timers.now_ms(), -1) for tp in (("t", 0), ("u", 0))}
+    assert await coord.commit_offsets("g", a.member_id, None, a.epoch, offsets, api_version=9) == \
+        dict.fromkeys(offsets, E.NONE)
+    assert await coord.delete_offsets("g", list(offsets)) == \
+        (E.NONE, {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): E.NONE})
+    await a.beat(member_epoch=-1)
+    assert await coord.delete_offsets("g", [("t", 0)]) == (E.NONE, {("t", 0): E.NONE})
+    g = coord.groups["g"]
+    assert g.offsets == {} and g.state == EMPTY and not g.is_(DEAD)
+    assert ("g", "Empty") in {(x[0], x[2]) for x in coord.list_groups()[1]}
+    await coord.expire_offsets()           # the periodic cleanup removes the empty group
+    assert "g" not in coord.groups
+
+
+@run
 async def test_offsets_expire_counted_from_when_the_group_became_empty():
     """offsets.retention.minutes (7 days) counts from the moment the last member left, not from
     when the group was created (Kafka's rule for Empty groups)."""
