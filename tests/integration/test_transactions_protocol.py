@@ -208,6 +208,9 @@ def test_transaction_version_2(kafka, client):
     assert client(FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group]),
                   version=3).error_code == 0
     pid, epoch = init(client, tid)
+    # Kafka 4.x: a Produce v12+ transactional batch of a producer with no batches on the
+    # partition must start at sequence 0
+    assert produce(client, topic, txn_batch(pid, epoch, seq=3), tid, version=12)[0] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
     # Produce v12+ adds its partition; v11 still only verifies
     assert produce(client, topic, txn_batch(pid, epoch, values=(b"a", b"b")), tid, version=12) == (E.NONE, 0)
     assert produce(client, topic + "-x", txn_batch(pid, epoch), tid, version=11)[0] == E.TRANSACTION_ABORTABLE
