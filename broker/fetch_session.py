@@ -50,7 +50,7 @@ def next_epoch(epoch: int) -> int:
 class CachedPartition:
     """One partition of a session: the fetch parameters last sent for it (``req``, the request's
     partition entry) and what the last answer told the client (high watermark, log start)."""
-    __slots__ = ("topic", "topic_id", "req", "high_watermark", "log_start_offset")
+    __slots__ = ("topic", "topic_id", "req", "high_watermark", "log_start_offset", "agreed")
 
     def __init__(self, topic, topic_id, req):
         self.topic = topic          # name; None for a topic id this broker does not know
@@ -58,6 +58,7 @@ class CachedPartition:
         self.req = req
         self.high_watermark = -1
         self.log_start_offset = -1
+        self.agreed = None          # the ``req`` whose last fetched epoch was found to agree with the log
 
     def must_respond(self, pd) -> bool:
         """Whether the answer ``pd`` for this partition is news to the client; it becomes what

@@ -15,9 +15,15 @@ How this works
   controller as AlterPartition (Kafka 3.x ZooKeeper mode); the answer becomes the ISR.
 * Follower: one ``ReplicaFetcher`` task per leader broker.  A partition first truncates any
   divergent tail (OffsetForLeaderEpoch with its latest local epoch), then fetches with its
-  replica id set from its log end offset, appends with ``append_as_follower`` (offsets, leader
-  epochs and producer state come with the batches) and takes the leader's high watermark
-  (capped at its own log end).
+  replica id set from its log end offset and the epoch of its last batch (Fetch v12's
+  ``last_fetched_epoch``), appends with ``append_as_follower`` (offsets, leader epochs and
+  producer state come with the batches) and takes the leader's high watermark (capped at its own
+  log end).  A leader that finds the follower's log parted from its own answers a diverging
+  epoch instead of records (KIP-595's truncation on fetch) and the follower cuts its tail there;
+  the leader does not count such a fetch as the follower's position.  A fetch offset the leader
+  does not have (OFFSET_OUT_OF_RANGE, answered without bounds as Kafka answers it) makes the
+  follower ask the leader's log end and start with ListOffsets: below the leader's log start it
+  starts over there (DeleteRecords or retention moved it while the follower was away).
 * Replication throttles (``broker/quota.py``): the leader leaves throttled partitions of
   followers outside the ISR out of its answers while its leader quota is exceeded
   (``broker/handlers/fetch.py``); a fetcher leaves throttled partitions that are not in sync
@@ -40,7 +46,7 @@ from broker.security.interbroker import connect_to_broker
 from protocol.client import KafkaClientConnection, KafkaConnectionError
 from protocol.errors import ErrorCode as E
 from protocol.errors import error_name
-from protocol.messages import (FetchRequest, LeaderAndIsrResponse, OffsetForLeaderEpochRequest,
+from protocol.messages import (FetchRequest, LeaderAndIsrResponse, ListOffsetsRequest, OffsetForLeaderEpochRequest,
                                StopReplicaResponse)
 from storage.errors import StorageError
 
@@ -438,12 +444,17 @@ class ReplicationManager:
 
 
 class _FetchState:
-    __slots__ = ("part", "epoch", "truncating", "delay_until", "in_sync", "last_error")
+    __slots__ = ("part", "epoch", "truncating", "ask_leader", "out_of_range", "delay_until", "in_sync",
+                 "last_error")
 
     def __init__(self, part):
         self.part = part
         self.epoch = part.leader_epoch
         self.truncating = True
+        # False: a log with leader epochs truncates by the fetch's diverging epoch (as Kafka's
+        # followers do since 2.7); True: ask the leader with OffsetForLeaderEpoch first
+        self.ask_leader = False
+        self.out_of_range = False   # answered OFFSET_OUT_OF_RANGE: ask the leader's log bounds
         self.delay_until = 0.0
         self.in_sync = False        # at the leader's high watermark after the last fetch (Kafka's lag <= 0)
         self.last_error = 0         # the error code last logged (logged again only when it changes)
@@ -537,8 +548,12 @@ class ReplicaFetcher:
                 truncating = [k for k, st in self.parts.items() if st.truncating and st.delay_until <= loop.time()]
                 if truncating:
                     await self._truncate(truncating)
+                resetting = [k for k, st in self.parts.items() if st.out_of_range and st.delay_until <= loop.time()]
+                if resetting:
+                    await self._out_of_range(resetting)
                 now = loop.time()
-                ready = [k for k, st in self.parts.items() if not st.truncating and st.delay_until <= now]
+                ready = [k for k, st in self.parts.items()
+                         if not st.truncating and not st.out_of_range and st.delay_until <= now]
                 if ready:
                     ready = self._unthrottled(ready)
                 if not ready:
@@ -583,7 +598,8 @@ class ReplicaFetcher:
                                                                 min(self.backoff, 0.2))
 
     async def _truncate(self, keys) -> None:
-        """Truncate divergent tails before fetching (OffsetForLeaderEpoch)."""
+        """Truncate divergent tails before fetching: a log without leader epochs to its high
+        watermark, one the leader must be asked about (``ask_leader``) by OffsetForLeaderEpoch."""
         O = OffsetForLeaderEpochRequest
         ask: dict[str, list] = {}
         asked = {}
@@ -595,6 +611,9 @@ class ReplicaFetcher:
                 if lg.log_end_offset > lg.high_watermark:
                     self._truncate_log(st, k, lg.high_watermark)
                 st.truncating = False
+                continue
+            if not st.ask_leader:
+                st.truncating = False           # the first fetch names ``latest`` and learns
                 continue
             ask.setdefault(k[0], []).append(O.OffsetForLeaderPartition(partition=k[1], current_leader_epoch=st.epoch,
                                                                        leader_epoch=latest))
@@ -622,18 +641,78 @@ class ReplicaFetcher:
                     continue
                 lg = st.part.log
                 leo = lg.log_end_offset
-                if r.leader_epoch == NO_EPOCH or r.end_offset < 0:
-                    target = min(lg.high_watermark, leo)
-                elif r.leader_epoch == latest:
-                    target = min(r.end_offset, leo)
-                else:
-                    fe, fo = lg.end_offset_for_epoch(r.leader_epoch)
-                    target = min(r.end_offset, fo if fo >= 0 else lg.high_watermark, leo)
+                target = _truncation_target(lg, r.leader_epoch, r.end_offset)
                 if target < leo:
                     log.info("%s-%d: truncating from %d to %d (leader %d: epoch %d ends at %d)", k[0], k[1], leo,
                              target, self.leader_id, r.leader_epoch, r.end_offset)
                     self._truncate_log(st, k, max(target, 0))
                 st.truncating = False
+
+    async def _out_of_range(self, keys) -> None:
+        """Partitions whose fetch offset the leader does not have (Kafka's
+        fetchOffsetAndTruncate): ask the leader's log end and start (ListOffsets as a replica).
+        A leader ending below this log (after an unclean election) has this log cut to its end;
+        one starting above it has this log emptied to start there; otherwise this log has
+        parted from the leader's and OffsetForLeaderEpoch finds where."""
+        latest = await self._list_offsets(keys, -1)
+        earliest = await self._list_offsets([k for k, (st, end) in latest.items()
+                                             if end >= st.part.log.log_end_offset], -2)
+        for k, (st, end) in latest.items():
+            if self.parts.get(k) is not st:
+                continue                    # removed or replaced while asking
+            lg = st.part.log
+            leo = lg.log_end_offset
+            st.out_of_range = False
+            if end < leo:
+                log.warning("%s-%d: the leader's log end %d is below ours %d: truncating to it", k[0], k[1],
+                            end, leo)
+                self._truncate_log(st, k, end)
+                continue
+            start = earliest.get(k, (st, -1))[1]
+            if k not in earliest:
+                st.out_of_range = True      # the second question failed: ask again
+            elif start > leo:
+                log.info("%s-%d: fetch offset %d below the leader's log start %d: starting over there",
+                         k[0], k[1], leo, start)
+                try:
+                    lg.truncate_fully_and_start_at(start)
+                except (StorageError, OSError) as e:
+                    log.error("%s-%d: starting over at %d failed: %s", k[0], k[1], start, e)
+                    self.mgr.broker.log_manager.report_error(k, e)
+                    raise
+            else:
+                st.truncating = st.ask_leader = True
+                self._delay(st, 0.05)
+
+    async def _list_offsets(self, keys, timestamp: int) -> dict:
+        """{partition: (its fetch state, the leader's offset)} for ListOffsets ``timestamp``
+        (-1 log end, -2 log start) asked as this replica; partitions answered with an error wait
+        and are left out."""
+        if not keys:
+            return {}
+        L = ListOffsetsRequest
+        topics: dict[str, list] = {}
+        for k in keys:
+            topics.setdefault(k[0], []).append(L.ListOffsetsPartition(
+                partition_index=k[1], current_leader_epoch=self.parts[k].epoch, timestamp=timestamp))
+        resp = await self.conn.send(L(replica_id=self.mgr.broker_id, isolation_level=0, topics=[
+            L.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()]), timeout=self.timeout)
+        out = {}
+        for tr in resp.topics:
+            for r in tr.partitions:
+                k = (tr.name, r.partition_index)
+                st = self.parts.get(k)
+                if k not in keys or st is None:
+                    continue
+                if r.error_code:
+                    if r.error_code != st.last_error:
+                        st.last_error = r.error_code
+                        log.warning("%s-%d: ListOffsets to leader %d failed with error %d (%s)", k[0], k[1],
+                                    self.leader_id, r.error_code, error_name(r.error_code))
+                    self._delay(st, max(self.backoff or 1.0, 0.2))
+                    continue
+                out[k] = (st, r.offset)
+        return out
 
     def _truncate_log(self, st: _FetchState, k, offset: int) -> None:
         try:
@@ -657,13 +736,14 @@ class ReplicaFetcher:
             st = self.parts[k]
             lg = st.part.log
             leo = lg.log_end_offset
-            state = (leo, lg.log_start_offset, st.epoch)
+            last_epoch = lg.epoch_cache.latest_epoch
+            state = (leo, lg.log_start_offset, st.epoch, last_epoch)
             now[k] = state
             sent[k] = (st, leo)
             if full or session.parts.get(k) != state:
                 topics.setdefault(k[0], []).append(F.FetchPartition(
                     partition=k[1], current_leader_epoch=st.epoch, fetch_offset=leo,
-                    last_fetched_epoch=-1, log_start_offset=lg.log_start_offset,
+                    last_fetched_epoch=last_epoch, log_start_offset=lg.log_start_offset,
                     partition_max_bytes=self.part_max_bytes))
         forget: dict[str, list] = {}
         if not full:
@@ -709,6 +789,10 @@ class ReplicaFetcher:
             st.last_error = 0
             if lg.log_end_offset != offset:
                 return                          # truncated meanwhile
+            div = pd.diverging_epoch
+            if div.epoch >= 0:
+                self._diverged(st, div)
+                return
             changed = False
             data = pd.records
             if data is not None and len(data):
@@ -732,15 +816,7 @@ class ReplicaFetcher:
                 part.wake()
             return
         if err == E.OFFSET_OUT_OF_RANGE:
-            if pd.log_start_offset >= 0 and offset < pd.log_start_offset:
-                log.info("%s-%d: fetch offset %d below the leader's log start %d: starting over there",
-                         part.topic, part.partition, offset, pd.log_start_offset)
-                lg.truncate_fully_and_start_at(pd.log_start_offset)
-            else:
-                st.truncating = True
-                if pd.high_watermark >= 0 and lg.epoch_cache.latest_epoch == NO_EPOCH:
-                    lg.truncate_to(min(pd.high_watermark, lg.log_end_offset))
-            self._delay(st, 0.05)
+            st.out_of_range = True          # Kafka's answer names no bounds: ListOffsets asks them
             return
         if err in (E.UNKNOWN_LEADER_EPOCH, E.FENCED_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER,
                    E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_ID):
@@ -752,8 +828,38 @@ class ReplicaFetcher:
                         self.leader_id, err, error_name(err))
         self._delay(st, max(self.backoff or 1.0, 0.2) if err == E.TOPIC_AUTHORIZATION_FAILED else None)
 
+    def _diverged(self, st: _FetchState, div) -> None:
+        """The leader says this log parted from its own (a diverging epoch, Fetch v12+): cut
+        the tail off as OffsetForLeaderEpoch's answer would; the next fetch names the epoch
+        left at the end, and the leader answers again until the two logs agree."""
+        part = st.part
+        lg = part.log
+        leo = lg.log_end_offset
+        target = _truncation_target(lg, div.epoch, div.end_offset)
+        k = (part.topic, part.partition)
+        if target < leo:
+            log.info("%s-%d: truncating from %d to %d (leader %d: diverging at epoch %d, which ends at %d)",
+                     k[0], k[1], leo, target, self.leader_id, div.epoch, div.end_offset)
+            self._truncate_log(st, k, max(target, 0))
+        else:                                   # nothing to cut by that answer: ask outright
+            st.truncating = st.ask_leader = True
+            self._delay(st, 0.05)
+
     def _append(self, part, data) -> bool:
         return part.log.append_new_batches(data.read() if hasattr(data, "read") else data) > 0
+
+
+def _truncation_target(lg, leader_epoch: int, end_offset: int) -> int:
+    """Where a follower's log must end, given the leader's (epoch, end offset) for this log's
+    latest epoch: up to the leader's end of that epoch, and no further than this log's own end
+    of the epoch the leader named (the high watermark when the leader knows no such epoch)."""
+    leo = lg.log_end_offset
+    if leader_epoch == NO_EPOCH or end_offset < 0:
+        return min(lg.high_watermark, leo)
+    if leader_epoch == lg.epoch_cache.latest_epoch:
+        return min(end_offset, leo)
+    _fe, fo = lg.end_offset_for_epoch(leader_epoch)
+    return min(end_offset, fo if fo >= 0 else lg.high_watermark, leo)
 
 
 async def _cancel_and_wait(task: asyncio.Task) -> None:

@@ -95,11 +95,14 @@ class LeaderEpochCache:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if requested_epoch == self.latest_epoch:
             return requested_epoch, log_end_offset
-        epochs = [e for e, _ in self.entries]
-        hi = bisect_right(epochs, requested_epoch)
+        hi = bisect_right(self.entries, requested_epoch, key=_epoch_of)
         if hi >= len(self.entries):
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         higher_start = self.entries[hi][1]
         if hi == 0:
             return requested_epoch, higher_start
         return self.entries[hi - 1][0], higher_start
+
+
+def _epoch_of(entry) -> int:
+    return entry[0]

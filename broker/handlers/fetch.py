@@ -9,7 +9,12 @@ transactions.  v5+ log start offset.  v7+ incremental fetch sessions (KIP-227,
 ``broker/fetch_session.py``): the request's session id and epoch pick the partitions read, and
 an incremental answer carries only the partitions with news.  v9+ current leader
 epoch checks.  v11+ rack id / preferred read replica (always -1); from v11 a consumer may read a
-follower (KIP-392), up to that replica's high watermark.  v12+ flexible.  v13+ topic ids
+follower (KIP-392), up to that replica's high watermark.  v12+ flexible, and a fetcher may name
+the epoch of its last batch (``last_fetched_epoch``): if its log parted from this one, the
+partition is answered a diverging epoch (where to truncate) in place of records, at once, and a
+follower's fetch so answered does not count as its position (``_diverging``).  An offset
+outside the log is OFFSET_OUT_OF_RANGE with the watermarks and log start offset -1, as Kafka
+answers it (the fetcher asks ListOffsets for the bounds).  v13+ topic ids
 instead of names.  v15+ replica state in place of replica id.  v16 (KIP-951): a partition
 answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader and the answer
 that leader's endpoint (``leader_hints.py``).  v17 (KIP-853) adds a follower's
@@ -91,6 +96,13 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
             pd.high_watermark = hw
             pd.last_stable_offset = lso
             pd.log_start_offset = lg.log_start_offset
+            if v >= 12 and not _agrees(lg, fp, cp):
+                div = _diverging(lg, fp)
+                if isinstance(div, int):
+                    _out_of_range(pd)
+                else:
+                    pd.diverging_epoch = div
+                continue
             if throttled is not None and throttled(part):
                 continue
             limit = lg.log_end_offset if follower else (lso if req.isolation_level == READ_COMMITTED else hw)
@@ -99,7 +111,7 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
                 data = lg.read(fp.fetch_offset, max(max_bytes, 0), max_offset=limit,
                                min_one_message=(total == 0 or v < 3), whole_first=v >= 3)
             except OffsetOutOfRangeError:
-                pd.error_code = E.OFFSET_OUT_OF_RANGE
+                _out_of_range(pd)
                 continue
             if not data.regions:
                 pd.records = b""
@@ -123,6 +135,43 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
     return responses, total
 
 
+def _out_of_range(pd) -> None:
+    """OFFSET_OUT_OF_RANGE as Kafka answers it: no watermarks or log start offset (-1); the
+    fetcher asks ListOffsets where the log begins and ends."""
+    pd.error_code = E.OFFSET_OUT_OF_RANGE
+    pd.high_watermark = pd.last_stable_offset = pd.log_start_offset = -1
+
+
+def _diverging(lg, fp):
+    """v12+ truncation on fetch (KIP-595, what Kafka's followers use instead of
+    OffsetForLeaderEpoch): the fetcher names the epoch of the last batch it holds.  None when
+    this log agrees with it up to the fetch offset; OFFSET_OUT_OF_RANGE when this log cannot
+    say where that epoch ends, or the fetch offset is below the log start; else the epoch and
+    end offset to truncate to, answered in place of records."""
+    if fp.last_fetched_epoch == lg.epoch_cache.latest_epoch and \
+            lg.log_start_offset <= fp.fetch_offset <= lg.log_end_offset:
+        return None         # the common case, cheaply: the epoch of this log's end
+    epoch, end = lg.end_offset_for_epoch(fp.last_fetched_epoch)
+    if epoch < 0 or end < 0 or fp.fetch_offset < lg.log_start_offset:
+        return E.OFFSET_OUT_OF_RANGE
+    if epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
+        return R.EpochEndOffset(epoch=epoch, end_offset=end)
+    return None
+
+
+def _agrees(lg, fp, cp) -> bool:
+    """No diverging epoch (nor OFFSET_OUT_OF_RANGE for it) for the request entry ``fp``.  A
+    session partition remembers the entry it found agreeing (``agreed``): a quiet partition of a
+    follower's session is checked when its entry changes, not on every fetch."""
+    if fp.last_fetched_epoch < 0 or (cp is not None and cp.agreed is fp):
+        return True
+    if _diverging(lg, fp) is not None:
+        return False
+    if cp is not None:
+        cp.agreed = fp
+    return True
+
+
 def _unchanged(cp, fp, part, v, isolation_level, follower, broker_id) -> bool:
     """Whether a partition of an incremental fetch session has nothing to tell: no records past
     its fetch position, and the high watermark and log start offset its client last saw.  Such
@@ -139,6 +188,8 @@ def _unchanged(cp, fp, part, v, isolation_level, follower, broker_id) -> bool:
     hw = lg.high_watermark
     if hw != cp.high_watermark or lg.log_start_offset != cp.log_start_offset:
         return False
+    if v >= 12 and not _agrees(lg, fp, cp):
+        return False        # _read_all answers where it diverged
     if follower:
         return fp.fetch_offset == lg.log_end_offset
     return fp.fetch_offset == (lg.last_stable_offset() if isolation_level == READ_COMMITTED else hw)
@@ -227,7 +278,7 @@ async def fetch(ctx, req):
     if quota is not None and v >= 3:
         quota.cap_fetch(ctx, req)
     responses, total = _read_all(ctx, req, plan, follower, throttled)
-    if total < req.min_bytes and req.max_wait_ms > 0 and not _has_error(responses):
+    if total < req.min_bytes and req.max_wait_ms > 0 and not _must_answer(responses):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
         hosted = [p for _, _, _, parts in plan for _, p, _ in parts if p is not None]
@@ -237,6 +288,8 @@ async def fetch(ctx, req):
                 break
             await wait_for_wake(hosted, deadline)
             responses, total = _read_all(ctx, req, plan, follower, throttled)
+            if _must_answer(responses):
+                break
     if throttled is not None:
         _record_throttled(broker.replicas.replication.leader_quota, responses)
     if quota is not None and quota.on_fetch(ctx, total):
@@ -273,11 +326,16 @@ def _replica_fetch(broker, req, v, plan) -> bool:
     me = broker.broker_id
     now = now_ms()
     for _topic, _info, _terr, parts in plan:
-        for fp, part, _ in parts:
+        for fp, part, cp in parts:
             if part is None or part.leader_id != me:
                 continue
             if v >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != part.leader_epoch:
                 continue
+            lg = part.log
+            if lg is None or not lg.log_start_offset <= fp.fetch_offset <= lg.log_end_offset:
+                continue        # answered OFFSET_OUT_OF_RANGE: no position, as in Kafka
+            if v >= 12 and not _agrees(lg, fp, cp):
+                continue        # its log ends elsewhere than ours: its offset is no position
             repl.on_follower_fetch(part, replica_id, fp.fetch_offset, now)
     return True
 
@@ -307,3 +365,8 @@ def _record_throttled(quota, responses):
 
 def _has_error(responses):
     return any(pd.error_code for t in responses for pd in t.partitions)
+
+
+def _must_answer(responses):
+    """An error or a diverging epoch answers the fetch at once, whatever min_bytes says."""
+    return any(pd.error_code or pd.diverging_epoch.epoch >= 0 for t in responses for pd in t.partitions)

@@ -235,7 +235,10 @@ def test_not_leader_answers_carry_the_leader(cluster):
     assert got == (6, *hint)                                             # NOT_LEADER_OR_FOLLOWER
     assert produce(9) == (6, (-1, -1), [])
     other = next(b for b in (1, 2, 3) if b not in (leader, follower))
-    assert replica_fetch(16, other) == (6, *hint)
+    # and the topic's id from its UpdateMetadata (UNKNOWN_TOPIC_ID to a fetch by id before)
+    got = cluster.wait_for(lambda: (lambda g: g if g[0] != 100 else None)(replica_fetch(16, other)), 15,
+                           "the follower's topic id")
+    assert got == (6, *hint)
     assert replica_fetch(15, other) == (6, (-1, -1), [])
 
 
@@ -403,6 +406,71 @@ def test_unclean_election_disabled_stays_offline_enabled_comes_back(cluster):
     # what unclean election lost: the 50 "b" records only broker 1 had
     assert vals == [f"a{i}" for i in range(50)], vals[:5]
     print(f"unclean election kept {len(vals)} records and lost the 50 written while broker 2 was down")
+
+    # Fetch v12's truncation on fetch: a fetcher whose log still holds broker 1's 100 records of
+    # epoch 0 is told where epoch 0 ends on the new leader, in place of records
+    leader_epoch = cluster.partition_state("uncl", 0)["leader_epoch"]
+    assert leader_epoch > 0
+    div = asyncio.run(_fetch_v12(cluster.brokers[2], "uncl", 100, last_fetched_epoch=0))
+    assert (div.error_code, div.diverging_epoch.epoch, div.diverging_epoch.end_offset) == (0, 0, 50), div
+    assert len(div.records or b"") == 0 and div.high_watermark == 50
+    agree = asyncio.run(_fetch_v12(cluster.brokers[2], "uncl", 10, last_fetched_epoch=0))
+    assert (agree.error_code, agree.diverging_epoch.epoch) == (0, -1) and len(agree.records) > 0
+    later = asyncio.run(_fetch_v12(cluster.brokers[2], "uncl", 50, last_fetched_epoch=leader_epoch + 5))
+    assert later.error_code == 1, later                 # OFFSET_OUT_OF_RANGE: no such epoch here
+    # broker 1 comes back as a follower: its first fetch is told the same and cuts its tail
+    cluster.start_broker(1)
+    cluster.wait_for(lambda: sorted(cluster.isr("uncl", 0)) == [1, 2], 60, "broker 1 back in the ISR")
+    assert "truncating from 100 to 50 (leader 2: diverging at epoch 0" in cluster.brokers[1].log_text()
+    back = asyncio.run(_fetch_v12(cluster.brokers[1], "uncl", 0, last_fetched_epoch=-1))
+    assert back.high_watermark == 50 and back.error_code == 0
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(cluster):
+    """A follower that was down while DeleteRecords moved the leader's log start past its log
+    end is answered OFFSET_OUT_OF_RANGE; it drops its log, starts at the leader's log start and
+    comes back into the ISR."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    cluster.create_topic("behind", assignment={0: [1, 2]}, configs={"min.insync.replicas": "1"})
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+
+    def produce(prefix):
+        for i in range(100):
+            p.produce("behind", f"{prefix}{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+    produce("a")
+    cluster.wait_for_isr("behind", 0, [1, 2])
+    cluster.kill(2)
+    cluster.wait_for(lambda: cluster.isr("behind", 0) == [1], 30, "ISR [1]")
+    produce("b")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    tp = TopicPartition("behind", 0, 150)
+    assert admin.delete_records([tp])[tp].result(30).low_watermark == 150
+    cluster.start_broker(2)
+    cluster.wait_for(lambda: sorted(cluster.isr("behind", 0)) == [1, 2], 60, "broker 2 back in the ISR")
+    assert "fetch offset 100 below the leader's log start 150: starting over there" in cluster.brokers[2].log_text()
+    import asyncio
+    # broker 2's log now starts at 150 (a consumer may read a follower from Fetch v11)
+    assert asyncio.run(_fetch_v12(cluster.brokers[2], "behind", 0, -1)).error_code == 1
+    got = asyncio.run(_fetch_v12(cluster.brokers[2], "behind", 150, -1))
+    assert (got.error_code, got.log_start_offset) == (0, 150) and len(got.records) > 0, got
+    p.flush(5)
+
+
+async def _fetch_v12(broker, topic, offset, last_fetched_epoch):
+    """One partition of a consumer's Fetch v12 (0 of ``topic``) sent straight to ``broker``."""
+    from protocol.client import KafkaClientConnection
+    from protocol.messages import FetchRequest as F
+    c = await KafkaClientConnection.connect(broker.host, broker.port)
+    try:
+        r = await c.send(F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
+                               partition=0, fetch_offset=offset, last_fetched_epoch=last_fetched_epoch,
+                               partition_max_bytes=1 << 20)])]), version=12)
+        return r.responses[0].partitions[0]
+    finally:
+        await c.close()
 
 
 # ----------------------------------------------------------------------------- reassignment

@@ -116,3 +116,13 @@ def test_clients_with_limits_below_a_batch_read_everything(kafka):
             break
     cc.close()
     assert seen == {(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)}
+
+
+def test_an_offset_outside_the_log_is_answered_without_bounds_as_kafka(kafka):
+    """OFFSET_OUT_OF_RANGE carries no high watermark, last stable offset or log start offset
+    (-1 each), as Kafka's error answer; the partition beside it is answered as usual."""
+    with RawConnection(kafka.host, kafka.port) as c:
+        far, ok = c.fetch_partitions(TOPIC, [(0, 99, 1 << 20), (1, 0, 1 << 20)], version=12)
+    assert (far.error_code, far.high_watermark, far.last_stable_offset, far.log_start_offset) == (1, -1, -1, -1)
+    assert len(bytes(far.records)) == 0
+    assert (ok.error_code, ok.high_watermark, ok.log_start_offset) == (0, 2, 0) and len(bytes(ok.records)) > 0
