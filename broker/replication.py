@@ -13,8 +13,8 @@ How this works
   watermark and to the start of the current leader epoch is proposed for the ISR; one not
   caught up for ``replica.lag.time.max.ms`` is proposed for removal.  Proposals go to the
   controller as AlterPartition (Kafka 3.x ZooKeeper mode); the answer becomes the ISR.
-* Follower: one ``ReplicaFetcher`` task per leader broker.  A partition first truncates any
-  divergent tail (OffsetForLeaderEpoch with its latest local epoch), then fetches with its
+* Follower: one ``ReplicaFetcher`` task per leader broker.  A partition whose log has no leader
+  epoch first truncates to its high watermark; then it fetches with its
   replica id set from its log end offset and the epoch of its last batch (Fetch v12's
   ``last_fetched_epoch``), appends with ``append_as_follower`` (offsets, leader epochs and
   producer state come with the batches) and takes the leader's high watermark (capped at its own
@@ -617,7 +617,7 @@ class ReplicaFetcher:
                 continue
             ask.setdefault(k[0], []).append(O.OffsetForLeaderPartition(partition=k[1], current_leader_epoch=st.epoch,
                                                                        leader_epoch=latest))
-            asked[k] = (st, latest)
+            asked[k] = st
         if not ask:
             return
         req = O(replica_id=self.mgr.broker_id, topics=[O.OffsetForLeaderTopic(topic=t, partitions=ps)
@@ -628,7 +628,7 @@ class ReplicaFetcher:
                 k = (tr.topic, r.partition)
                 if k not in asked:
                     continue
-                st, latest = asked[k]
+                st = asked[k]
                 if self.parts.get(k) is not st:
                     continue
                 if r.error_code:
@@ -674,12 +674,7 @@ class ReplicaFetcher:
             elif start > leo:
                 log.info("%s-%d: fetch offset %d below the leader's log start %d: starting over there",
                          k[0], k[1], leo, start)
-                try:
-                    lg.truncate_fully_and_start_at(start)
-                except (StorageError, OSError) as e:
-                    log.error("%s-%d: starting over at %d failed: %s", k[0], k[1], start, e)
-                    self.mgr.broker.log_manager.report_error(k, e)
-                    raise
+                self._truncate_log(st, k, start, fully=True)
             else:
                 st.truncating = st.ask_leader = True
                 self._delay(st, 0.05)
@@ -714,9 +709,14 @@ class ReplicaFetcher:
                 out[k] = (st, r.offset)
         return out
 
-    def _truncate_log(self, st: _FetchState, k, offset: int) -> None:
+    def _truncate_log(self, st: _FetchState, k, offset: int, fully: bool = False) -> None:
+        """Cut the log to end at ``offset`` (``fully``: empty it to start there); a failure
+        takes the log dir offline."""
         try:
-            st.part.log.truncate_to(offset)
+            if fully:
+                st.part.log.truncate_fully_and_start_at(offset)
+            else:
+                st.part.log.truncate_to(offset)
         except (StorageError, OSError) as e:
             log.error("%s-%d: truncating to %d failed: %s", k[0], k[1], offset, e)
             self.mgr.broker.log_manager.report_error(k, e)
