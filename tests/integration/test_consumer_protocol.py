@@ -128,6 +128,38 @@ def test_commit_and_resume(kafka):
         c2.close()
 
 
+def test_deleting_an_empty_groups_offsets_leaves_the_group(kafka):
+    """Kafka 4.x: OffsetDelete on an empty consumer-protocol group deletes its offsets only; the
+    group stays listed (Empty) until the periodic cleanup, where a classic group goes at once."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+    topic, group = unique("kip848o"), unique("g")
+    create_topic(kafka.bootstrap, topic)
+    produce(kafka.bootstrap, topic, [f"a{i}" for i in range(20)])
+    c = consumer(kafka.bootstrap, group, [topic])
+    try:
+        wait_values([c], 20)
+        c.call(lambda k: k.commit(asynchronous=False))
+    finally:
+        c.close()
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+
+    def state():
+        listed = admin.list_consumer_groups().result(timeout=30).valid
+        return next((str(g.state).rsplit(".", 1)[-1] for g in listed if g.group_id == group), None)
+    wait_for(lambda: state() == "EMPTY", WAIT, what="the group to be empty")
+    import kafka as kp                       # kafka-python's admin client sends OffsetDelete
+    kadmin = kp.KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        done = kadmin.delete_group_offsets(group, [kp.TopicPartition(topic, p) for p in range(PARTITIONS)])
+    finally:
+        kadmin.close()
+    assert sorted(tp.partition for tp, err in done.items() if err is kp.errors.NoError) == list(range(PARTITIONS))
+    got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    assert [tp.offset for tp in got.topic_partitions if tp.offset >= 0] == []
+    assert state() == "EMPTY"
+
+
 def test_regex_subscription_follows_new_topics(kafka):
     prefix = f"rx{uuid.uuid4().hex[:6]}"
     create_topic(kafka.bootstrap, f"{prefix}-one", 2)
