@@ -227,7 +227,12 @@ def test_not_leader_answers_carry_the_leader(cluster):
         return (p.error_code, (p.current_leader.leader_id, p.current_leader.leader_epoch),
                 [(e.node_id, e.host, e.port) for e in r.node_endpoints])
 
-    md = asyncio.run(send(lb, M(topics=[M.MetadataRequestTopic(name="hint")], allow_auto_topic_creation=False), 12))
+    def leader_metadata():
+        m = asyncio.run(send(lb, M(topics=[M.MetadataRequestTopic(name="hint")], allow_auto_topic_creation=False), 12))
+        return m if m.topics[0].error_code == 0 and m.topics[0].topic_id.int != 0 else None
+    # the leader may learn it leads (LeaderAndIsr) before its metadata cache has the topic
+    # (UpdateMetadata): until then Metadata answers the topic unknown, with a zero id
+    md = cluster.wait_for(leader_metadata, 15, "the topic in the leader's metadata")
     topic_id = md.topics[0].topic_id              # Fetch names topics by id from v13
     hint = ((leader, epoch), [(leader, lb.host, lb.port)])
     # the follower learns the partition from its LeaderAndIsr (UNKNOWN_TOPIC_OR_PARTITION before)
