@@ -121,14 +121,17 @@ def test_move_while_producing_keeps_every_acked_record(tmp_path):
                     i += 1
                 p.poll(0.001)
             assert p.flush(30) == 0
+            flushed.set()           # every ack is in ``acked`` now
 
-        seen, errors = [], []
+        seen, errors, flushed = [], [], threading.Event()
 
         def consumer():                 # reads the tail through the swap, long-polling
             c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-" + uuid.uuid4().hex,
                           "enable.auto.commit": False, "fetch.wait.max.ms": 500})
             c.assign([CTP(topic, 0, 30000)])
-            while not stop.is_set() or len(seen) < len(acked):
+            # until the producer has flushed (its last acks arrive in the flush) and every ack
+            # is seen, or 30 s after the stop
+            while not flushed.is_set() or len(seen) < len(acked):
                 for m in c.consume(1000, timeout=0.2):
                     if m.error():
                         errors.append(m.error())
