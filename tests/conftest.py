@@ -17,13 +17,16 @@ Skipping: broker tests are skipped while broker/__main__.py does not exist (unle
 when java or the ZooKeeper jar is missing, except with ODRADEK_STRICT_DEPS=1 (set by
 scripts/test.sh and CI), where that is an error.
 When a test fails, the tail of every broker/ZooKeeper log it started is added to the
-report.
+report, and the ids of the failed tests are printed once more after pytest's last line: with
+CI set pytest does not shorten the summary's assertion messages, and one long message can push
+the other failures out of a CI log's tail.
 """
 from __future__ import annotations
 
 import atexit
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -105,6 +108,24 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_sessionfinish(session, exitstatus):
     kill_all_live()
+
+
+_failed: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.failed:
+        _failed.append(report.nodeid if report.when == "call" else f"{report.nodeid} (in {report.when})")
+
+
+def pytest_unconfigure(config):
+    """After pytest's last line: the failed tests' ids alone (their reports are above)."""
+    if _failed:
+        out = sys.__stdout__
+        out.write(f"\n{len(_failed)} failed (reports above):\n")
+        for nodeid in _failed:
+            out.write(f"FAILED {nodeid}\n")
+        out.flush()
 
 
 # -- brokers ---------------------------------------------------------------------------
