@@ -44,8 +44,10 @@ def write(path: str, mb: int, flags: int, chunk: bytes, writeback: int = 0) -> f
     c0 = cpu()
     for i in range(1, mb + 1):
         os.write(fd, chunk)
-        if start_writeback is not None and i % writeback == 0:
-            start_writeback(fd, (i - writeback) * len(chunk), writeback * len(chunk), SYNC_FILE_RANGE_WRITE)
+        if start_writeback is not None and i % writeback == 0 and start_writeback(
+                fd, (i - writeback) * len(chunk), writeback * len(chunk), SYNC_FILE_RANGE_WRITE):
+            e = ctypes.get_errno()
+            raise OSError(e, f"sync_file_range: {os.strerror(e)}")
     spent = cpu() - c0
     os.close(fd)
     return spent / (mb * len(chunk) / 1e9)

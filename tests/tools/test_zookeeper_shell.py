@@ -15,10 +15,12 @@ from tests.support.broker import BrokerProcess, running
 from tests.tools.test_zk_tools import new_chroot, run_tool
 
 ZK_CP = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
-HEAD = "Connecting to {}\n\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n"
 # ZooKeeperMain prints the session's WATCHER block from its event thread in two printlns, a blank
-# line and a text each; the main thread's lines may land before, between or after them
+# line and a text each; the main thread's lines may land before, between or after them.  Ours
+# prints the block whole, right after the connect line.
 WATCHER_PRINTS = ("\nWATCHER::\n", "\nWatchedEvent state:SyncConnected type:None path:null\n")
+WATCHER = "".join(WATCHER_PRINTS)
+HEAD = "Connecting to {}\n" + WATCHER
 
 
 def chroot(zookeeper) -> str:
@@ -95,6 +97,7 @@ def test_output_matches_zookeepermain(zookeeper):
         ours = shell(connect, *args)
         code, out, err = java_shell(connect, *args)
         # compare without the WATCHER block, which both print once (WATCHER_PRINTS)
+        assert ours.stdout.count(WATCHER) == 1, args
         assert (ours.returncode, _without_watcher(ours.stdout), ours.stderr.strip()) == \
             (code, _without_watcher(out), err), args
 
