@@ -407,7 +407,8 @@ BROKER_KEYS: list[ConfigKey] = [
     _k("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", H, validator=at_least(1)),
     _k("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets.", H, validator=at_least(1)),
     _k("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", H, validator=at_least(1)),
-    _k("offsets.topic.compression.codec", "int", 0, "Codec id for offset commits written by the coordinator.", H),
+    _k("offsets.topic.compression.codec", "int", 0, "Codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of the "
+       "batches the group coordinator writes to __consumer_offsets.", H, validator=between(0, 4)),
     _k("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups expire after this.", H, validator=at_least(1)),
     _k("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed.", H, validator=at_least(1)),
     _k("offsets.commit.timeout.ms", "int", 5000, "Offset commit wait for replication.", H, validator=at_least(1)),

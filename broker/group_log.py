@@ -54,7 +54,8 @@ class ConsumerOffsetsLog:
             raise error_for(E.NOT_LEADER_OR_FOLLOWER)(f"not the leader of {TOPIC}-{partition}")
         now = int(time.time() * 1000)
         batch = rec.build_batch([(k, v, [], now) for k, v in records], producer_id=producer_id,
-                                producer_epoch=producer_epoch, is_transactional=producer_id >= 0)
+                                producer_epoch=producer_epoch, is_transactional=producer_id >= 0,
+                                compression=self.broker.config.get("offsets.topic.compression.codec"))
         res = part.log.append(batch, part.leader_epoch, origin="coordinator")
         part.after_append()
         deadline = asyncio.get_running_loop().time() + self.broker.config.get("offsets.commit.timeout.ms") / 1000

@@ -471,6 +471,62 @@ def _read_headers(data, pos: int, rec_end: int, count: int):
     return headers, pos
 
 
+def _consecutive_records(data, count: int) -> bool:
+    """Whether ``data`` (a batch's decompressed records) holds exactly ``count`` records whose
+    offset deltas run 0, 1, 2...  Reads each record's length, timestamp delta and offset delta
+    only; raises ``CorruptRecordError`` when the lengths do not tile ``data``."""
+    end = len(data)
+    if count < 0 or count * 7 > end:
+        raise CorruptRecordError(f"{count} records cannot fit in {end} bytes of record data")
+    pos = 0
+    consecutive = True
+    try:
+        for i in range(count):
+            length, start = _read_varint(data, pos, 5)
+            pos = start + length
+            if length < 6 or pos > end:
+                raise CorruptRecordError(f"invalid record length {length}")
+            if consecutive:
+                _, p = _read_varint(data, start + 1, 10)        # after attributes: timestamp delta
+                delta, _ = _read_varint(data, p, 5)
+                consecutive = delta == i
+    except IndexError:
+        raise CorruptRecordError("record data ends inside a record") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
+    return consecutive
+
+
+def recompress_batch(buf, header: BatchHeader, codec: int, *, level: int | None = None,
+                     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytearray:
+    """The v2 batch ``header`` of ``buf`` with its records stored under ``codec`` instead (the
+    broker's ``compression.type``).  A record's encoding does not depend on the codec, so the
+    records' bytes move as they are and the header keeps every field but the codec bits,
+    the length and the CRC.  Records whose offset deltas do not run 0, 1, 2... are rebuilt
+    with deltas that do, as Kafka rebuilds them.  Raises ``CorruptRecordError`` when the
+    payload does not decompress or its records do not fill it exactly."""
+    data = batch_payload(buf, header, max_size=max_size)
+    if not _consecutive_records(data, header.records_count):
+        return build_batch(list(iter_records(buf, header, max_size=max_size)),
+                           compression=codec, compression_level=level,
+                           producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                           base_sequence=header.base_sequence,
+                           is_transactional=header.is_transactional,
+                           is_control=header.is_control,
+                           partition_leader_epoch=header.partition_leader_epoch,
+                           timestamp_type=header.timestamp_type,
+                           max_timestamp=header.max_timestamp if header.timestamp_type else None)
+    payload = _compression.compress(codec, data, level=level) if codec else data
+    out = bytearray(BATCH_OVERHEAD + len(payload))
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    out[:BATCH_OVERHEAD] = mv[header.pos:header.pos + BATCH_OVERHEAD]
+    out[BATCH_OVERHEAD:] = payload
+    _I32.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _I16.pack_into(out, ATTRIBUTES_OFFSET, (header.attributes & ~COMPRESSION_MASK) | codec)
+    _U32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
 # ---------------------------------------------------------------- building
 
 def now_ms() -> int:

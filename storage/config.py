@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 LONG_MAX = 9223372036854775807
+_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 @dataclass
@@ -36,6 +37,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     preallocate: bool = False
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     unclean_leader_election_enable: bool = False
     message_downconversion_enable: bool = True
     extra: dict = field(default_factory=dict)   # keys we do not interpret, kept verbatim
@@ -51,6 +55,23 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def target_codec(self) -> int | None:
+        """The codec id ``compression.type`` stores batches in; None for ``producer``."""
+        return _CODECS.get(self.compression_type)
+
+    def compression_level(self, codec: int) -> int | None:
+        """The level the broker compresses ``codec`` with (``compression.<codec>.level``);
+        None where the codec's library default is Kafka's default: gzip -1 (zlib's 6), lz4 9
+        (Kafka's fast compressor, not the high one) and snappy, which has no level."""
+        if codec == 1:
+            return None if self.compression_gzip_level == -1 else self.compression_gzip_level
+        if codec == 3:
+            return None if self.compression_lz4_level == 9 else self.compression_lz4_level
+        if codec == 4:
+            return self.compression_zstd_level
+        return None
 
     def _policies(self):
         return {p.strip() for p in self.cleanup_policy.split(",")}

@@ -44,9 +44,11 @@ import uuid
 from bisect import bisect_right
 from typing import NamedTuple
 
+from protocol.compression import CODEC_NAMES
 from protocol.records import (CorruptRecordError, InvalidRecordError, TruncatedBatch,
-                              iter_batches, read_header, scan_batches, set_base_offset,
-                              set_log_append_time, set_partition_leader_epoch, validate_batch)
+                              iter_batches, read_header, recompress_batch, scan_batches,
+                              set_base_offset, set_log_append_time, set_partition_leader_epoch,
+                              validate_batch)
 
 from .config import LogConfig
 from .errors import (InvalidProducerEpochError, InvalidTimestampError, OffsetOutOfRangeError,
@@ -98,6 +100,12 @@ def parse_log_dir_name(name: str) -> tuple[str, int, bool]:
             raise ValueError(f"{name!r} is not a <topic>-<partition>.<id>-future directory")
         return (*parse_dir_name(stem), True)
     return (*parse_dir_name(name), False)
+
+
+def _recompressed(h, codec: int) -> bool:
+    """Whether ``compression.type``'s ``codec`` rewrites batch ``h``: a batch in another codec,
+    except an uncompressed control batch (Kafka does not compress markers)."""
+    return h.compression != codec and not (h.is_control and not h.compression)
 
 
 class LogAppendInfo(NamedTuple):
@@ -434,9 +442,7 @@ class Log:
         session = self.producer_state.session()
         for h in headers:
             validate_batch(buf, h)
-            if h.size > cfg.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            self._check_size(h)
             if origin == "client":
                 if h.is_control:
                     raise InvalidRecordError("clients may not write control batches")
@@ -464,6 +470,9 @@ class Log:
                     raise InvalidProducerEpochError(
                         f"marker epoch {h.producer_epoch} of transaction version 2 is not above the "
                         f"open transaction's {entry.producer_epoch}")
+        codec = cfg.target_codec
+        if codec is not None:
+            buf, headers = self._recompress(buf, headers, codec)
         offset = self.log_end_offset
         append_time = now if cfg.log_append_time else -1
         for i, h in enumerate(headers):
@@ -477,6 +486,52 @@ class Log:
             marker = control_marker(buf, h) if h.is_control else None
             session.stage(h, marker, origin_client=True)
         return self._write(buf, headers, session, now, leader_epoch, append_time)
+
+    def _check_size(self, h, codec: int | None = None) -> None:
+        limit = self.config.max_message_bytes
+        if h.size > limit:
+            stored = f" stored in {CODEC_NAMES[codec]}" if codec is not None else ""
+            raise RecordTooLargeError(f"batch of {h.size} bytes{stored} exceeds max.message.bytes {limit}")
+
+    def needs_recompression(self, records) -> bool:
+        """Whether ``compression.type`` would rewrite any batch of ``records`` (cheap: batch
+        headers only)."""
+        codec = self.config.target_codec
+        return codec is not None and any(_recompressed(h, codec) for h in iter_batches(records))
+
+    def recompress(self, records):
+        """``records`` with each batch in the ``compression.type`` codec, checked first as
+        ``append`` checks them (CRC, ``max.message.bytes``).  Reads nothing but the config and
+        ``records``, so a produce runs it in a worker thread (gzip takes tens of milliseconds
+        a megabyte) and hands the result to ``append``, which then finds nothing to rewrite."""
+        buf, headers = self._parse(records)
+        codec = self.config.target_codec
+        if codec is None:
+            return buf
+        for h in headers:
+            validate_batch(buf, h)
+            self._check_size(h)
+        return self._recompress(buf, headers, codec)[0]
+
+    def _recompress(self, buf, headers, codec: int):
+        """``compression.type`` names a codec: each batch in another codec is stored in that
+        one (Kafka's LogValidator), except an uncompressed control batch, which stays as it
+        is.  A batch already in the codec, and every batch under ``producer``, is written as
+        it came.  Returns the buffer and headers to write; a rewritten batch is checked
+        against ``max.message.bytes`` again."""
+        if not any(_recompressed(h, codec) for h in headers):
+            return buf, headers
+        level = self.config.compression_level(codec)
+        out = bytearray()
+        for h in headers:
+            if _recompressed(h, codec):
+                out += recompress_batch(buf, h, codec, level=level)
+            else:
+                out += buf[h.pos:h.pos + h.size]
+        headers = list(iter_batches(out))
+        for h in headers:
+            self._check_size(h, codec)
+        return out, headers
 
     def append_as_follower(self, records, *, now: int | None = None) -> LogAppendInfo:
         """Append batches that already carry offsets and leader epochs (replication, and the

@@ -11,7 +11,9 @@ a partition not yet in its transaction has the coordinator add it (``txn/markers
 v13 (Kafka 4.1) names topics by id: an id of no topic is UNKNOWN_TOPIC_ID.
 
 The records of each partition stay a memoryview into the received frame: offsets and the leader
-epoch are patched into it in place and it is written to the log as is (storage/log.py).
+epoch are patched into it in place and it is written to the log as is (storage/log.py).  A topic
+whose ``compression.type`` names a codec has batches in other codecs rewritten in it first, in a
+worker thread (``Log.recompress``).
 acks=0 gets no response at all (when a partition fails, the connection is closed, as Kafka
 does); acks=-1 waits for the ISR (on one broker: this broker).
 """
@@ -134,6 +136,14 @@ async def produce(ctx, req):
                     continue
             try:
                 buf = _prepare(pd.records, v, lg.config)
+                if lg.needs_recompression(buf):
+                    # compression.type: compressing (gzip: tens of ms a MB) off the event loop.
+                    # This connection's next request waits; the partition may change hands meanwhile.
+                    buf = await asyncio.get_running_loop().run_in_executor(None, lg.recompress, buf)
+                    if replicas.get(topic.name, pd.index) is not part or not part.is_leader:
+                        resp.error_code = not_leader_error(part)
+                        continue
+                    lg = part.log
                 res = lg.append(buf, part.leader_epoch, transaction_version=2 if v >= 12 else 0)
             except _Unsupported:
                 resp.error_code = E.UNSUPPORTED_COMPRESSION_TYPE

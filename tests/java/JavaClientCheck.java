@@ -39,6 +39,7 @@ public class JavaClientCheck {
         for (String codec : new String[]{"none", "gzip", "snappy", "lz4", "zstd"})
             for (String acks : new String[]{"0", "1", "all"})
                 checks.put("produce_" + codec + "_acks" + acks, () -> produceAndRead(codec, acks));
+        checks.put("topic_compression", JavaClientCheck::topicCompression);
         checks.put("idempotent_default", JavaClientCheck::idempotentDefault);
         checks.put("list_offsets", JavaClientCheck::listOffsets);
         checks.put("fetch_limits", JavaClientCheck::fetchLimits);
@@ -256,6 +257,41 @@ public class JavaClientCheck {
             return "created, described (id " + d.topicId() + "), grown to 5, deleted; cluster " + cid + " with "
                    + nodes + " node(s)";
         }
+    }
+
+    /** Topics whose compression.type differs from the producer's codec: the broker stores
+     * each batch in the topic's codec, and Java's decompressors read what it wrote. */
+    static String topicCompression() throws Exception {
+        String[][] pairs = {{"gzip", "none"}, {"snappy", "zstd"}, {"lz4", "gzip"}, {"zstd", "lz4"},
+                            {"uncompressed", "snappy"}};
+        int n = 3000;
+        long base = System.currentTimeMillis() - 60000;
+        StringBuilder out = new StringBuilder();
+        for (String[] pair : pairs) {
+            String t = topic("jc-" + pair[0]);
+            try (Admin a = admin()) {
+                a.createTopics(List.of(new NewTopic(t, 1, RF).configs(Map.of("compression.type", pair[0]))))
+                 .all().get();
+            }
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of("compression.type", pair[1], "linger.ms", 5))) {
+                for (int i = 0; i < n; i++)
+                    p.send(new ProducerRecord<>(t, 0, base + i, b("k" + i), b(("value " + i + " ").repeat(12)),
+                                                List.of(new RecordHeader("h", b("v" + i)))));
+                p.flush();
+            }
+            List<ConsumerRecord<byte[], byte[]>> got = readAll(t, 1, n, Map.of());
+            require(got.size() == n, pair[0] + ": read " + got.size() + " of " + n);
+            for (int i = 0; i < n; i++) {
+                ConsumerRecord<byte[], byte[]> r = got.get(i);
+                require(r.offset() == i && s(r.key()).equals("k" + i), pair[0] + ": record " + i + " at " + r.offset());
+                require(s(r.value()).equals(("value " + i + " ").repeat(12)), pair[0] + ": value of " + i);
+                require(r.timestamp() == base + i, pair[0] + ": timestamp of " + i);
+                Header h = r.headers().lastHeader("h");
+                require(h != null && s(h.value()).equals("v" + i), pair[0] + ": header of " + i);
+            }
+            out.append(pair[1]).append("->").append(pair[0]).append(" ");
+        }
+        return out + "read back byte-exact";
     }
 
     static String produceAndRead(String codec, String acks) throws Exception {
