@@ -315,6 +315,7 @@ class Broker:
                     checkpoint(lm.log_start_offset_files), "log-start-checkpoint")
         self._every(min(cfg.get("log.flush.scheduler.interval.ms"), 1000), self._flush_due,
                     "flusher")
+        self._every(cfg.get("producer.id.expiration.check.interval.ms"), self._expire_producers, "producer-expiry")
         if self.tokens is not None and self.tokens.enabled:
             self._every(self.tokens.check_interval_ms, self.tokens.remove_expired, "delegation-token-expiry")
         if cfg.get("log.cleaner.enable"):
@@ -327,6 +328,13 @@ class Broker:
         idle = cfg.get("connections.max.idle.ms")
         if idle > 0:
             self._every(min(idle, 10000), lambda: self._close_idle(idle), "idle-connections")
+
+    def _expire_producers(self) -> None:
+        """Drop idle producers' state from every log (``producer.id.expiration.ms``, a dynamic
+        cluster-wide config, read at each pass)."""
+        n = self.log_manager.remove_expired_producers(self.config.get("producer.id.expiration.ms"))
+        if n:
+            log.info("removed the state of %d expired producer id(s)", n)
 
     async def _flush_due(self):
         loop = asyncio.get_running_loop()

@@ -509,6 +509,14 @@ class LogManager:
         self.close_retired_logs(now)
         return deleted
 
+    def remove_expired_producers(self, expiration_ms: int, now: int | None = None) -> int:
+        """Kafka's producer-state expiry (``producer.id.expiration.ms``, checked every
+        ``producer.id.expiration.check.interval.ms``): every log forgets the producers whose
+        last batch's max timestamp is ``expiration_ms`` old or more and that have no open
+        transaction.  Returns how many entries went."""
+        now = self.time_ms() if now is None else now
+        return sum(lg.producer_state.remove_expired(now, expiration_ms) for lg in list(self.logs.values()))
+
     def flush_dirty_logs(self, now: int | None = None) -> list:
         """Logs whose flush policy asks for an fsync now (broker runs their FlushJobs)."""
         now = self.time_ms() if now is None else now
