@@ -28,6 +28,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX     # deprecated (3.6), gone in 4.0
     cleanup_policy: str = "delete"
     min_insync_replicas: int = 1
     file_delete_delay_ms: int = 60000
@@ -55,6 +56,19 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """``message.timestamp.before.max.ms``, or, left at its default, the deprecated
+        ``message.timestamp.difference.max.ms`` (Kafka 3.6-3.9 read it so in the transition)."""
+        v = self.message_timestamp_before_max_ms
+        return v if v != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """``message.timestamp.after.max.ms``, with the same fallback."""
+        v = self.message_timestamp_after_max_ms
+        return v if v != LONG_MAX else self.message_timestamp_difference_max_ms
 
     @property
     def target_codec(self) -> int | None:

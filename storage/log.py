@@ -589,9 +589,9 @@ class Log:
         for ts in (h.base_timestamp, h.max_timestamp):
             if ts < 0:
                 continue
-            if now - ts > cfg.message_timestamp_before_max_ms:
+            if now - ts > cfg.timestamp_before_max_ms:
                 raise InvalidTimestampError(f"timestamp {ts} is too far in the past")
-            if ts - now > cfg.message_timestamp_after_max_ms:
+            if ts - now > cfg.timestamp_after_max_ms:
                 raise InvalidTimestampError(f"timestamp {ts} is too far in the future")
 
     def _write(self, buf, headers, session, now, leader_epoch, append_time) -> LogAppendInfo:
