@@ -73,6 +73,8 @@ class CachedPartition:
         if pd.error_code:
             self.high_watermark = -1        # sent again once the error is gone
             respond = True
+        if pd.preferred_read_replica >= 0 or pd.diverging_epoch.epoch >= 0:
+            respond = True                  # where to read (KIP-392), where to truncate (KIP-595)
         return respond
 
 

@@ -63,10 +63,11 @@ def now_ms() -> int:
 
 
 class RemoteReplica:
-    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_ms", "last_fetch_leader_leo")
+    __slots__ = ("leo", "log_start_offset", "last_caught_up_ms", "last_fetch_ms", "last_fetch_leader_leo")
 
     def __init__(self, caught_up_ms: int):
         self.leo = -1
+        self.log_start_offset = -1      # as the follower's fetches last said (v5+)
         self.last_caught_up_ms = caught_up_ms
         self.last_fetch_ms = 0
         self.last_fetch_leader_leo = -1
@@ -334,7 +335,8 @@ class ReplicationManager:
             return True
         return False
 
-    def on_follower_fetch(self, part, replica_id: int, fetch_offset: int, now: int | None = None) -> None:
+    def on_follower_fetch(self, part, replica_id: int, fetch_offset: int, now: int | None = None,
+                          log_start_offset: int = -1) -> None:
         """A follower fetched ``fetch_offset`` (= its log end offset) from this leader.  Runs for
         every partition of every follower fetch (a fetch session's too): ``now`` comes from the
         caller, once per fetch, and the high watermark is looked at only when this follower's
@@ -353,6 +355,7 @@ class ReplicationManager:
         elif fetch_offset >= rr.last_fetch_leader_leo >= 0:
             rr.last_caught_up_ms = max(rr.last_caught_up_ms, rr.last_fetch_ms)
         rr.leo = fetch_offset
+        rr.log_start_offset = log_start_offset
         rr.last_fetch_ms = now
         rr.last_fetch_leader_leo = leo
         if replica_id not in part.isr and part.pending_isr is None:

@@ -47,6 +47,7 @@ class Broker:
         self.security = None
         self.tokens = None                  # broker.security.tokens.TokenManager
         self.policies = None                # broker.policy.Policies
+        self.replica_selector = None        # broker.replica_selector (replica.selector.class)
         self.groups = None
         self.txns = None
         self.share = None             # share groups (KIP-932): broker/share/manager.py
@@ -92,6 +93,8 @@ class Broker:
         self.tokens = TokenManager(self)           # delegation tokens (off without a secret key)
         from broker.policy import Policies
         self.policies = Policies(cfg)              # create-topic / alter-config policies (or none)
+        from broker import replica_selector
+        self.replica_selector = replica_selector.load(cfg)     # KIP-392 (or none)
         from broker import quota_callback
         self.quota_callback = quota_callback.load(cfg)   # client.quota.callback.class (or none)
         from broker.client_metrics import ClientMetricsManager, load_receivers
@@ -425,6 +428,12 @@ class Broker:
         if self.quota_callback is not None:
             from broker import quota_callback
             quota_callback.close(self.quota_callback)
+        close = getattr(self.replica_selector, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                log.exception("closing %s failed", type(self.replica_selector).__name__)
         if self.client_metrics is not None:
             self.client_metrics.close()
         if repl is not None:

@@ -8,8 +8,10 @@ is left gets no records, Kafka's ``firstEntryIncomplete`` rule).  v4+ isolation 
 transactions.  v5+ log start offset.  v7+ incremental fetch sessions (KIP-227,
 ``broker/fetch_session.py``): the request's session id and epoch pick the partitions read, and
 an incremental answer carries only the partitions with news.  v9+ current leader
-epoch checks.  v11+ rack id / preferred read replica (always -1); from v11 a consumer may read a
-follower (KIP-392), up to that replica's high watermark.  v12+ flexible, and a fetcher may name
+epoch checks.  v11+ rack id / preferred read replica: with ``replica.selector.class`` set, the
+leader names the replica a consumer should read (``broker/replica_selector.py``) and answers that
+partition with no records; from v11 a consumer may read a follower (KIP-392), up to that
+replica's high watermark.  v12+ flexible, and a fetcher may name
 the epoch of its last batch (``last_fetched_epoch``): if its log parted from this one, the
 partition is answered a diverging epoch (where to truncate) in place of records, at once, and a
 follower's fetch so answered does not count as its position (``_diverging``).  An offset
@@ -38,6 +40,7 @@ import time
 
 from broker.configdefs import LONG_MAX
 from broker.dispatch import handler
+from broker.endpoints import on_listener
 from broker.fetch_session import FetchContext, new_context, records_size
 from broker.handlers.leader_hints import FETCH_HINTED, add_hints
 from broker.replica import not_leader_error, wait_for_wake
@@ -63,6 +66,7 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
     responses = []
     isolation = req.isolation_level
     me = ctx.broker.broker_id
+    chooser = _chooser(ctx, req) if not follower and v >= 11 else None
     for topic, info, terr, parts in plan:
         out = []
         for fp, part, cp in parts:
@@ -96,6 +100,10 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
             pd.high_watermark = hw
             pd.last_stable_offset = lso
             pd.log_start_offset = lg.log_start_offset
+            if chooser is not None and part.is_leader:
+                pd.preferred_read_replica = chooser(part, fp.fetch_offset)
+                if pd.preferred_read_replica >= 0:
+                    continue            # the consumer reads there (KIP-392): no records from here
             if v >= 12 and not _agrees(lg, fp, cp):
                 div = _diverging(lg, fp)
                 if isinstance(div, int):
@@ -133,6 +141,29 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
         responses.append(R.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id,
                                                   partitions=out))
     return responses, total
+
+
+def _chooser(ctx, req):
+    """(partition, fetch offset) -> the replica ``replica.selector.class`` names for this
+    consumer, or -1; None when no selector is configured (broker/replica_selector.py)."""
+    broker = ctx.broker
+    selector = getattr(broker, "replica_selector", None)
+    if selector is None or broker.replicas.replication is None:
+        return None
+    from broker import replica_selector as RS
+    conn = ctx.connection
+    client = RS.ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.client_host or "",
+                               ctx.principal, conn.listener_name)
+    endpoints = None
+    now = _now_ms()
+
+    def choose(part, fetch_offset):
+        nonlocal endpoints
+        if endpoints is None:
+            endpoints = {b.id: RS.Endpoint(b.id, host, port, b.rack)
+                         for b, host, port in on_listener(broker, conn.listener_name)}
+        return RS.preferred_read_replica(broker, selector, part, client, fetch_offset, now, endpoints)
+    return choose
 
 
 def _out_of_range(pd) -> None:
@@ -336,7 +367,7 @@ def _replica_fetch(broker, req, v, plan) -> bool:
                 continue        # answered OFFSET_OUT_OF_RANGE: no position, as in Kafka
             if v >= 12 and not _agrees(lg, fp, cp):
                 continue        # its log ends elsewhere than ours: its offset is no position
-            repl.on_follower_fetch(part, replica_id, fp.fetch_offset, now)
+            repl.on_follower_fetch(part, replica_id, fp.fetch_offset, now, fp.log_start_offset if v >= 5 else -1)
     return True
 
 
@@ -368,5 +399,7 @@ def _has_error(responses):
 
 
 def _must_answer(responses):
-    """An error or a diverging epoch answers the fetch at once, whatever min_bytes says."""
-    return any(pd.error_code or pd.diverging_epoch.epoch >= 0 for t in responses for pd in t.partitions)
+    """An error, a diverging epoch or a preferred read replica answers the fetch at once,
+    whatever min_bytes says (as Kafka's fetchMessages)."""
+    return any(pd.error_code or pd.diverging_epoch.epoch >= 0 or pd.preferred_read_replica >= 0
+               for t in responses for pd in t.partitions)
