@@ -5,8 +5,8 @@
 
 Starts a real broker (python -m broker) on a free port with a temp log dir and, for each round
 and each target, creates a topic of one partition with ``compression.type`` = target and writes
-``--records`` values of ``--size`` bytes (printable text, about half of it repeated, so every
-codec has something to do) with one confluent-kafka producer compressing in ``--sent``
+``--records`` values of ``--size`` bytes (4,096 distinct values of words, so every codec has
+something to do) with one confluent-kafka producer compressing in ``--sent``
 (acks=1, linger.ms=5, batches up to 1 MiB).  Printed per run: MB/s of values, the broker's CPU
 seconds per GB of values, and the bytes stored on disk.  ``producer`` (the default: stored as
 sent) is the baseline.  Nothing is asserted.
@@ -27,15 +27,14 @@ from bench.trickle import proc_cpu_s  # noqa: E402
 from tests.support import BrokerProcess  # noqa: E402
 
 
-def values(size: int, n: int = 64) -> list[bytes]:
+def values(size: int, n: int = 4096) -> list[bytes]:
+    """``n`` distinct values (more than a 1 MiB batch holds): words from a vocabulary of 2,000,
+    so a codec finds repeats within a value and across values, as in text-like payloads."""
     rnd = random.Random(7)
     words = [bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(3, 9)))
-             for _ in range(400)]
-    out = []
-    for _ in range(n):
-        v = b" ".join(rnd.choice(words) for _ in range(size // 4))
-        out.append((v * 2)[:size])
-    return out
+             for _ in range(2000)]
+    return [b" ".join(rnd.choice(words) for _ in range(size // 4))[:size].ljust(size, b".")
+            for _ in range(n)]
 
 
 def create(bootstrap: str, topic: str, target: str) -> None:
