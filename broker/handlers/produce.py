@@ -81,8 +81,14 @@ def _prepare(records, version, log_cfg):
             raise rec.InvalidRecordError("produce v3+ must carry exactly one record batch")
         if h.compression == 4 and version < 7:
             raise _Unsupported()
-    elif any(h.compression == 4 for h in rec.iter_batches(records)):
-        raise _Unsupported()
+    else:
+        # v0-2 may carry a v2 batch (Kafka does not check the magic there), but only one: its
+        # LogValidator refuses more ("Compressed outer record has more than one batch")
+        headers = list(rec.iter_batches(records))
+        if len(headers) > 1:
+            raise rec.InvalidRecordError("a produce request may carry one v2 record batch per partition")
+        if any(h.compression == 4 for h in headers):
+            raise _Unsupported()
     return records
 
 

@@ -114,6 +114,11 @@ def test_corrupt_crc_is_corrupt_message(kafka, topic):
         b = batch(tag=b"bad")
         struct.pack_into(">i", b, 8, len(b) + 100)
         assert c.produce(topic, 0, b).error_code == E.INVALID_RECORD
+        # two v2 batches for one partition: INVALID_RECORD at every version (v3+: Kafka's
+        # ProduceRequest.validateRecords; v0-2: its LogValidator's one-batch rule)
+        for version in (2, 3, 8):
+            r = c.produce(topic, 0, batch(tag=b"two") + batch(tag=b"two"), version=version)
+            assert r.error_code == E.INVALID_RECORD, version
         # and the connection still works
         assert c.produce(topic, 0, batch(tag=b"after")).error_code == 0
     recs = assert_intact(kafka, topic)
