@@ -446,6 +446,11 @@ class Log:
             if origin == "client":
                 if h.is_control:
                     raise InvalidRecordError("clients may not write control batches")
+                if h.records_count <= 0:        # Kafka's LogValidator.validateBatch
+                    raise InvalidRecordError(f"Invalid reported count for record batch: {h.records_count}")
+                if h.producer_id >= 0 and h.base_sequence < 0:
+                    raise InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record batch "
+                                             f"with producerId {h.producer_id}")
                 if not cfg.log_append_time:
                     self._check_timestamps(h, now)
                 if cfg.compact_enabled:

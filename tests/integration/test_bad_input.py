@@ -119,6 +119,11 @@ def test_corrupt_crc_is_corrupt_message(kafka, topic):
         for version in (2, 3, 8):
             r = c.produce(topic, 0, batch(tag=b"two") + batch(tag=b"two"), version=version)
             assert r.error_code == E.INVALID_RECORD, version
+        # a batch reporting no records, and a producer id without a sequence: INVALID_RECORD
+        # (Kafka's LogValidator.validateBatch)
+        assert c.produce(topic, 0, build_batch([])).error_code == E.INVALID_RECORD
+        no_seq = build_batch([(b"k", b"v")], producer_id=4242, producer_epoch=0, base_sequence=-1)
+        assert c.produce(topic, 0, no_seq).error_code == E.INVALID_RECORD
         # and the connection still works
         assert c.produce(topic, 0, batch(tag=b"after")).error_code == 0
     recs = assert_intact(kafka, topic)

@@ -51,6 +51,21 @@ def test_append_rejects_bad_batches(tmp_path, clock):
     assert log.log_end_offset == 0 and log.size() == 0
 
 
+def test_client_batches_kafka_refuses_as_invalid_records(tmp_path, clock):
+    """LogValidator.validateBatch for a client: a batch reporting no records, and a batch of a
+    producer id without a sequence, are INVALID_RECORD; the coordinator's appends are not held
+    to the first rule (an empty control batch is not theirs to write either way)."""
+    from protocol.records import InvalidRecordError
+    log = Log(str(tmp_path / "t-0"), cfg(), time_ms=clock)
+    with pytest.raises(InvalidRecordError, match="count"):
+        log.append(make_batch([]), 0)
+    with pytest.raises(InvalidRecordError, match="sequence"):
+        log.append(make_batch([b"x"], producer_id=5, producer_epoch=0, base_sequence=-1), 0)
+    assert log.log_end_offset == 0 and log.size() == 0
+    log.append(make_batch([b"x"], producer_id=5, producer_epoch=0, base_sequence=0), 0)
+    assert log.log_end_offset == 1
+
+
 def test_read_out_of_range_and_min_one_message(tmp_path, clock):
     log = Log(str(tmp_path / "t-0"), cfg(), time_ms=clock)
     for _ in range(5):
