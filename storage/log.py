@@ -50,7 +50,7 @@ from protocol.records import (CorruptRecordError, InvalidRecordError, TruncatedB
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batch)
 
-from .config import LogConfig
+from .config import LONG_MAX, LogConfig
 from .errors import (InvalidProducerEpochError, InvalidTimestampError, OffsetOutOfRangeError,
                      OutOfOrderSequenceError, RecordTooLargeError, StorageError,
                      UnexpectedAppendOffsetError, UnknownProducerIdError)
@@ -440,6 +440,7 @@ class Log:
         cfg = self.config
         buf, headers = self._parse(records)
         session = self.producer_state.session()
+        bounded = cfg.timestamp_before_max_ms != LONG_MAX or cfg.timestamp_after_max_ms != LONG_MAX
         for h in headers:
             validate_batch(buf, h)
             self._check_size(h)
@@ -451,10 +452,8 @@ class Log:
                 if h.producer_id >= 0 and h.base_sequence < 0:
                     raise InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record batch "
                                              f"with producerId {h.producer_id}")
-                if not cfg.log_append_time:
-                    self._check_timestamps(h, now)
-                if cfg.compact_enabled:
-                    self._check_keys(buf, h)
+                if cfg.compact_enabled or (h.timestamp_type if cfg.log_append_time else bounded):
+                    self._validate_records(buf, h, now)
                 check = session.check(h, transaction_version)
                 if check.result is SeqResult.DUPLICATE:
                     return LogAppendInfo(check.first_offset, check.last_offset, -1, -1, -1,
@@ -581,23 +580,43 @@ class Log:
         self.append_as_follower(bytearray(mv[start:end]))
         return end - start
 
-    @staticmethod
-    def _check_keys(buf, h) -> None:
-        """Compacted topics refuse records without a key (Kafka: INVALID_RECORD)."""
+    def _validate_records(self, buf, h, now: int) -> None:
+        """Kafka's per-record checks (LogValidator.validateRecord), run only where the topic asks
+        for them, since they decode every record: a compacted topic refuses records without a
+        key (INVALID_RECORD); CreateTime outside ``message.timestamp.before/after.max.ms`` is
+        INVALID_TIMESTAMP, as is a batch marked LogAppendTime by its producer on a LogAppendTime
+        topic.  The error carries ``record_errors``, (index in the batch, message) of each
+        record refused, for Produce v8+; any timestamp error makes it INVALID_TIMESTAMP."""
         from protocol.records import iter_records
-        for r in iter_records(buf, h):
-            if r.key is None:
-                raise InvalidRecordError("Compacted topic cannot accept message without key")
-
-    def _check_timestamps(self, h, now: int) -> None:
         cfg = self.config
-        for ts in (h.base_timestamp, h.max_timestamp):
-            if ts < 0:
-                continue
-            if now - ts > cfg.timestamp_before_max_ms:
-                raise InvalidTimestampError(f"timestamp {ts} is too far in the past")
-            if ts - now > cfg.timestamp_after_max_ms:
-                raise InvalidTimestampError(f"timestamp {ts} is too far in the future")
+        tp = f"{self.topic}-{self.partition}"
+        create_time = not cfg.log_append_time
+        lo = now - cfg.timestamp_before_max_ms
+        hi = now + cfg.timestamp_after_max_ms
+        errors = []
+        timestamp_error = False
+        for i, r in enumerate(iter_records(buf, h)):
+            if cfg.compact_enabled and r.key is None:
+                errors.append((i, f"Compacted topic cannot accept message without key in topic partition {tp}."))
+            elif create_time:
+                if r.timestamp != -1 and not lo <= r.timestamp <= hi:
+                    timestamp_error = True
+                    errors.append((i, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of "
+                                      f"range. The timestamp should be within [{lo}, {hi}]"))
+            elif h.timestamp_type:
+                timestamp_error = True
+                errors.append((i, f"Invalid timestamp type in message with offset {r.offset}. Producer should "
+                                  f"not set timestamp type to LogAppendTime."))
+        if not errors:
+            return
+        if timestamp_error:
+            exc = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+        else:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+            exc = InvalidRecordError(f"One or more records have been rejected due to {len(errors)} record errors "
+                                     f"in total, and only showing the first three errors at most: [{shown}]")
+        exc.record_errors = errors
+        raise exc
 
     def _write(self, buf, headers, session, now, leader_epoch, append_time) -> LogAppendInfo:
         first, last = headers[0].base_offset, headers[-1].last_offset

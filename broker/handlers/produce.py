@@ -159,6 +159,8 @@ async def produce(ctx, req):
                 resp.error_code = code
                 if v >= 8:
                     resp.error_message = str(exc)
+                    resp.record_errors = [R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                          for i, m in getattr(exc, "record_errors", ())]
                 if code == E.UNKNOWN_SERVER_ERROR:
                     log.exception("append to %s-%d failed", topic.name, pd.index)
                 elif code == E.KAFKA_STORAGE_ERROR:

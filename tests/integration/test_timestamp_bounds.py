@@ -45,3 +45,45 @@ def test_timestamp_bounds(broker):
             assert (err is None) == ok, (topic, which, err)
             if err is not None:
                 assert err.code() == KafkaError.INVALID_TIMESTAMP, (topic, which, err)
+
+
+def test_each_record_is_checked_and_named(broker):
+    """Kafka checks every record, not the batch's first and largest timestamps, and names the
+    records it refused (Produce v8+ record_errors): an old record in the middle of a batch, keyless
+    records on a compacted topic, and a batch its producer marked LogAppendTime on a LogAppendTime
+    topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from protocol.errors import ErrorCode as E
+    from protocol.records import build_batch
+    from tests.support.rawkafka import RawConnection
+    configs = {"tr-bounded": {"message.timestamp.before.max.ms": str(MIN)},
+               "tr-compact": {"cleanup.policy": "compact"},
+               "tr-append": {"message.timestamp.type": "LogAppendTime"}}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(t, 1, 1, config=c) for t, c in configs.items()]).values():
+        f.result(30)
+    now = int(time.time() * 1000)
+    with RawConnection(broker.host, broker.port) as c:
+        old = now - 10 * MIN
+        r = c.produce("tr-bounded", 0, build_batch([(b"a", b"1", [], now), (b"b", b"2", [], old),
+                                                    (b"c", b"3", [], now)]), version=8)
+        assert r.error_code == E.INVALID_TIMESTAMP
+        assert r.error_message == "One or more records have been rejected due to invalid timestamp"
+        [e] = r.record_errors
+        assert e.batch_index == 1 and e.batch_index_error_message.startswith(
+            f"Timestamp {old} of message with offset 1 is out of range. The timestamp should be within [")
+        assert c.produce("tr-bounded", 0, build_batch([(b"a", b"1", [], now)]), version=8).error_code == 0
+
+        r = c.produce("tr-compact", 0, build_batch([(b"k", b"1"), (None, b"2"), (b"k", b"3"), (None, b"4")]),
+                      version=8)
+        assert r.error_code == E.INVALID_RECORD
+        assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [
+            (i, "Compacted topic cannot accept message without key in topic partition tr-compact-0.") for i in (1, 3)]
+        assert r.error_message.startswith("One or more records have been rejected due to 2 record errors in total")
+        r = c.produce("tr-compact", 0, build_batch([(None, b"2")]), version=7)   # before v8: the code alone
+        assert r.error_code == E.INVALID_RECORD
+
+        r = c.produce("tr-append", 0, build_batch([(b"k", b"1"), (b"k", b"2")], timestamp_type=1), version=8)
+        assert r.error_code == E.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0, 1]
+        assert c.produce("tr-append", 0, build_batch([(b"k", b"1")]), version=8).error_code == 0
