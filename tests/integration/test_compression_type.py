@@ -72,6 +72,29 @@ def _read_ck(bootstrap, topic, n, **conf):
     return out
 
 
+def _read_aio(bootstrap, topic, n):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run():
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await c.start()
+        out = []
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            deadline = time.monotonic() + 30
+            while len(out) < n and time.monotonic() < deadline:
+                for recs in (await c.getmany(timeout_ms=500, max_records=5000)).values():
+                    out += [(r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in recs]
+        finally:
+            await c.stop()
+        return out
+    return asyncio.run(run())
+
+
 def _expected(records, first=0):
     return [(first + i, k, v, h, ts) for i, (k, v, h, ts) in enumerate(records)]
 
@@ -92,7 +115,7 @@ SENT_IN = {"uncompressed": "lz4", "gzip": "none", "snappy": "zstd", "lz4": "gzip
 @pytest.mark.parametrize("target", sorted(CODEC_IDS))
 def test_batches_are_stored_in_the_topic_codec(broker, target):
     """An idempotent librdkafka producer (its default) sends in one codec; the log holds the
-    topic's; kafka-python and librdkafka read every record back as sent."""
+    topic's; kafka-python, librdkafka and aiokafka read every record back as sent."""
     topic = f"ct-{target}"
     _create(broker.bootstrap, topic, {"compression.type": target})
     records = _records()
@@ -103,6 +126,7 @@ def test_batches_are_stored_in_the_topic_codec(broker, target):
     expect = _expected(records)
     assert _read_kp(broker.bootstrap, topic, N) == expect
     assert _read_ck(broker.bootstrap, topic, N) == expect
+    assert _read_aio(broker.bootstrap, topic, N) == expect
 
 
 def test_producer_keeps_what_the_producer_sent(broker):
