@@ -1,6 +1,6 @@
 """KIP-392 on a cluster: with ``replica.selector.class`` set to Kafka's RackAwareReplicaSelector,
 the leader names the in-sync replica in a consumer's rack (``client.rack``) as its preferred read
-replica, and librdkafka then reads from that follower.  Which broker sent the records is read
+replica, and librdkafka, kafka-python and aiokafka then read from that follower.  Which broker sent the records is read
 from each broker's BytesOut counter for the topic."""
 from __future__ import annotations
 
@@ -33,6 +33,44 @@ def _consume(bootstrap, rack):
     return got
 
 
+def _consume_kp(bootstrap, rack):
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, client_rack=rack)
+    tp = TopicPartition("rr", 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < N and time.monotonic() < deadline:
+        for recs in c.poll(500).values():
+            got += [r.offset for r in recs]
+    c.close()
+    return got
+
+
+def _consume_aio(bootstrap, rack):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run():
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, client_rack=rack)
+        await c.start()
+        got = []
+        try:
+            tp = TopicPartition("rr", 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            deadline = time.monotonic() + 60
+            while len(got) < N and time.monotonic() < deadline:
+                for recs in (await c.getmany(timeout_ms=500)).values():
+                    got += [r.offset for r in recs]
+        finally:
+            await c.stop()
+        return got
+    return asyncio.run(run())
+
+
 def test_consumers_read_the_replica_in_their_rack(cluster_factory):
     c = cluster_factory(3, start=False, racks={1: "r1", 2: "r2", 3: "r3"},
                         props={"replica.selector.class": RACK_AWARE})
@@ -63,9 +101,11 @@ def test_consumers_read_the_replica_in_their_rack(cluster_factory):
     sent = {i: after[i] - before[i] for i in after}
     assert sent[3] >= total and sent[1] == 0 and sent[2] == 0, sent       # all from the follower in r3
 
-    for rack, broker in (("r1", 1), (None, 1), ("elsewhere", 1), ("r2", 2)):
+    for consume, rack, broker in ((_consume, "r1", 1), (_consume, None, 1), (_consume, "elsewhere", 1),
+                                  (_consume, "r2", 2), (_consume_kp, "r2", 2), (_consume_aio, "r3", 3)):
         before = bytes_out()
-        assert _consume(c.bootstrap, rack) == list(range(N)), rack
+        assert consume(c.bootstrap, rack) == list(range(N)), (consume.__name__, rack)
         after = bytes_out()
         sent = {i: after[i] - before[i] for i in after}
-        assert sent[broker] >= total and all(v == 0 for i, v in sent.items() if i != broker), (rack, sent)
+        assert sent[broker] >= total and all(v == 0 for i, v in sent.items() if i != broker), \
+            (consume.__name__, rack, sent)
