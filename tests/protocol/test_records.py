@@ -535,3 +535,20 @@ def test_up_down_conversion_round_trip(recs, magic, codec):
     assert [(r.offset, r.key, r.value) for r in out] == [(i, k, v) for i, (k, v, _, _) in
                                                          enumerate(recs)]
     assert [r.timestamp for r in out] == ([ts for *_, ts in recs] if magic else [-1] * len(recs))
+
+
+@FAST
+@given(recs=st.lists(record_st, min_size=1, max_size=15), source=st.sampled_from(CODECS),
+       target=st.sampled_from(CODECS))
+def test_recompressed_kafka_python_batches_read_the_same(recs, source, target):
+    """compression.type: a batch kafka-python built in one codec, recompressed into another,
+    reads back through kafka-python as the same records, with the producer fields kept."""
+    buf = kp_batch(recs, source, producer=(77, 2, 10), transactional=True)
+    out = R.recompress_batch(buf, header_of(buf), target)
+    h = header_of(out)
+    assert h.compression == target and h.records_count == len(recs)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional) == (77, 2, 10, True)
+    batch = MemoryRecords(bytes(out)).next_batch()
+    assert batch.validate_crc() and batch.compression_type == target
+    got = [(m.offset, m.key, m.value, [(k, v) for k, v in m.headers], m.timestamp) for m in batch]
+    assert got == [(i, k, v, list(hs), ts) for i, (k, v, hs, ts) in enumerate(recs)]
