@@ -77,12 +77,14 @@ STARTING, RUNNING, SHUTTING_DOWN = 1, 3, 7
 class _TopicStats:
     """BrokerTopicMetrics of one topic, as running totals."""
     __slots__ = ("messages_in", "bytes_in", "bytes_out", "bytes_rejected", "produce_requests",
-                 "failed_produce_requests", "fetch_requests", "failed_fetch_requests")
+                 "failed_produce_requests", "fetch_requests", "failed_fetch_requests",
+                 "produce_conversions", "fetch_conversions")
 
     def __init__(self):
         self.messages_in = self.bytes_in = self.bytes_out = self.bytes_rejected = 0
         self.produce_requests = self.failed_produce_requests = 0
         self.fetch_requests = self.failed_fetch_requests = 0
+        self.produce_conversions = self.fetch_conversions = 0
 
 
 class _RequestStats:
@@ -107,6 +109,7 @@ class BrokerMetrics:
         self.replication_bytes_out = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.invalid_records = dict.fromkeys(INVALID_KINDS, 0)
         self._last_fetch_from_follower = False
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = _BrokerCollector(self)
@@ -127,6 +130,24 @@ class BrokerMetrics:
         s = self.topics.get(topic) or self._new_topic(topic)
         s.bytes_in += nbytes
         s.messages_in += messages
+
+    def produce_converted(self, topic: str, records: int) -> None:
+        """Records of a Produce partition rewritten before the append: legacy messages made v2,
+        or batches stored in the topic's compression.type (ProduceMessageConversionsPerSec)."""
+        s = self.topics.get(topic) or self._new_topic(topic)
+        s.produce_conversions += records
+
+    def fetch_converted(self, topic: str, records: int) -> None:
+        """Records down-converted to a legacy message set for Fetch v0-3."""
+        s = self.topics.get(topic) or self._new_topic(topic)
+        s.fetch_conversions += records
+
+    def invalid(self, exc) -> None:
+        """A refused append whose exception names one of Kafka's invalid-record meters
+        (``invalid_kind``, ``invalid_count``: protocol.records.tagged)."""
+        kind = getattr(exc, "invalid_kind", None)
+        if kind in self.invalid_records:
+            self.invalid_records[kind] += getattr(exc, "invalid_count", 1)
 
     def produce_request(self, req, responses) -> None:
         """Once per Produce request, after the appends: requests and failures per partition,
@@ -293,7 +314,7 @@ class _Snapshot:
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
                  "exempt_request_time", "replication_throttle_rates", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs",
-                 "client_metrics", "client_series", "share_sessions")
+                 "client_metrics", "client_series", "share_sessions", "invalid_records")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -307,13 +328,15 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
         for name in [t for t in m.topics if ctrl.topic(t) is None]:
             del m.topics[name]
     snap.topics = sorted((name, (s.messages_in, s.bytes_in, s.bytes_out, s.bytes_rejected, s.produce_requests,
-                                 s.failed_produce_requests, s.fetch_requests, s.failed_fetch_requests))
+                                 s.failed_produce_requests, s.fetch_requests, s.failed_fetch_requests,
+                                 s.produce_conversions, s.fetch_conversions))
                          for name, s in m.topics.items())
     snap.requests = sorted((name, s.count, s.seconds, tuple(s.buckets)) for name, s in m.requests.items())
     snap.replication_bytes_in = m.replication_bytes_in
     snap.replication_bytes_out = m.replication_bytes_out
     snap.isr_shrinks = m.isr_shrinks
     snap.isr_expands = m.isr_expands
+    snap.invalid_records = dict(m.invalid_records)
     snap.queued = sum(len(c.queue) for c in broker.connections)
 
     partitions = leaders = under = under_min = at_min = 0
@@ -448,7 +471,23 @@ _TOPIC_FAMILIES = (     # in the order of _Snapshot.topics' tuples
     ("failedproducerequests", "Produce partition requests that failed unexpectedly (FailedProduceRequestsPerSec)."),
     ("totalfetchrequests", "Fetch partition requests, consumers and followers (TotalFetchRequestsPerSec)."),
     ("failedfetchrequests", "Fetch partition requests that failed unexpectedly (FailedFetchRequestsPerSec)."),
+    ("producemessageconversions", "Records rewritten on produce: legacy messages made v2, batches stored in "
+                                  "the topic's compression.type (ProduceMessageConversionsPerSec)."),
+    ("fetchmessageconversions", "Records down-converted to legacy message sets for Fetch v0-3 "
+                                "(FetchMessageConversionsPerSec)."),
 )
+# Kafka's all-topics meters of records refused on produce, by why (BrokerTopicMetrics)
+INVALID_KINDS = {
+    "no_key_compacted": ("nokeycompactedtopicrecords", "Records without a key refused by compacted topics "
+                                                       "(NoKeyCompactedTopicRecordsPerSec)."),
+    "invalid_message_crc": ("invalidmessagecrcrecords", "Batches refused for a CRC that does not match "
+                                                        "(InvalidMessageCrcRecordsPerSec)."),
+    "invalid_magic_number": ("invalidmagicnumberrecords", "Batches refused for an unknown or mixed magic "
+                                                          "(InvalidMagicNumberRecordsPerSec)."),
+    "invalid_offset_or_sequence": ("invalidoffsetorsequencerecords", "Batches refused for an offset range, record "
+                                                                     "count or sequence that does not hold "
+                                                                     "(InvalidOffsetOrSequenceRecordsPerSec)."),
+}
 _QUOTA_RATE_DOC = {
     "produce": "Record bytes per second this client (or the user / client id sharing its quota) "
                "produced, over the quota windows (byte-rate).",
@@ -469,6 +508,9 @@ def families(snap: _Snapshot):
         for topic, values in snap.topics:
             fam.add_metric([topic], values[i])
         yield fam
+    for kind, (short, doc) in INVALID_KINDS.items():
+        yield CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc,
+                                  value=snap.invalid_records.get(kind, 0))
     yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
                               "Record bytes this broker's replica fetchers received from leaders "
                               "(ReplicationBytesInPerSec).", value=snap.replication_bytes_in)

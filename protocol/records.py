@@ -148,6 +148,14 @@ def magic_at(buf, pos: int = 0) -> int:
     return buf[pos + MAGIC_OFFSET]
 
 
+def tagged(exc, kind: str, count: int = 1):
+    """``exc``, marked for one of the broker's invalid-record meters (Kafka's BrokerTopicMetrics
+    InvalidMessageCrc..., broker/metrics.py INVALID_KINDS): ``kind`` and how many records."""
+    exc.invalid_kind = kind
+    exc.invalid_count = count
+    return exc
+
+
 def validate_batch(buf, header: BatchHeader, check_crc: bool = True, *,
                    check_count: bool = True) -> None:
     """Check magic, length, record count vs lastOffsetDelta and (optionally) CRC-32C.
@@ -156,14 +164,14 @@ def validate_batch(buf, header: BatchHeader, check_crc: bool = True, *,
     compacted batches legitimately break it, so log recovery should pass ``check_count=False``.
     """
     if header.magic != 2:
-        raise CorruptRecordError(f"unsupported magic {header.magic} for a v2 batch")
+        raise tagged(CorruptRecordError(f"unsupported magic {header.magic} for a v2 batch"), "invalid_magic_number")
     if header.batch_length < BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptRecordError(f"batch length {header.batch_length} is below the minimum")
     end = header.pos + header.size
     if end > len(buf):
         raise CorruptRecordError("record batch is truncated")
     if header.records_count < 0 or header.last_offset_delta < 0:
-        raise CorruptRecordError("negative record count or last offset delta")
+        raise tagged(CorruptRecordError("negative record count or last offset delta"), "invalid_offset_or_sequence")
     if header.attributes & 0xFF80:
         raise CorruptRecordError(f"unknown batch attributes {header.attributes:#x}")
     if header.compression > 4:
@@ -172,14 +180,14 @@ def validate_batch(buf, header: BatchHeader, check_crc: bool = True, *,
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
         actual = _crc32c.crc32c(mv[header.pos + ATTRIBUTES_OFFSET:end])
         if actual != header.crc:
-            raise CorruptRecordError(
-                f"CRC mismatch: stored {header.crc:#010x}, computed {actual:#010x}")
+            raise tagged(CorruptRecordError(
+                f"CRC mismatch: stored {header.crc:#010x}, computed {actual:#010x}"), "invalid_message_crc")
     if check_count and header.records_count \
             and header.last_offset_delta != header.records_count - 1 and not header.is_control:
         # Compaction may leave fewer records than lastOffsetDelta+1; a producer may not.
-        raise InvalidRecordError(
+        raise tagged(InvalidRecordError(
             f"record count {header.records_count} does not match lastOffsetDelta "
-            f"{header.last_offset_delta}")
+            f"{header.last_offset_delta}"), "invalid_offset_or_sequence")
 
 
 class TruncatedBatch(NamedTuple):

@@ -48,7 +48,7 @@ from protocol.compression import CODEC_NAMES
 from protocol.records import (CorruptRecordError, InvalidRecordError, TruncatedBatch,
                               iter_batches, read_header, recompress_batch, scan_batches,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
-                              validate_batch)
+                              tagged, validate_batch)
 
 from .config import LONG_MAX, LogConfig
 from .errors import (InvalidProducerEpochError, InvalidTimestampError, OffsetOutOfRangeError,
@@ -448,10 +448,12 @@ class Log:
                 if h.is_control:
                     raise InvalidRecordError("clients may not write control batches")
                 if h.records_count <= 0:        # Kafka's LogValidator.validateBatch
-                    raise InvalidRecordError(f"Invalid reported count for record batch: {h.records_count}")
+                    raise tagged(InvalidRecordError(f"Invalid reported count for record batch: {h.records_count}"),
+                                 "invalid_offset_or_sequence")
                 if h.producer_id >= 0 and h.base_sequence < 0:
-                    raise InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record batch "
-                                             f"with producerId {h.producer_id}")
+                    raise tagged(InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record "
+                                                    f"batch with producerId {h.producer_id}"),
+                                 "invalid_offset_or_sequence")
                 if cfg.compact_enabled or (h.timestamp_type if cfg.log_append_time else bounded):
                     self._validate_records(buf, h, now)
                 check = session.check(h, transaction_version)
@@ -616,6 +618,9 @@ class Log:
             exc = InvalidRecordError(f"One or more records have been rejected due to {len(errors)} record errors "
                                      f"in total, and only showing the first three errors at most: [{shown}]")
         exc.record_errors = errors
+        keyless = sum(1 for _, m in errors if m.startswith("Compacted topic"))
+        if keyless:
+            tagged(exc, "no_key_compacted", keyless)
         raise exc
 
     def _write(self, buf, headers, session, now, leader_epoch, append_time) -> LogAppendInfo:

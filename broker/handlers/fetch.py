@@ -56,10 +56,11 @@ R = FetchResponse
 READ_COMMITTED = 1
 
 
-def _read_all(ctx, req, plan, follower=False, throttled=None):
+def _read_all(ctx, req, plan, follower=False, throttled=None, conversions=None):
     """One pass over the requested partitions; returns (responses, bytes found).
     A follower (replica fetch) reads up to the log end offset, consumers up to the HW/LSO.
-    ``throttled(part)`` true: answer that partition without records (replication throttle)."""
+    ``throttled(part)`` true: answer that partition without records (replication throttle).
+    ``conversions``: topic -> records down-converted for Fetch v0-3, added to."""
     v = ctx.api_version
     remaining = req.max_bytes if v >= 3 else 0x7FFFFFFF
     total = 0
@@ -128,8 +129,12 @@ def _read_all(ctx, req, plan, follower=False, throttled=None):
                 if not lg.config.message_downconversion_enable:
                     pd.error_code = E.UNSUPPORTED_VERSION
                     continue
-                pd.records = rec.v2_to_legacy(data.read(), 0 if v < 2 else 1)
+                raw = data.read()
+                pd.records = rec.v2_to_legacy(raw, 0 if v < 2 else 1)
                 size = len(pd.records)
+                if conversions is not None:
+                    conversions[topic.topic] = conversions.get(topic.topic, 0) + sum(
+                        h.records_count for h in rec.iter_batches(raw) if not h.is_control)
             else:
                 region = data.regions[0] if len(data.regions) == 1 else _Joined(data.regions)
                 pd.records = region
@@ -308,7 +313,8 @@ async def fetch(ctx, req):
     quota = None if follower else broker.fetch_quota        # client quotas: broker/client_quota.py
     if quota is not None and v >= 3:
         quota.cap_fetch(ctx, req)
-    responses, total = _read_all(ctx, req, plan, follower, throttled)
+    conversions = {} if v < 4 else None
+    responses, total = _read_all(ctx, req, plan, follower, throttled, conversions)
     if total < req.min_bytes and req.max_wait_ms > 0 and not _must_answer(responses):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
@@ -318,7 +324,8 @@ async def fetch(ctx, req):
             if remaining <= 0 or ctx.connection.closed or ctx.broker.stopping:
                 break
             await wait_for_wake(hosted, deadline)
-            responses, total = _read_all(ctx, req, plan, follower, throttled)
+            conversions = {} if v < 4 else None
+            responses, total = _read_all(ctx, req, plan, follower, throttled, conversions)
             if _must_answer(responses):
                 break
     if throttled is not None:
@@ -331,6 +338,8 @@ async def fetch(ctx, req):
     error, session_id, responses = fctx.finish(sessions, responses, _now_ms())
     if broker.metrics is not None:
         broker.metrics.fetched(responses, follower)
+        for name, n in (conversions or {}).items():
+            broker.metrics.fetch_converted(name, n)
     resp = R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=responses)
     if v >= 16 and _has_error(responses):
         add_hints(ctx, resp, ((t.topic, p.partition_index, p) for t in responses for p in t.partitions),

@@ -72,7 +72,7 @@ def _prepare(records, version, log_cfg):
             raise rec.InvalidRecordError("produce v3+ must carry v2 record batches")
         return rec.legacy_to_v2(records, timestamp_type=log_cfg.message_timestamp_type)
     if magic != 2:
-        raise rec.CorruptRecordError(f"unknown magic {magic}")
+        raise rec.tagged(rec.CorruptRecordError(f"unknown magic {magic}"), "invalid_magic_number")
     if version >= 3:
         h = rec.read_header(records, 0)
         if h.batch_length < rec.BATCH_OVERHEAD - rec.LOG_OVERHEAD:
@@ -142,7 +142,9 @@ async def produce(ctx, req):
                     continue
             try:
                 buf = _prepare(pd.records, v, lg.config)
+                converted = buf is not pd.records       # legacy messages made one v2 batch
                 if lg.needs_recompression(buf):
+                    converted = True
                     # compression.type: compressing (gzip: tens of ms a MB) off the event loop.
                     # This connection's next request waits; the partition may change hands meanwhile.
                     buf = await asyncio.get_running_loop().run_in_executor(None, lg.recompress, buf)
@@ -157,6 +159,8 @@ async def produce(ctx, req):
             except Exception as exc:   # mapped to Kafka's error for the partition
                 code = _error_code(exc)
                 resp.error_code = code
+                if metrics is not None:
+                    metrics.invalid(exc)
                 if v >= 8:
                     resp.error_message = str(exc)
                     resp.record_errors = [R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
@@ -172,6 +176,8 @@ async def produce(ctx, req):
             resp.log_start_offset = res.log_start_offset
             if metrics is not None:
                 metrics.produced(topic.name, len(pd.records), res.last_offset - res.first_offset + 1)
+                if converted and not res.duplicate:
+                    metrics.produce_converted(topic.name, res.last_offset - res.first_offset + 1)
             if not res.duplicate:
                 part.after_append()
             if acks == -1:

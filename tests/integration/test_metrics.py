@@ -180,6 +180,54 @@ def test_failed_produce_follows_kafka(kafka):
     assert delta(before, after, RM + "requests_total", request="Produce") == 4
 
 
+def test_invalid_records_and_conversions_follow_kafka(kafka):
+    """Kafka's all-topics meters of refused records (a CRC that does not match, a magic it does
+    not know, a record count that does not hold, keyless records on a compacted topic: one per
+    record), and the per-topic message conversions (legacy messages made v2, batches stored in
+    the topic's compression.type, records down-converted for Fetch v0-3)."""
+    import struct
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from protocol.records import build_legacy, crc32c
+    plain, compacted, zstd = _name("metrics-inv"), _name("metrics-cmp"), _name("metrics-zstd")
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    futs = admin.create_topics([NewTopic(plain, 1, 1), NewTopic(compacted, 1, 1, config={"cleanup.policy": "compact"}),
+                                NewTopic(zstd, 1, 1, config={"compression.type": "zstd"})])
+    for f in futs.values():
+        f.result(30)
+    with RawConnection(kafka.host, kafka.port) as c:
+        c.metadata([plain, compacted, zstd], auto_create=False)
+        before = scrape(kafka.metrics_url)
+        bad_crc = build_batch([(b"k", b"v")])
+        bad_crc[-1] ^= 1
+        assert c.produce(plain, 0, bad_crc, acks=1).error_code == 2              # CORRUPT_MESSAGE
+        bad_magic = build_batch([(b"k", b"v")])
+        bad_magic[16] = 3
+        assert c.produce(plain, 0, bad_magic, acks=1).error_code == 2
+        bad_count = build_batch([(b"k", b"v"), (b"k", b"w")])
+        struct.pack_into(">i", bad_count, 57, 3)                                # 3 records, lastOffsetDelta 1
+        struct.pack_into(">I", bad_count, 17, crc32c(bytes(bad_count[21:])))     # and a CRC that matches
+        assert c.produce(plain, 0, bad_count, acks=1).error_code == 87          # INVALID_RECORD
+        keyless = build_batch([(None, b"1"), (b"k", b"2"), (None, b"3")])
+        assert c.produce(compacted, 0, keyless, acks=1).error_code == 87         # INVALID_RECORD
+        assert c.produce(zstd, 0, build_batch([(b"k", b"%d" % i) for i in range(5)]), acks=1).error_code == 0
+        assert c.produce(zstd, 0, build_batch([(b"k", b"z")], compression=4), acks=1).error_code == 0
+        legacy = build_legacy([(b"k", b"old-%d" % i) for i in range(3)], magic=1)
+        assert c.produce(plain, 0, legacy, version=2, acks=1).error_code == 0
+        assert c.produce(plain, 0, build_batch([(b"k", b"new")]), acks=1).error_code == 0
+        got = c.fetch(plain, 0, 0, version=3)
+        assert got.error_code == 0 and got.records
+        after = scrape(kafka.metrics_url)
+    assert delta(before, after, BT + "invalidmessagecrcrecords_total") == 1
+    assert delta(before, after, BT + "invalidmagicnumberrecords_total") == 1
+    assert delta(before, after, BT + "invalidoffsetorsequencerecords_total") == 1
+    assert delta(before, after, BT + "nokeycompactedtopicrecords_total") == 2
+    assert delta(before, after, BT + "producemessageconversions_total", topic=zstd) == 5    # not the zstd one
+    assert delta(before, after, BT + "producemessageconversions_total", topic=plain) == 3   # the legacy set
+    assert delta(before, after, BT + "fetchmessageconversions_total", topic=plain) == 4    # 3 + 1 read as v1
+
+
 # -- gauges ---------------------------------------------------------------------------------
 
 def test_partition_leader_and_controller_gauges(kafka):
