@@ -505,6 +505,38 @@ def _consecutive_records(data, count: int) -> bool:
     return consecutive
 
 
+def record_summaries(buf, header: BatchHeader, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE):
+    """(offset, timestamp, has_key) of each record of a v2 batch, reading only each record's
+    length, attributes, timestamp and offset deltas and key length (no slices of keys, values or
+    headers): what Kafka's per-record produce checks look at.  Raises ``CorruptRecordError`` when
+    the records do not fill the payload exactly.  Under LogAppendTime every timestamp is the
+    batch's max timestamp, as ``iter_records`` reads it."""
+    data = batch_payload(buf, header, max_size=max_size)
+    count = header.records_count
+    end = len(data)
+    if count < 0 or count * 7 > end:
+        raise CorruptRecordError(f"{count} records cannot fit in {end} bytes of record data")
+    base, base_ts = header.base_offset, header.base_timestamp
+    append_ts = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    out = []
+    pos = 0
+    try:
+        for _ in range(count):
+            length, start = _read_varint(data, pos, 5)
+            pos = start + length
+            if length < 6 or pos > end:
+                raise CorruptRecordError(f"invalid record length {length}")
+            ts_delta, p = _read_varint(data, start + 1, 10)
+            delta, p = _read_varint(data, p, 5)
+            key_len, _ = _read_varint(data, p, 5)
+            out.append((base + delta, append_ts if append_ts is not None else base_ts + ts_delta, key_len >= 0))
+    except IndexError:
+        raise CorruptRecordError("record data ends inside a record") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
+    return out
+
+
 def recompress_batch(buf, header: BatchHeader, codec: int, *, level: int | None = None,
                      max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytearray:
     """The v2 batch ``header`` of ``buf`` with its records stored under ``codec`` instead (the

@@ -441,19 +441,14 @@ class Log:
         buf, headers = self._parse(records)
         session = self.producer_state.session()
         bounded = cfg.timestamp_before_max_ms != LONG_MAX or cfg.timestamp_after_max_ms != LONG_MAX
+        client = origin == "client"
         for h in headers:
-            validate_batch(buf, h)
-            self._check_size(h)
-            if origin == "client":
-                if h.is_control:
-                    raise InvalidRecordError("clients may not write control batches")
-                if h.records_count <= 0:        # Kafka's LogValidator.validateBatch
-                    raise tagged(InvalidRecordError(f"Invalid reported count for record batch: {h.records_count}"),
-                                 "invalid_offset_or_sequence")
-                if h.producer_id >= 0 and h.base_sequence < 0:
-                    raise tagged(InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record "
-                                                    f"batch with producerId {h.producer_id}"),
-                                 "invalid_offset_or_sequence")
+            if client:
+                self._check_client_batch(buf, h)
+            else:
+                validate_batch(buf, h)
+                self._check_size(h)
+            if client:
                 if cfg.compact_enabled or (h.timestamp_type if cfg.log_append_time else bounded):
                     self._validate_records(buf, h, now)
                 check = session.check(h, transaction_version)
@@ -499,6 +494,27 @@ class Log:
             stored = f" stored in {CODEC_NAMES[codec]}" if codec is not None else ""
             raise RecordTooLargeError(f"batch of {h.size} bytes{stored} exceeds max.message.bytes {limit}")
 
+    def _check_client_batch(self, buf, h) -> None:
+        """A client's batch as Kafka checks it before appending (UnifiedLog.analyzeAndValidateRecords,
+        then LogValidator.validateBatch): a base offset of 0, ``max.message.bytes``, the CRC and
+        header, and a record count, offset range and sequence that hold; no control batch."""
+        if h.base_offset != 0:
+            raise InvalidRecordError(f"The baseOffset of the record batch in the append to "
+                                     f"{self.topic}-{self.partition} should be 0, but it is {h.base_offset}")
+        self._check_size(h)
+        if h.records_count <= 0 or h.last_offset_delta < 0:
+            raise tagged(InvalidRecordError(f"Invalid reported count for record batch: {h.records_count}"
+                                            if h.records_count <= 0 else
+                                            f"Batch has an invalid offset range: lastOffsetDelta {h.last_offset_delta}"),
+                         "invalid_offset_or_sequence")
+        validate_batch(buf, h)
+        if h.is_control:
+            raise tagged(InvalidRecordError("clients may not write control batches"), "invalid_offset_or_sequence")
+        if h.producer_id >= 0 and h.base_sequence < 0:
+            raise tagged(InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record "
+                                            f"batch with producerId {h.producer_id}"),
+                         "invalid_offset_or_sequence")
+
     def needs_recompression(self, records) -> bool:
         """Whether ``compression.type`` would rewrite any batch of ``records`` (cheap: batch
         headers only)."""
@@ -506,8 +522,8 @@ class Log:
         return codec is not None and any(_recompressed(h, codec) for h in iter_batches(records))
 
     def recompress(self, records):
-        """``records`` with each batch in the ``compression.type`` codec, checked first as
-        ``append`` checks them (CRC, ``max.message.bytes``).  Reads nothing but the config and
+        """``records`` (a client's) with each batch in the ``compression.type`` codec, checked
+        first as ``append`` checks a client's batches (``_check_client_batch``).  Reads nothing but the config and
         ``records``, so a produce runs it in a worker thread (gzip takes tens of milliseconds
         a megabyte) and hands the result to ``append``, which then finds nothing to rewrite."""
         buf, headers = self._parse(records)
@@ -515,8 +531,7 @@ class Log:
         if codec is None:
             return buf
         for h in headers:
-            validate_batch(buf, h)
-            self._check_size(h)
+            self._check_client_batch(buf, h)
         return self._recompress(buf, headers, codec)[0]
 
     def _recompress(self, buf, headers, codec: int):
@@ -584,12 +599,13 @@ class Log:
 
     def _validate_records(self, buf, h, now: int) -> None:
         """Kafka's per-record checks (LogValidator.validateRecord), run only where the topic asks
-        for them, since they decode every record: a compacted topic refuses records without a
+        for them, since they read every record (its length, timestamp, offset and key length:
+        ``record_summaries``): a compacted topic refuses records without a
         key (INVALID_RECORD); CreateTime outside ``message.timestamp.before/after.max.ms`` is
         INVALID_TIMESTAMP, as is a batch marked LogAppendTime by its producer on a LogAppendTime
         topic.  The error carries ``record_errors``, (index in the batch, message) of each
         record refused, for Produce v8+; any timestamp error makes it INVALID_TIMESTAMP."""
-        from protocol.records import iter_records
+        from protocol.records import record_summaries
         cfg = self.config
         tp = f"{self.topic}-{self.partition}"
         create_time = not cfg.log_append_time
@@ -597,17 +613,18 @@ class Log:
         hi = now + cfg.timestamp_after_max_ms
         errors = []
         timestamp_error = False
-        for i, r in enumerate(iter_records(buf, h)):
-            if cfg.compact_enabled and r.key is None:
+        compact = cfg.compact_enabled
+        for i, (offset, ts, has_key) in enumerate(record_summaries(buf, h)):
+            if compact and not has_key:
                 errors.append((i, f"Compacted topic cannot accept message without key in topic partition {tp}."))
             elif create_time:
-                if r.timestamp != -1 and not lo <= r.timestamp <= hi:
+                if ts != -1 and not lo <= ts <= hi:
                     timestamp_error = True
-                    errors.append((i, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of "
+                    errors.append((i, f"Timestamp {ts} of message with offset {offset} is out of "
                                       f"range. The timestamp should be within [{lo}, {hi}]"))
             elif h.timestamp_type:
                 timestamp_error = True
-                errors.append((i, f"Invalid timestamp type in message with offset {r.offset}. Producer should "
+                errors.append((i, f"Invalid timestamp type in message with offset {offset}. Producer should "
                                   f"not set timestamp type to LogAppendTime."))
         if not errors:
             return

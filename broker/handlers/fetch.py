@@ -71,9 +71,9 @@ def _read_all(ctx, req, plan, follower=False, throttled=None, conversions=None):
     for topic, info, terr, parts in plan:
         out = []
         for fp, part, cp in parts:
-            if cp is not None and part is not None and not terr and _unchanged(
-                    cp, fp, part, v, isolation, follower, me):
-                continue
+            if cp is not None and part is not None and not terr and (chooser is None or not part.is_leader) \
+                    and _unchanged(cp, fp, part, v, isolation, follower, me):
+                continue        # (with a replica selector the leader asks it every time, as Kafka)
             pd = R.PartitionData(partition_index=fp.partition, error_code=0, high_watermark=-1,
                                  last_stable_offset=-1, log_start_offset=-1,
                                  aborted_transactions=None if v < 4 else [],
@@ -96,6 +96,9 @@ def _read_all(ctx, req, plan, follower=False, throttled=None, conversions=None):
                 if pd.error_code:
                     continue
             lg = part.log
+            if v < 10 and not follower and lg.config.compression_type == "zstd":
+                pd.error_code = E.UNSUPPORTED_COMPRESSION_TYPE      # as Kafka's maybeConvertFetchedData
+                continue
             hw = part.high_watermark
             lso = lg.last_stable_offset()
             pd.high_watermark = hw

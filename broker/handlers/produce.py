@@ -58,8 +58,10 @@ def _error_code(exc) -> int:
     return E.UNKNOWN_SERVER_ERROR
 
 
-def _prepare(records, version, log_cfg):
-    """Check the shape of a partition's records; up-convert legacy message sets.
+def _prepare(records, version):
+    """Check the shape of a partition's records; up-convert legacy message sets (as CreateTime,
+    with their own timestamps: on a LogAppendTime topic the append stamps the batch, as it
+    does a v2 producer's).
 
     Returns the buffer to append (a writable memoryview or bytearray)."""
     if records is None or len(records) == 0:
@@ -70,7 +72,7 @@ def _prepare(records, version, log_cfg):
     if magic < 2:
         if version >= 3:
             raise rec.InvalidRecordError("produce v3+ must carry v2 record batches")
-        return rec.legacy_to_v2(records, timestamp_type=log_cfg.message_timestamp_type)
+        return rec.legacy_to_v2(records)
     if magic != 2:
         raise rec.tagged(rec.CorruptRecordError(f"unknown magic {magic}"), "invalid_magic_number")
     if version >= 3:
@@ -133,15 +135,8 @@ async def produce(ctx, req):
             if acks == -1 and len(part.isr) < lg.config.min_insync_replicas:
                 resp.error_code = E.NOT_ENOUGH_REPLICAS
                 continue
-            if v >= 3 and is_transactional_batch(pd.records):
-                # KIP-890: is this partition in the producer's transaction? (broker/txn/markers.py)
-                code = await check_produce(broker, req.transactional_id, topic.name, pd.index, part,
-                                           pd.records, v)
-                if code:
-                    resp.error_code = code
-                    continue
             try:
-                buf = _prepare(pd.records, v, lg.config)
+                buf = _prepare(pd.records, v)
                 converted = buf is not pd.records       # legacy messages made one v2 batch
                 if lg.needs_recompression(buf):
                     converted = True
@@ -152,6 +147,17 @@ async def produce(ctx, req):
                         resp.error_code = not_leader_error(part)
                         continue
                     lg = part.log
+                    if acks == -1 and len(part.isr) < lg.config.min_insync_replicas:
+                        resp.error_code = E.NOT_ENOUGH_REPLICAS
+                        continue
+                if v >= 3 and is_transactional_batch(buf):
+                    # KIP-890: is this partition in the producer's transaction? (broker/txn/markers.py)
+                    # It guards against a marker landing while it waits; nothing else may be
+                    # awaited between it and the append.
+                    code = await check_produce(broker, req.transactional_id, topic.name, pd.index, part, buf, v)
+                    if code:
+                        resp.error_code = code
+                        continue
                 res = lg.append(buf, part.leader_epoch, transaction_version=2 if v >= 12 else 0)
             except _Unsupported:
                 resp.error_code = E.UNSUPPORTED_COMPRESSION_TYPE

@@ -233,3 +233,27 @@ def test_offsets_topic_compression_codec(broker_factory):
     got = c.committed([TopicPartition("ct-offsets", p) for p in range(3)], timeout=30)
     c.close()
     assert [(tp.partition, tp.offset) for tp in got] == [(0, 10), (1, 11), (2, 12)]
+
+
+def test_raw_answers_of_a_recompressing_topic(broker):
+    """Kafka's answers around compression.type: a zstd topic is UNSUPPORTED_COMPRESSION_TYPE to
+    Fetch below v10 (KafkaApis.maybeConvertFetchedData); a batch the broker would recompress gets
+    the same client checks first (a compressed batch reporting no records is INVALID_RECORD, not
+    CORRUPT_MESSAGE; a base offset other than 0 is INVALID_RECORD)."""
+    from protocol.errors import ErrorCode as E
+    from protocol.records import _I32, _U32, CRC_OFFSET, build_batch, crc32c
+    from tests.support.rawkafka import RawConnection
+    _create(broker.bootstrap, "ct-raw", {"compression.type": "zstd"})
+    with RawConnection(broker.host, broker.port) as c:
+        c.metadata(["ct-raw"], auto_create=False)
+        assert c.produce("ct-raw", 0, build_batch([(b"k", b"v")], compression=1), acks=1).error_code == 0
+        for version in (4, 9):
+            assert c.fetch("ct-raw", 0, 0, version=version).error_code == E.UNSUPPORTED_COMPRESSION_TYPE
+        got = c.fetch("ct-raw", 0, 0, version=10)
+        assert got.error_code == 0 and [h.compression for h in iter_batches(bytes(got.records))] == [4]
+        empty = build_batch([(b"k", b"v")], compression=1)
+        _I32.pack_into(empty, 57, 0)                                  # records count 0
+        _U32.pack_into(empty, CRC_OFFSET, crc32c(bytes(empty[21:])))
+        assert c.produce("ct-raw", 0, empty, acks=1).error_code == E.INVALID_RECORD
+        moved = build_batch([(b"k", b"v")], compression=1, base_offset=5)
+        assert c.produce("ct-raw", 0, moved, acks=1).error_code == E.INVALID_RECORD

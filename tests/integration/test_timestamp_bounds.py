@@ -87,3 +87,29 @@ def test_each_record_is_checked_and_named(broker):
         r = c.produce("tr-append", 0, build_batch([(b"k", b"1"), (b"k", b"2")], timestamp_type=1), version=8)
         assert r.error_code == E.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0, 1]
         assert c.produce("tr-append", 0, build_batch([(b"k", b"1")]), version=8).error_code == 0
+
+
+def test_legacy_messages_on_a_log_append_time_topic(broker):
+    """A Produce v2 message set (magic 1, CreateTime) on a LogAppendTime topic is taken, and its
+    records read back with the broker's append time."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from protocol.records import build_legacy, iter_records, read_header
+    from tests.support.rawkafka import RawConnection
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tl-append", 1, 1, config={"message.timestamp.type": "LogAppendTime"})])[
+        "tl-append"].result(30)
+    before = int(time.time() * 1000)
+    with RawConnection(broker.host, broker.port) as c:
+        c.metadata(["tl-append"], auto_create=False)
+        for magic in (0, 1):
+            legacy = build_legacy([(b"k", b"m%d-%d" % (magic, i)) for i in range(3)], magic=magic)
+            r = c.produce("tl-append", 0, legacy, version=2, acks=1)
+            assert r.error_code == 0, (magic, r)
+        data = bytes(c.fetch("tl-append", 0, 0, version=11).records)
+    after = int(time.time() * 1000)
+    h = read_header(data)
+    recs = list(iter_records(data, h))
+    assert h.timestamp_type == 1 and before <= h.max_timestamp <= after
+    assert [bytes(r.value) for r in recs] == [b"m0-0", b"m0-1", b"m0-2"]
+    assert all(r.timestamp == h.max_timestamp for r in recs)
