@@ -479,39 +479,17 @@ def _read_headers(data, pos: int, rec_end: int, count: int):
     return headers, pos
 
 
-def _consecutive_records(data, count: int) -> bool:
-    """Whether ``data`` (a batch's decompressed records) holds exactly ``count`` records whose
-    offset deltas run 0, 1, 2...  Reads each record's length, timestamp delta and offset delta
-    only; raises ``CorruptRecordError`` when the lengths do not tile ``data``."""
-    end = len(data)
-    if count < 0 or count * 7 > end:
-        raise CorruptRecordError(f"{count} records cannot fit in {end} bytes of record data")
-    pos = 0
-    consecutive = True
-    try:
-        for i in range(count):
-            length, start = _read_varint(data, pos, 5)
-            pos = start + length
-            if length < 6 or pos > end:
-                raise CorruptRecordError(f"invalid record length {length}")
-            if consecutive:
-                _, p = _read_varint(data, start + 1, 10)        # after attributes: timestamp delta
-                delta, _ = _read_varint(data, p, 5)
-                consecutive = delta == i
-    except IndexError:
-        raise CorruptRecordError("record data ends inside a record") from None
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
-    return consecutive
-
-
 def record_summaries(buf, header: BatchHeader, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE):
     """(offset, timestamp, has_key) of each record of a v2 batch, reading only each record's
     length, attributes, timestamp and offset deltas and key length (no slices of keys, values or
     headers): what Kafka's per-record produce checks look at.  Raises ``CorruptRecordError`` when
     the records do not fill the payload exactly.  Under LogAppendTime every timestamp is the
     batch's max timestamp, as ``iter_records`` reads it."""
-    data = batch_payload(buf, header, max_size=max_size)
+    return _summaries(batch_payload(buf, header, max_size=max_size), header)
+
+
+def _summaries(data, header: BatchHeader) -> list:
+    """``record_summaries`` of ``data``, the batch's records already decompressed."""
     count = header.records_count
     end = len(data)
     if count < 0 or count * 7 > end:
@@ -546,7 +524,8 @@ def recompress_batch(buf, header: BatchHeader, codec: int, *, level: int | None 
     with deltas that do, as Kafka rebuilds them.  Raises ``CorruptRecordError`` when the
     payload does not decompress or its records do not fill it exactly."""
     data = batch_payload(buf, header, max_size=max_size)
-    if not _consecutive_records(data, header.records_count):
+    base = header.base_offset
+    if any(offset != base + i for i, (offset, _, _) in enumerate(_summaries(data, header))):
         return build_batch(list(iter_records(buf, header, max_size=max_size)),
                            compression=codec, compression_level=level,
                            producer_id=header.producer_id, producer_epoch=header.producer_epoch,

@@ -94,6 +94,22 @@ def _prepare(records, version):
     return records
 
 
+_SAME = object()
+
+
+def _cannot_append(part, acks, current=_SAME) -> int:
+    """The error that keeps a produce from appending to ``part`` now, or 0: this broker does not
+    lead it (``current``: the replica hosted now, None if none, when it may have changed since
+    ``part`` was looked up), or acks=all finds the ISR below ``min.insync.replicas``."""
+    if current is not _SAME and current is not part:
+        return not_leader_error(current)
+    if part is None or not part.is_leader:
+        return not_leader_error(part)
+    if acks == -1 and len(part.isr) < part.log.config.min_insync_replicas:
+        return E.NOT_ENOUGH_REPLICAS
+    return 0
+
+
 class _Unsupported(Exception):
     pass
 
@@ -128,13 +144,10 @@ async def produce(ctx, req):
                 resp.error_code = E.INVALID_TOPIC_EXCEPTION
                 continue
             part = replicas.get(topic.name, pd.index)
-            if part is None or not part.is_leader:
-                resp.error_code = not_leader_error(part)
+            resp.error_code = _cannot_append(part, acks)
+            if resp.error_code:
                 continue
             lg = part.log
-            if acks == -1 and len(part.isr) < lg.config.min_insync_replicas:
-                resp.error_code = E.NOT_ENOUGH_REPLICAS
-                continue
             try:
                 buf = _prepare(pd.records, v)
                 converted = buf is not pd.records       # legacy messages made one v2 batch
@@ -143,13 +156,10 @@ async def produce(ctx, req):
                     # compression.type: compressing (gzip: tens of ms a MB) off the event loop.
                     # This connection's next request waits; the partition may change hands meanwhile.
                     buf = await asyncio.get_running_loop().run_in_executor(None, lg.recompress, buf)
-                    if replicas.get(topic.name, pd.index) is not part or not part.is_leader:
-                        resp.error_code = not_leader_error(part)
+                    resp.error_code = _cannot_append(part, acks, replicas.get(topic.name, pd.index))
+                    if resp.error_code:
                         continue
                     lg = part.log
-                    if acks == -1 and len(part.isr) < lg.config.min_insync_replicas:
-                        resp.error_code = E.NOT_ENOUGH_REPLICAS
-                        continue
                 if v >= 3 and is_transactional_batch(buf):
                     # KIP-890: is this partition in the producer's transaction? (broker/txn/markers.py)
                     # It guards against a marker landing while it waits; nothing else may be

@@ -8,7 +8,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.net import free_port
+from tests.support.metrics import expose
 
 RM = "kafka_server_replicamanager_"
 KC = "kafka_controller_kafkacontroller_"
@@ -34,11 +34,7 @@ def wait_until(cond, timeout=60.0, what="condition"):
 
 def test_cluster_metrics(cluster_factory):
     c = cluster_factory(3, start=False)
-    ports = {}
-    for i, b in c.brokers.items():
-        ports[i] = free_port()
-        b.props["odradek.metrics.prometheus.port"] = str(ports[i])
-        b.props["odradek.metrics.prometheus.host"] = "127.0.0.1"
+    ports = expose(c.brokers)
     c.start()
     c.create_topic("m", partitions=6, rf=3)
     for p in range(6):

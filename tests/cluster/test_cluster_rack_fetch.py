@@ -9,8 +9,7 @@ import time
 import pytest
 
 from broker.replica_selector import RACK_AWARE
-from tests.support.metrics import scrape, val
-from tests.support.net import free_port
+from tests.support.metrics import expose, scrape, val
 
 pytestmark = pytest.mark.cluster
 
@@ -74,11 +73,7 @@ def _consume_aio(bootstrap, rack):
 def test_consumers_read_the_replica_in_their_rack(cluster_factory):
     c = cluster_factory(3, start=False, racks={1: "r1", 2: "r2", 3: "r3"},
                         props={"replica.selector.class": RACK_AWARE})
-    ports = {}
-    for i, b in c.brokers.items():
-        ports[i] = free_port()
-        b.props["odradek.metrics.prometheus.port"] = str(ports[i])
-        b.props["odradek.metrics.prometheus.host"] = "127.0.0.1"
+    ports = expose(c.brokers)
     c.start()
     c.create_topic("rr", assignment={0: [1, 2, 3]})
     c.wait_for_isr("rr", 0, [1, 2, 3])

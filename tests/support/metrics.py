@@ -21,3 +21,15 @@ def scrape(url: str) -> dict[tuple, float]:
 
 def val(samples, name, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def expose(brokers) -> dict:
+    """Give each broker of ``brokers`` (id -> BrokerProcess, not started yet) a Prometheus
+    endpoint on a free loopback port; returns id -> port."""
+    from tests.support.net import free_port
+    ports = {}
+    for i, b in brokers.items():
+        ports[i] = free_port()
+        b.props["odradek.metrics.prometheus.port"] = str(ports[i])
+        b.props["odradek.metrics.prometheus.host"] = "127.0.0.1"
+    return ports
