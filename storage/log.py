@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from protocol.compression import CODEC_NAMES
 from protocol.records import (CorruptRecordError, InvalidRecordError, TruncatedBatch,
-                              iter_batches, read_header, recompress_batch, scan_batches,
+                              iter_batches, read_header, recompress_batch, record_summaries, scan_batches,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               tagged, validate_batch)
 
@@ -445,10 +445,6 @@ class Log:
         for h in headers:
             if client:
                 self._check_client_batch(buf, h)
-            else:
-                validate_batch(buf, h)
-                self._check_size(h)
-            if client:
                 if cfg.compact_enabled or (h.timestamp_type if cfg.log_append_time else bounded):
                     self._validate_records(buf, h, now)
                 check = session.check(h, transaction_version)
@@ -461,7 +457,10 @@ class Log:
                     raise InvalidProducerEpochError(check.message)
                 if check.result is SeqResult.UNKNOWN_PRODUCER_ID:
                     raise UnknownProducerIdError(check.message)
-            elif h.is_control and h.producer_id >= 0:
+                continue
+            validate_batch(buf, h)
+            self._check_size(h)
+            if h.is_control and h.producer_id >= 0:
                 entry = self.producer_state.last_entry(h.producer_id)
                 if entry is not None and h.producer_epoch < entry.producer_epoch:
                     raise InvalidProducerEpochError(
@@ -605,7 +604,6 @@ class Log:
         INVALID_TIMESTAMP, as is a batch marked LogAppendTime by its producer on a LogAppendTime
         topic.  The error carries ``record_errors``, (index in the batch, message) of each
         record refused, for Produce v8+; any timestamp error makes it INVALID_TIMESTAMP."""
-        from protocol.records import record_summaries
         cfg = self.config
         tp = f"{self.topic}-{self.partition}"
         create_time = not cfg.log_append_time
@@ -613,9 +611,11 @@ class Log:
         hi = now + cfg.timestamp_after_max_ms
         errors = []
         timestamp_error = False
+        keyless = 0
         compact = cfg.compact_enabled
         for i, (offset, ts, has_key) in enumerate(record_summaries(buf, h)):
             if compact and not has_key:
+                keyless += 1
                 errors.append((i, f"Compacted topic cannot accept message without key in topic partition {tp}."))
             elif create_time:
                 if ts != -1 and not lo <= ts <= hi:
@@ -635,7 +635,6 @@ class Log:
             exc = InvalidRecordError(f"One or more records have been rejected due to {len(errors)} record errors "
                                      f"in total, and only showing the first three errors at most: [{shown}]")
         exc.record_errors = errors
-        keyless = sum(1 for _, m in errors if m.startswith("Compacted topic"))
         if keyless:
             tagged(exc, "no_key_compacted", keyless)
         raise exc
