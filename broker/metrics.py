@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from bisect import bisect_left
@@ -314,7 +315,7 @@ class _Snapshot:
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
                  "exempt_request_time", "replication_throttle_rates", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs",
-                 "client_metrics", "client_series", "share_sessions", "invalid_records")
+                 "client_metrics", "client_series", "share_sessions", "invalid_records", "cleaner")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -399,6 +400,7 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
         if share is not None else (0, 0)
     lm = getattr(broker, "log_manager", None)
     snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
+    snap.cleaner = _cleaner_values(broker.log_cleaner) if getattr(broker, "log_cleaner", None) else None
     cm = getattr(broker, "client_metrics", None)
     if cm is not None:
         cm.expire()
@@ -408,6 +410,22 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.client_series = [s for r in (cm.receivers if cm is not None else ())
                           if callable(getattr(r, "prometheus_snapshot", None)) for s in r.prometheus_snapshot()]
     return snap
+
+
+def _cleaner_values(c) -> tuple:
+    """Kafka's LogCleaner and LogCleanerManager gauges, from ``storage.cleaner.LogCleaner``:
+    the maxima are over the cleaner threads' last passes, as Kafka takes them."""
+    stats = list(c.last_stats.values())
+    read = sum(s.bytes_read for s in stats)
+    written = sum(s.bytes_written for s in stats)
+    return (int(max((s.buffer_utilization for s in stats), default=0.0) * 100),
+            int(100 * written / max(read, 1)),
+            int(max((s.elapsed for s in stats), default=0.0)),
+            int(max(c.last_delay_ms.values(), default=0) / 1000),
+            c.dead_threads,
+            int(100 * c.dirtiest_ratio),
+            max(0, int(time.time() * 1000) - c.time_of_last_run),
+            sorted(c.uncleanable_by_dir().items()))
 
 
 CLASSIC_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -675,10 +693,49 @@ def families(snap: _Snapshot):
     yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
                             "Log dirs taken offline after an I/O error (OfflineLogDirectoryCount).",
                             value=snap.offline_dirs)
+    yield from _cleaner_families(snap)
     yield from _client_metric_families(snap)
     yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
                             "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
                             "(BrokerState).", value=snap.state)
+
+
+def _cleaner_families(snap: _Snapshot):
+    """kafka.log:type=LogCleaner and type=LogCleanerManager (only while the cleaner runs, as
+    Kafka registers them with it)."""
+    if snap.cleaner is None:
+        return
+    util, recopy, clean_secs, delay_secs, dead, dirty, since_ms, dirs = snap.cleaner
+    for name, doc, value in (
+            ("logcleaner_max_buffer_utilization_percent",
+             "Largest share of its offset map a cleaner thread filled in its last pass "
+             "(max-buffer-utilization-percent).", util),
+            ("logcleaner_cleaner_recopy_percent",
+             "Bytes written per 100 bytes read in the threads' last passes (cleaner-recopy-percent).",
+             recopy),
+            ("logcleaner_max_clean_time_secs",
+             "Longest last pass of a cleaner thread, in seconds (max-clean-time-secs).", clean_secs),
+            ("logcleaner_max_compaction_delay_secs",
+             "Longest time a log's oldest dirty data was past max.compaction.lag.ms when a thread "
+             "last picked a log (max-compaction-delay-secs).", delay_secs),
+            ("logcleaner_deadthreadcount", "Cleaner threads that died (DeadThreadCount).", dead),
+            ("logcleanermanager_max_dirty_percent",
+             "Dirty ratio of the dirtiest compacted log at the last look (max-dirty-percent).", dirty),
+            ("logcleanermanager_time_since_last_run_ms",
+             "Milliseconds since a cleaner thread last looked for a log to clean "
+             "(time-since-last-run-ms).", since_ms)):
+        yield GaugeMetricFamily("kafka_log_" + name, doc, value=value)
+    count = GaugeMetricFamily("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                              "Partitions of the log dir the cleaner gave up on after an error "
+                              "(uncleanable-partitions-count).", labels=["logDirectory"])
+    nbytes = GaugeMetricFamily("kafka_log_logcleanermanager_uncleanable_bytes",
+                               "Cleanable bytes of those partitions (uncleanable-bytes).",
+                               labels=["logDirectory"])
+    for d, (n, b) in dirs:
+        count.add_metric([os.path.abspath(d)], n)
+        nbytes.add_metric([os.path.abspath(d)], b)
+    yield count
+    yield nbytes
 
 
 def _client_metric_families(snap: _Snapshot):

@@ -53,6 +53,7 @@ class Broker:
         self.share = None             # share groups (KIP-932): broker/share/manager.py
         self.controller = None
         self.log_manager = None
+        self.log_cleaner = None         # storage.cleaner.LogCleaner when log.cleaner.enable
         self.replicas = None
         self.client_quotas = None       # broker/client_quota.py
         self.quota_callback = None      # client.quota.callback.class (broker/quota_callback.py)
@@ -322,10 +323,11 @@ class Broker:
         if self.tokens is not None and self.tokens.enabled:
             self._every(self.tokens.check_interval_ms, self.tokens.remove_expired, "delegation-token-expiry")
         if cfg.get("log.cleaner.enable"):
-            # compaction of cleanup.policy=compact logs; the pass itself runs on the cleaner's
-            # own thread, swaps happen here on the loop (storage/cleaner.py)
-            from storage.cleaner import CleanerConfig, LogCleaner
-            cleaner = LogCleaner(lm, CleanerConfig.from_broker(cfg))
+            # compaction of cleanup.policy=compact logs; each pass runs on a cleaner thread,
+            # swaps happen here on the loop; the cleaner keys are read again before every
+            # pass, so dynamic changes apply (storage/cleaner.py)
+            from storage.cleaner import LogCleaner
+            cleaner = self.log_cleaner = LogCleaner(lm, broker_config=cfg)
             self.tasks.append(asyncio.get_running_loop().create_task(cleaner.run(),
                                                                      name="log-cleaner"))
         idle = cfg.get("connections.max.idle.ms")

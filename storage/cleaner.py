@@ -66,6 +66,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ MAP_BYTES_PER_ENTRY = 24          # Kafka: 16-byte MD5 + 8-byte offset
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 _SEGMENT_EXTS = (".log", ".index", ".timeindex", ".txnindex")
 _OUT_CHUNK = 1 << 20
+_THROTTLE_CHUNK = 64 << 10        # bytes counted before the throttle is asked
+DOUBLE_MAX = 1.7976931348623157e308
 
 
 def now_ms() -> int:
@@ -166,7 +169,71 @@ def _unlink(path: str) -> None:
         pass
 
 
+# -- the I/O throttle -------------------------------------------------------------------------
+
+class Throttler:
+    """``log.cleaner.io.max.bytes.per.second`` for all cleaner threads together, by Kafka's
+    rule: bytes are added up, and once more than ``CHECK_INTERVAL_S`` has passed since the
+    period began, a thread that finds the period's rate above the limit sleeps until the
+    period's bytes fit the limit; then a new period begins.  (So a burst shorter than that
+    after an idle spell runs free, and the bytes are paid for at the next look.)
+
+    The sleep happens outside the lock, on the thread that found the excess, and the next period
+    begins when that sleep ends; bytes the other threads read meanwhile count in that period.
+    ``wait(seconds)`` is the sleep; it returns true to end it early (the job's abort event).
+    A change of the rate ends the sleeps under way and begins a new period: Kafka restarts its
+    cleaner threads after their sleep, and aborts their passes, to the same end."""
+
+    CHECK_INTERVAL_S = 0.3
+    _SLICE_S = 0.25                     # how soon a sleep notices a change of the rate
+
+    def __init__(self, rate: float, clock=time.monotonic):
+        self.rate = float(rate)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._start = clock()
+        self._observed = 0.0
+        self._changes = 0
+
+    @property
+    def unlimited(self) -> bool:
+        return not (0 < self.rate < DOUBLE_MAX)
+
+    def set_rate(self, rate: float) -> None:
+        with self._lock:
+            self.rate = float(rate)
+            self._changes += 1
+            self._start = self._clock()
+            self._observed = 0.0
+
+    def maybe_throttle(self, observed: int, wait=time.sleep) -> float:
+        """Count ``observed`` bytes; sleep (with ``wait``) when over the rate.  Seconds slept."""
+        with self._lock:
+            rate = self.rate
+            self._observed += observed
+            now = self._clock()
+            elapsed = now - self._start
+            if elapsed <= self.CHECK_INTERVAL_S or self._observed <= 0:
+                return 0.0
+            sleep = 0.0
+            if self._observed / elapsed > rate > 0:
+                # Kafka rounds to whole milliseconds
+                sleep = round((self._observed / (rate / 1000.0) - elapsed * 1000.0)) / 1000.0
+            self._start = now + max(sleep, 0.0)
+            self._observed = 0.0
+            changes = self._changes
+        if sleep <= 0:
+            return 0.0
+        end = now + sleep
+        while True:
+            left = end - self._clock()
+            if left <= 0 or wait(min(left, self._SLICE_S)) or self._changes != changes:
+                break
+        return min(self._clock(), end) - now
+
+
 # -- configuration and choice -----------------------------------------------------------------
+
 
 @dataclass
 class CleanerConfig:
@@ -175,18 +242,26 @@ class CleanerConfig:
     dedupe_buffer_size: int = 134217728
     io_buffer_load_factor: float = 0.9
     threads: int = 1
+    io_max_bytes_per_second: float = DOUBLE_MAX
 
     @classmethod
     def from_broker(cls, cfg) -> "CleanerConfig":
+        """The cleaner's keys as ``cfg`` has them now (all but ``log.cleaner.enable`` are
+        cluster-wide dynamic configs; ``LogCleaner`` reads them again before every pass)."""
         g = cfg.get
         return cls(bool(g("log.cleaner.enable")), int(g("log.cleaner.backoff.ms")),
                    int(g("log.cleaner.dedupe.buffer.size")),
-                   float(g("log.cleaner.io.buffer.load.factor")), int(g("log.cleaner.threads")))
+                   float(g("log.cleaner.io.buffer.load.factor")), int(g("log.cleaner.threads")),
+                   float(g("log.cleaner.io.max.bytes.per.second")))
+
+    @property
+    def map_slots(self) -> int:
+        """Entries one thread's share of the dedupe buffer holds (Kafka's SkimpyOffsetMap slots)."""
+        return max(1, self.dedupe_buffer_size // max(1, self.threads) // MAP_BYTES_PER_ENTRY)
 
     @property
     def max_map_entries(self) -> int:
-        per_thread = self.dedupe_buffer_size // max(1, self.threads)
-        return max(1, int(per_thread // MAP_BYTES_PER_ENTRY * self.io_buffer_load_factor))
+        return max(1, int(self.map_slots * self.io_buffer_load_factor))
 
 
 class LogToClean(NamedTuple):
@@ -195,6 +270,7 @@ class LogToClean(NamedTuple):
     clean_bytes: int
     cleanable_bytes: int
     need_compaction_now: bool
+    compaction_delay_ms: int = 0    # how long past max.compaction.lag.ms its oldest dirty data is
 
     @property
     def total_bytes(self) -> int:
@@ -237,9 +313,10 @@ def log_to_clean(lg, checkpoint: int | None, now: int) -> LogToClean:
             ts = seg.rolling_based_timestamp if seg.size else -1
             if ts > 0 and (earliest is None or ts < earliest):
                 earliest = ts
-    max_lag = max(cfg.max_compaction_lag_ms, 0)
-    need_now = earliest is not None and earliest < now - max_lag
-    return LogToClean(first_dirty, first_uncleanable, clean, dirty, need_now)
+    clean_until = now - max(cfg.max_compaction_lag_ms, 0)
+    need_now = earliest is not None and earliest < clean_until
+    return LogToClean(first_dirty, first_uncleanable, clean, dirty, need_now,
+                      clean_until - earliest if need_now else 0)
 
 
 def is_cleanable(lg, ltc: LogToClean) -> bool:
@@ -325,19 +402,25 @@ class _Source(NamedTuple):
 
 @dataclass
 class CleanerStats:
+    """One pass's figures (Kafka's CleanerStats, plus the time the throttle slept)."""
     bytes_read: int = 0
     bytes_written: int = 0
     messages_read: int = 0
     messages_written: int = 0
+    map_bytes_read: int = 0
     map_messages: int = 0
+    buffer_utilization: float = 0.0     # offset map entries / slots
     started: float = 0.0
     elapsed: float = 0.0
+    elapsed_map: float = 0.0            # building the offset map
+    throttled: float = 0.0
 
 
 class CleanJob:
     """One compaction pass of one log; see the module docstring for the ownership rule."""
 
-    def __init__(self, lg, ltc: LogToClean, now: int, max_map_entries: int):
+    def __init__(self, lg, ltc: LogToClean, now: int, max_map_entries: int,
+                 throttler: Throttler | None = None, map_slots: int | None = None):
         cfg = lg.config
         self.dir = lg.dir
         self.name = f"{lg.topic}-{lg.partition}"
@@ -345,6 +428,9 @@ class CleanJob:
         self.first_uncleanable = ltc.first_uncleanable
         self.now = now
         self.max_map_entries = max_map_entries
+        self.map_slots = map_slots or max_map_entries
+        self.throttler = throttler
+        self._unthrottled = 0           # bytes not yet shown to the throttler
         self.segment_bytes = cfg.segment_bytes
         self.segment_index_bytes = cfg.segment_index_bytes
         self.index_interval_bytes = cfg.index_interval_bytes
@@ -366,21 +452,35 @@ class CleanJob:
         self.stats = CleanerStats()
         self.end_offset: int | None = None
         self.results: list[tuple[list[_Source], LogSegment]] = []
-        self._abort = False
+        self._abort = threading.Event()
         self._fds_closed = False
 
     # -- executor side ----------------------------------------------------------------------
     def abort(self) -> None:
-        self._abort = True
+        self._abort.set()
 
     def _check(self) -> None:
-        if self._abort:
+        if self._abort.is_set():
             raise CleaningAborted(f"cleaning of {self.name} aborted")
+
+    def _io(self, nbytes: int) -> None:
+        """Count cleaner I/O for ``log.cleaner.io.max.bytes.per.second`` (Kafka counts what
+        is read for the map, read for the copy and written).  The sleep ends early on abort."""
+        t = self.throttler
+        if t is None or t.unlimited:
+            return
+        self._unthrottled += nbytes
+        if self._unthrottled >= _THROTTLE_CHUNK:
+            n, self._unthrottled = self._unthrottled, 0
+            self.stats.throttled += t.maybe_throttle(n, self._abort.wait)
+            self._check()
 
     def run(self) -> "CleanJob":
         self.stats.started = time.monotonic()
         try:
             offset_map, latest = self._build_map()
+            self.stats.elapsed_map = time.monotonic() - self.stats.started
+            self.stats.buffer_utilization = len(offset_map) / self.map_slots
             if latest < self.first_dirty:
                 raise RuntimeError(f"{self.name}: the offset map cannot hold one batch of the "
                                    f"dirty section (log.cleaner.dedupe.buffer.size too small)")
@@ -422,6 +522,8 @@ class CleanJob:
                 continue
             for _, h, buf in FileScanner(src.fd, 0, src.size):
                 self._check()
+                self.stats.map_bytes_read += h.size
+                self._io(h.size)
                 if h.last_offset < start:
                     if h.is_control:
                         tracker.on_control(h, buf)
@@ -478,6 +580,7 @@ class CleanJob:
                 for _, h, buf in FileScanner(src.fd, 0, src.size):
                     self._check()
                     self.stats.bytes_read += h.size
+                    self._io(h.size)
                     piece = self._filter_batch(h, buf, offset_map, latest, tracker)
                     if piece is not None:
                         starts.append(len(out))
@@ -502,6 +605,7 @@ class CleanJob:
         headers = [read_header(out, p) for p in starts]
         seg.append(out, headers)
         self.stats.bytes_written += len(out)
+        self._io(len(out))
 
     def _filter_batch(self, h, buf, offset_map, latest, tracker):
         """The bytes to keep for batch ``h`` (original, rebuilt or empty) or None."""
@@ -617,18 +721,39 @@ def clean_log(lg, checkpoint: int | None = None, *, now: int | None = None,
 # -- the driver -------------------------------------------------------------------------------
 
 class LogCleaner:
-    """Compaction for every compacted log of a ``LogManager`` (loop-owned)."""
+    """Compaction for every compacted log of a ``LogManager`` (loop-owned).
 
-    def __init__(self, log_manager, config: CleanerConfig | None = None, time_ms=None):
+    ``log.cleaner.threads`` workers, each with a thread of its own
+    (``kafka-log-cleaner-thread-N``), clean different logs at once: a log being cleaned is
+    in ``in_progress`` and no other worker picks it.  One ``Throttler`` holds all of them to
+    ``log.cleaner.io.max.bytes.per.second``.  With ``broker_config`` every cleaner key but
+    ``log.cleaner.enable`` is read again before each pass, so a dynamic change (kafka-configs.sh
+    ``--entity-default``) applies from the next pass on, as Kafka's reconfiguration restarts its
+    cleaner threads; a change of the rate reaches passes under way."""
+
+    def __init__(self, log_manager, config: CleanerConfig | None = None, time_ms=None,
+                 broker_config=None):
         self.lm = log_manager
-        self.config = config or CleanerConfig()
+        self.broker_config = broker_config
+        if config is None:
+            config = CleanerConfig.from_broker(broker_config) if broker_config is not None \
+                else CleanerConfig()
+        self.config = config
+        self.throttler = Throttler(config.io_max_bytes_per_second)
         self.time_ms = time_ms or log_manager.time_ms
         self.checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         self._owner: dict[tuple[str, int], object] = {}    # Log the checkpoint belongs to
         self.uncleanable: set[tuple[str, int]] = set()
-        self._job: CleanJob | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self.in_progress: dict[tuple[str, int], CleanJob] = {}
+        # what the metrics report (Kafka's LogCleaner and LogCleanerManager gauges)
+        self.last_stats: dict[int, CleanerStats] = {}       # per worker, its last pass
+        self.last_delay_ms: dict[int, int] = {}             # per worker, at its last pick
+        self.time_of_last_run = now_ms()
+        self.dirtiest_ratio = 0.0
+        self._workers: dict[int, asyncio.Task] = {}
+        self._executors: dict[int, ThreadPoolExecutor] = {}
         self._stopped = False
+        self.generation = 0             # bumped by every configuration change
         for d in log_manager.log_dirs:
             path = os.path.join(d, CLEANER_OFFSET_CHECKPOINT)
             try:
@@ -638,6 +763,18 @@ class LogCleaner:
                 self.checkpoints[d] = {}
             if not os.path.exists(path):
                 write_offsets_checkpoint(path, {})
+
+    def refresh_config(self) -> None:
+        """Read the cleaner's keys from the broker config again (dynamic updates)."""
+        if self.broker_config is None:
+            return
+        new = CleanerConfig.from_broker(self.broker_config)
+        if new != self.config:
+            log.info("log cleaner reconfigured: %s", ", ".join(
+                f"{k}={v}" for k, v in vars(new).items() if getattr(self.config, k) != v))
+            self.config = new
+            self.generation += 1
+            self.throttler.set_rate(new.io_max_bytes_per_second)
 
     # -- checkpoints ------------------------------------------------------------------------
     def checkpoint_of(self, tp, lg) -> int | None:
@@ -666,20 +803,50 @@ class LogCleaner:
         write_offsets_checkpoint(os.path.join(d, CLEANER_OFFSET_CHECKPOINT), cps)
 
     # -- choice -----------------------------------------------------------------------------
-    def grab_filthiest(self, now: int | None = None):
-        """(tp, log, LogToClean) of the dirtiest cleanable compacted log, or None (loop)."""
+    def grab_filthiest(self, now: int | None = None, worker: int = 0):
+        """(tp, log, LogToClean) of the dirtiest cleanable compacted log that no worker is
+        cleaning, or None (loop).  Records what Kafka's gauges report: the time of this look,
+        the dirtiest ratio and the longest delay past ``max.compaction.lag.ms``."""
         now = self.time_ms() if now is None else now
+        self.time_of_last_run = now_ms()
         best = None
+        dirtiest = 0.0
+        delay = 0
+        for tp in [t for t in self.uncleanable if t not in self.lm.logs]:
+            self.uncleanable.discard(tp)            # deleted since (Kafka forgets them too)
         for tp, lg in list(self.lm.logs.items()):
             if lg.closed or not lg.config.compact_enabled or tp in self.uncleanable \
+                    or tp in self.in_progress \
                     or tp in self.lm.future_logs:   # paused while moving to another log dir
                 continue
             ltc = log_to_clean(lg, self.checkpoint_of(tp, lg), now)
+            delay = max(delay, ltc.compaction_delay_ms)
+            if ltc.total_bytes > 0:
+                dirtiest = max(dirtiest, ltc.ratio)
             if not is_cleanable(lg, ltc):
                 continue
             if best is None or ltc.ratio > best[2].ratio:
                 best = (tp, lg, ltc)
+        self.dirtiest_ratio = dirtiest
+        if best is not None:
+            self.last_delay_ms[worker] = delay
         return best
+
+    def uncleanable_by_dir(self) -> dict[str, tuple[int, int]]:
+        """{log dir: (uncleanable partitions, their cleanable bytes)} for every log dir (loop)."""
+        out = {d: (0, 0) for d in self.lm.log_dirs}
+        now = self.time_ms()
+        for tp in self.uncleanable:
+            d, lg = self.lm.log_dir_of.get(tp), self.lm.logs.get(tp)
+            if d is None or lg is None or lg.closed:
+                continue
+            n, nbytes = out.get(d, (0, 0))
+            out[d] = (n + 1, nbytes + log_to_clean(lg, self.checkpoint_of(tp, lg), now).cleanable_bytes)
+        return out
+
+    def _job(self, lg, ltc, now) -> CleanJob:
+        c = self.config
+        return CleanJob(lg, ltc, now, c.max_map_entries, self.throttler, c.map_slots)
 
     # -- running ----------------------------------------------------------------------------
     def clean_one_sync(self, now: int | None = None) -> bool:
@@ -689,7 +856,7 @@ class LogCleaner:
         if pick is None:
             return False
         tp, lg, ltc = pick
-        job = CleanJob(lg, ltc, now, self.config.max_map_entries)
+        job = self._job(lg, ltc, now)
         try:
             job.run()
         except CleaningAborted:
@@ -697,76 +864,125 @@ class LogCleaner:
         except Exception:
             self.uncleanable.add(tp)
             raise
-        self._finish(tp, lg, job)
+        self._finish(tp, lg, job, 0)
         return True
 
-    def _finish(self, tp, lg, job: CleanJob) -> None:
+    def _finish(self, tp, lg, job: CleanJob, worker: int) -> None:
         end = job.finish(lg)
         if end is None:
             return
         self.update_checkpoint(tp, end)
         s = job.stats
-        log.info("cleaned log %s-%d (dirty section [%d, %d)): %.1f KB read, %.1f KB written, "
-                 "%d of %d messages kept, %.0f ms", tp[0], tp[1], job.first_dirty,
-                 job.first_uncleanable, s.bytes_read / 1024, s.bytes_written / 1024,
-                 s.messages_written, s.messages_read, s.elapsed * 1000)
+        self.last_stats[worker] = s
+        mb = 1 << 20
+        cleaning = max(s.elapsed - s.elapsed_map, 1e-9)
+        log.info("cleaned log %s-%d (dirty section [%d, %d)) on cleaner thread %d: "
+                 "%.1f MB in %.3f s (%.1f MB/s); offset map of %.1f MB in %.3f s "
+                 "(%.0f%% of the time), %.1f%% of its buffer; copy of %.1f MB in %.3f s "
+                 "(%.0f%% of the time); throttled %.3f s; %.1f MB (%d messages) became "
+                 "%.1f MB (%d messages), %.1f%% smaller",
+                 tp[0], tp[1], job.first_dirty, end, worker,
+                 s.bytes_read / mb, s.elapsed, s.bytes_read / mb / max(s.elapsed, 1e-9),
+                 s.map_bytes_read / mb, s.elapsed_map, 100 * s.elapsed_map / max(s.elapsed, 1e-9),
+                 100 * s.buffer_utilization, s.bytes_read / mb, cleaning,
+                 100 * cleaning / max(s.elapsed, 1e-9), s.throttled,
+                 s.bytes_read / mb, s.messages_read, s.bytes_written / mb, s.messages_written,
+                 100 * (1 - s.bytes_written / s.bytes_read) if s.bytes_read else 0.0)
 
-    async def clean_one(self) -> bool:
+    async def clean_one(self, worker: int = 0) -> bool:
         loop = asyncio.get_running_loop()
         now = self.time_ms()
-        pick = self.grab_filthiest(now)
+        pick = self.grab_filthiest(now, worker)
         if pick is None:
             return False
         tp, lg, ltc = pick
-        job = self._job = CleanJob(lg, ltc, now, self.config.max_map_entries)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="kafka-log-cleaner-thread")
+        job = self.in_progress[tp] = self._job(lg, ltc, now)
         try:
-            await loop.run_in_executor(self._executor, job.run)
-        except asyncio.CancelledError:
-            job.abort()        # the thread stops at its next batch and deletes its files
-            raise
-        except CleaningAborted:
-            return False
-        except Exception as e:
-            log.exception("cleaning log %s-%d failed; marking it uncleanable", *tp)
-            self.uncleanable.add(tp)
-            self.lm.report_error(tp, e)     # a failed disk takes its dir offline
-            return False
+            ex = self._executors.get(worker)
+            if ex is None:
+                ex = self._executors[worker] = ThreadPoolExecutor(
+                    1, thread_name_prefix=f"kafka-log-cleaner-thread-{worker}")
+            try:
+                await loop.run_in_executor(ex, job.run)
+            except asyncio.CancelledError:
+                job.abort()        # the thread stops at its next batch and deletes its files
+                raise
+            except CleaningAborted:
+                return False
+            except Exception as e:
+                log.exception("cleaning log %s-%d failed; marking it uncleanable", *tp)
+                self.uncleanable.add(tp)
+                self.lm.report_error(tp, e)     # a failed disk takes its dir offline
+                return False
+            if self._stopped:
+                job.discard()
+                return False
+            try:
+                self._finish(tp, lg, job, worker)
+            except (OSError, StorageError) as e:
+                self.lm.report_error(tp, e)
+                raise
+            return True
         finally:
-            self._job = None
-        if self._stopped:
-            job.discard()
-            return False
-        try:
-            self._finish(tp, lg, job)
-        except (OSError, StorageError) as e:
-            self.lm.report_error(tp, e)
-            raise
-        return True
+            self.in_progress.pop(tp, None)
+
+    async def _worker(self, worker: int) -> None:
+        """One cleaner thread's loop: clean while there is work, else sleep
+        ``log.cleaner.backoff.ms``; ends when ``log.cleaner.threads`` drops below its number."""
+        while not self._stopped:
+            self.refresh_config()
+            if worker >= max(1, self.config.threads):
+                break
+            try:
+                cleaned = await self.clean_one(worker)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("log cleaner pass failed")
+                cleaned = False
+            if not cleaned:
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+            else:
+                await asyncio.sleep(0)
+        ex = self._executors.pop(worker, None)
+        if ex is not None:
+            ex.shutdown(wait=False)
+
+    @staticmethod
+    def _died(t: asyncio.Task) -> bool:
+        return t.done() and not t.cancelled() and t.exception() is not None
+
+    @property
+    def dead_threads(self) -> int:
+        """Workers that ended on an unexpected error (Kafka's DeadThreadCount)."""
+        return sum(1 for t in self._workers.values() if self._died(t))
 
     async def run(self) -> None:
-        """Background task: clean while there is work, else sleep ``log.cleaner.backoff.ms``."""
+        """Background task: keep ``log.cleaner.threads`` workers running, checking every
+        second for a change of that number (a worker above it ends after its pass).  A worker
+        that died stays dead until the next configuration change, as Kafka restarts its
+        cleaner threads only when it is reconfigured."""
+        loop = asyncio.get_running_loop()
+        seen = self.generation
         try:
             while not self._stopped:
-                try:
-                    cleaned = await self.clean_one()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("log cleaner pass failed")
-                    cleaned = False
-                if not cleaned:
-                    await asyncio.sleep(self.config.backoff_ms / 1000)
-                else:
-                    await asyncio.sleep(0)
+                self.refresh_config()
+                changed, seen = self.generation != seen, self.generation
+                for i in range(max(1, self.config.threads)):
+                    t = self._workers.get(i)
+                    if t is None or (t.done() and (changed or not self._died(t))):
+                        self._workers[i] = loop.create_task(self._worker(i),
+                                                            name=f"log-cleaner-{i}")
+                await asyncio.sleep(1.0)
         finally:
             self.stop()
+            for t in self._workers.values():
+                t.cancel()
 
     def stop(self) -> None:
         self._stopped = True
-        if self._job is not None:
-            self._job.abort()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+        for job in list(self.in_progress.values()):
+            job.abort()
+        for ex in self._executors.values():
+            ex.shutdown(wait=False)
+        self._executors.clear()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from protocol.records import (DELETE_HORIZON_MASK, InvalidRecordError, build_batch,
                               build_control_batch, iter_batches, iter_records)
 from storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, CleanerConfig, CleanJob, LogCleaner,
-                             clean_log, is_cleanable, log_to_clean)
+                             Throttler, clean_log, is_cleanable, log_to_clean)
 from storage.config import LogConfig
 from storage.log import Log
 from storage.log_manager import LogManager
@@ -433,6 +433,230 @@ def test_log_cleaner_async_task(tmp_path, clock):
 
     asyncio.run(main())
     assert [r[2] for r in records(lg)] == [b"v27", b"v28", b"v29", b"y"]
+    lm.shutdown()
+
+
+# -- the I/O throttle, threads, dynamic configs -------------------------------------------------
+
+class _FakeTime:
+    def __init__(self):
+        self.t = 100.0
+        self.waits = []
+
+    def __call__(self):
+        return self.t
+
+    def wait(self, s):
+        self.waits.append(s)
+        self.t += s
+
+
+def test_throttler_sleeps_the_excess_of_each_period():
+    ft = _FakeTime()
+    th = Throttler(1000.0, clock=ft)           # 1,000 bytes a second
+    assert th.maybe_throttle(500, ft.wait) == 0.0 and ft.waits == []   # period not over
+    ft.t += 0.5
+    # 500 + 1500 bytes in 0.5 s: 2 s' worth at the rate, so 1.5 s more (in slices, so that
+    # a change of the rate is seen)
+    assert th.maybe_throttle(1500, ft.wait) == pytest.approx(1.5) and ft.waits == [0.25] * 6
+    # a new period began when the sleep ended; bytes within the rate cost nothing
+    ft.t += 1.0
+    assert th.maybe_throttle(900, ft.wait) == 0.0 and len(ft.waits) == 6
+    # the rate can change while it runs
+    th.set_rate(10_000.0)
+    ft.t += 0.4
+    assert th.maybe_throttle(3000, ft.wait) == 0.0
+    assert Throttler(1.7976931348623157e308).unlimited and not th.unlimited
+
+
+def test_throttler_is_shared_and_its_sleep_is_not_under_the_lock():
+    ft = _FakeTime()
+    th = Throttler(100.0, clock=ft)
+    ft.t += 0.4
+    others = []
+
+    def wait(s):           # another thread counts bytes while this one sleeps
+        if not others:
+            others.append(th.maybe_throttle(1000, ft.wait))
+        ft.t += s
+
+    assert th.maybe_throttle(100, wait) == pytest.approx(0.6)
+    assert others == [0.0]                      # its bytes went into the next period...
+    ft.t += 0.4
+    assert th.maybe_throttle(0, ft.wait) == pytest.approx(9.6)   # ...which pays: 1 KB at 100 B/s
+
+
+def test_a_rate_change_or_an_abort_ends_a_throttled_sleep():
+    ft = _FakeTime()
+    th = Throttler(100.0, clock=ft)
+    ft.t += 1.0
+
+    def wait(s):
+        ft.t += s
+        if ft.t > 102.0:
+            th.set_rate(1.7976931348623157e308)   # kafka-configs.sh took the limit away
+    assert th.maybe_throttle(1000, wait) == pytest.approx(1.25)   # not the 9 s it began
+    assert th.maybe_throttle(10**9, ft.wait) == 0.0 and th.unlimited
+
+    th = Throttler(100.0, clock=ft)
+    ft.t += 1.0
+    calls = []
+
+    def aborted(s):
+        calls.append(s)
+        ft.t += s
+        return len(calls) == 2                  # the job's abort event was set
+    assert th.maybe_throttle(1000, aborted) == pytest.approx(0.5)
+
+
+def test_cleaning_is_throttled_and_counts_what_it_slept(tmp_path, clock):
+    log = _open(tmp_path, clock, segment_bytes=100_000)
+    for i in range(400):
+        put(log, [(b"k%d" % (i % 10), b"v" * 500)])
+    roll(log)
+    put(log, [(b"x", b"y")])
+    ft = _FakeTime()
+    th = Throttler(100_000.0, clock=ft)        # 100 KB/s, for a cleaner that runs at 1 MB/s
+    job = CleanJob(log, log_to_clean(log, None, clock.now), clock.now, 1000, th)
+    job._abort.wait = ft.wait                  # sleep in fake time
+    real_io = job._io
+
+    def io(n):
+        ft.t += n / 1_000_000
+        real_io(n)
+    job._io = io
+    job.run()
+    s = job.stats
+    total = s.map_bytes_read + s.bytes_read + s.bytes_written
+    assert s.map_bytes_read > 200_000 and s.bytes_written < s.bytes_read
+    assert s.throttled == pytest.approx(sum(ft.waits)) and s.throttled > 0
+    # the pass took what its bytes take at the rate, but for the last period's (at most 0.3 s
+    # of work at 1 MB/s) and the last chunk not yet shown to the throttler (64 KiB)
+    busy = total / 1_000_000
+    unpaid = 0.3 * 1_000_000 + 65536
+    assert (total - unpaid) / 100_000 <= s.throttled + busy <= total / 100_000 + 0.001 * len(ft.waits)
+    assert job.finish(log) is not None
+    assert {r[1] for r in records(log)} == {b"k%d" % i for i in range(10)} | {b"x"}
+    log.close()
+
+
+def test_abort_ends_a_throttled_sleep(tmp_path, clock):
+    log = _open(tmp_path, clock, segment_bytes=200_000)
+    for i in range(300):
+        put(log, [(b"k%d" % i, b"v" * 500)])
+    roll(log)
+    put(log, [(b"x", b"y")])
+    th = Throttler(1000.0)                    # 150 KB would take minutes at 1 KB/s
+    job = CleanJob(log, log_to_clean(log, None, clock.now), clock.now, 1000, th)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(0.35)             # the throttle's first period is over...
+        fut = loop.run_in_executor(None, job.run)
+        await asyncio.sleep(0.8)              # ...so the first 64 KiB cost a minute's sleep
+        job.abort()
+        from storage.cleaner import CleaningAborted
+        with pytest.raises(CleaningAborted):
+            await asyncio.wait_for(fut, 5)
+    asyncio.run(main())
+    assert job.stats.throttled > 0
+    assert not [n for n in os.listdir(log.dir) if n.endswith(".cleaned")]
+    log.close()
+
+
+def test_two_cleaner_threads_clean_two_logs_at_once(tmp_path, clock):
+    lm = _manager(tmp_path, clock)
+    logs = [lm.get_or_create_log(t, 0) for t in ("a", "b")]
+    for lg in logs:
+        for i in range(40):
+            put(lg, [(b"k%d" % (i % 4), b"v%d" % i)])
+        roll(lg)
+        put(lg, [(b"x", b"y")])
+    cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=10, threads=2))
+    seen = []
+
+    async def main():
+        # both picks happen before either pass ends: the second must not take the first's log
+        return await asyncio.gather(cleaner.clean_one(0), cleaner.clean_one(1))
+
+    orig = cleaner.grab_filthiest
+
+    def grab(now=None, worker=0):
+        pick = orig(now, worker)
+        seen.append((worker, pick[0] if pick else None))
+        return pick
+    cleaner.grab_filthiest = grab
+    assert asyncio.run(main()) == [True, True]
+    assert sorted(tp for _, tp in seen) == [("a", 0), ("b", 0)]
+    assert set(cleaner.last_stats) == {0, 1} and not cleaner.in_progress
+    for lg in logs:
+        assert [r[2] for r in records(lg)] == [b"v36", b"v37", b"v38", b"v39", b"y"]
+    cleaner.stop()
+    lm.shutdown()
+
+
+def test_what_the_cleaner_gauges_read(tmp_path, clock):
+    lm = _manager(tmp_path, clock, max_compaction_lag_ms=60_000)
+    a, b = lm.get_or_create_log("a", 0), lm.get_or_create_log("b", 0)
+    for lg in (a, b):
+        for i in range(20):
+            put(lg, [(b"k%d" % (i % 2), b"v" * 50)])
+        roll(lg)
+        put(lg, [(b"x", b"y")])
+    cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=10))
+    clock.now += 100_000                  # 40 s past max.compaction.lag.ms
+    pick = cleaner.grab_filthiest(worker=3)
+    assert pick is not None and cleaner.dirtiest_ratio == 1.0
+    assert 39 <= cleaner.last_delay_ms[3] / 1000 <= 41
+    d = lm.log_dirs[0]
+    assert cleaner.uncleanable_by_dir() == {d: (0, 0)}
+    cleaner.uncleanable.add(("b", 0))    # a pass of b failed
+    n, nbytes = cleaner.uncleanable_by_dir()[d]
+    assert n == 1 and nbytes == log_to_clean(b, None, clock.now).cleanable_bytes > 0
+    assert cleaner.grab_filthiest()[0] == ("a", 0)       # b is skipped
+    lm.delete_log("b", 0)
+    cleaner.grab_filthiest()                             # and forgotten once deleted
+    assert cleaner.uncleanable == set() and cleaner.uncleanable_by_dir() == {d: (0, 0)}
+    lm.shutdown()
+
+
+class _BrokerCfg:
+    def __init__(self, **kv):
+        self.kv = {"log.cleaner.enable": True, "log.cleaner.backoff.ms": 15000,
+                   "log.cleaner.dedupe.buffer.size": 134217728,
+                   "log.cleaner.io.buffer.load.factor": 0.9, "log.cleaner.threads": 1,
+                   "log.cleaner.io.max.bytes.per.second": 1.7976931348623157e308}
+        self.kv.update(kv)
+
+    def get(self, k):
+        return self.kv[k]
+
+
+def test_cleaner_reads_its_dynamic_configs_again(tmp_path, clock):
+    lm = _manager(tmp_path, clock)
+    bc = _BrokerCfg()
+    cleaner = LogCleaner(lm, broker_config=bc)
+    assert cleaner.throttler.unlimited and cleaner.config.max_map_entries == 134217728 // 24 * 0.9 // 1
+    bc.kv.update({"log.cleaner.io.max.bytes.per.second": 2048.0, "log.cleaner.threads": 2,
+                  "log.cleaner.dedupe.buffer.size": 24_000})
+    cleaner.refresh_config()
+    assert cleaner.throttler.rate == 2048.0 and not cleaner.throttler.unlimited
+    assert cleaner.config.threads == 2 and cleaner.generation == 1
+    assert cleaner.config.map_slots == 500 and cleaner.config.max_map_entries == 450
+    cleaner.refresh_config()
+    assert cleaner.generation == 1                    # nothing changed
+
+    async def main():                 # the supervisor starts a worker per thread
+        task = asyncio.get_running_loop().create_task(cleaner.run())
+        await asyncio.sleep(0.05)
+        workers = dict(cleaner._workers)
+        bc.kv["log.cleaner.threads"] = 1
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return workers
+    assert sorted(asyncio.run(main())) == [0, 1]
     lm.shutdown()
 
 
