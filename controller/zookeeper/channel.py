@@ -19,14 +19,25 @@ log = logging.getLogger("odradek.controller.channel")
 
 
 class BrokerChannel:
+    """Timeouts as Kafka's ControllerChannelManager takes them from the config: a connection
+    must be ready within ``controller.socket.timeout.ms``, and a request answered within
+    ``request.timeout.ms`` (both 30 s by default); either failure closes the connection and the
+    request is sent again on a new one."""
+
     def __init__(self, controller_id: int, broker_id: int, host: str, port: int,
-                 request_timeout: float = 30.0, config=None):
+                 request_timeout: float | None = None, config=None,
+                 connect_timeout: float | None = None):
         self.config = config             # BrokerConfig: inter-broker TLS/SASL (None: plain connections)
         self.controller_id = controller_id
         self.broker_id = broker_id
         self.host = host
         self.port = port
-        self.request_timeout = request_timeout
+        def ms(key: str, given: float | None) -> float:
+            if given is not None:
+                return given
+            return (config.get(key) if config is not None else 30000) / 1000
+        self.request_timeout = ms("request.timeout.ms", request_timeout)
+        self.connect_timeout = ms("controller.socket.timeout.ms", connect_timeout)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.conn: KafkaClientConnection | None = None
         self.closed = False
@@ -54,8 +65,8 @@ class BrokerChannel:
             while not self.closed:
                 try:
                     if self.conn is None or self.conn.closed:
-                        kw = dict(client_id=f"controller-{self.controller_id}", timeout=5.0,
-                                  request_timeout=self.request_timeout)
+                        kw = dict(client_id=f"controller-{self.controller_id}",
+                                  timeout=self.connect_timeout, request_timeout=self.request_timeout)
                         if self.config is not None:
                             self.conn = await connect_to_broker(self.config, self.host, self.port, **kw)
                         else:

@@ -42,3 +42,58 @@ def test_unreachable_broker_is_warned_once_then_reached(broker_factory, caplog):
     assert f"controller 7's connection to broker 1 at {b.host}:{b.port} was unsuccessful" in warnings[0]
     infos = [r.getMessage() for r in mine if r.levelno == logging.INFO]
     assert any("controller 7 reached broker 1" in m and "failed attempts" in m for m in infos), infos
+
+
+class _Cfg:
+    """The two keys the channel reads (a BrokerConfig stand-in; no TLS/SASL keys are asked for
+    a plain listener)."""
+
+    def __init__(self, **kv):
+        self.kv = kv
+
+    def get(self, key):
+        return self.kv[key]
+
+
+def test_timeouts_come_from_the_config(broker_factory, caplog, monkeypatch):
+    b = broker_factory()
+    caplog.set_level(logging.DEBUG, logger="odradek.controller.channel")
+    cfg = _Cfg(**{"request.timeout.ms": 800, "controller.socket.timeout.ms": 700})
+
+    import controller.zookeeper.channel as channel
+    seen = []
+
+    async def connect(config, host, port, **kw):       # the plain listener, with the timeouts
+        seen.append((kw["timeout"], kw["request_timeout"]))
+        return await channel.KafkaClientConnection.connect(host, port, **kw)
+    monkeypatch.setattr(channel, "connect_to_broker", connect)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        ch_defaults = BrokerChannel(7, 1, b.host, b.port, config=None)
+        assert (ch_defaults.request_timeout, ch_defaults.connect_timeout) == (30.0, 30.0)
+        ch = BrokerChannel(7, 1, b.host, b.port, config=cfg)
+        first = loop.create_future()
+        ch.send(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                lambda resp: first.set_result(resp))
+        await asyncio.wait_for(first, 10)
+        await loop.run_in_executor(None, b.pause)      # the broker stops answering
+        second = loop.create_future()
+        ch.send(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                lambda resp: second.set_result(resp))
+        await asyncio.sleep(2.5)                       # well past request.timeout.ms
+        assert not second.done()
+        await loop.run_in_executor(None, b.resume)
+        try:
+            return await asyncio.wait_for(second, 20)
+        finally:
+            await ch.close()
+            await ch_defaults.close()
+
+    resp = asyncio.run(scenario())
+    assert resp.error_code == 0
+    assert seen and set(seen) == {(0.7, 0.8)}
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == "odradek.controller.channel" and r.levelno == logging.WARNING]
+    assert any("TimeoutError" in w for w in warnings), warnings    # the 0.8 s request timeout
+    assert len(seen) >= 2                              # and the request went again on a new connection
