@@ -813,8 +813,9 @@ def _read_legacy(buf, pos: int, end: int, check_crc: bool):
     if check_crc:
         actual = _zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET:msg_end])
         if actual != crc:
-            raise CorruptRecordError(
-                f"message CRC mismatch at {pos}: stored {crc:#010x}, computed {actual:#010x}")
+            raise tagged(CorruptRecordError(
+                f"message CRC mismatch at {pos}: stored {crc:#010x}, computed {actual:#010x}"),
+                "invalid_message_crc")
     p = pos + 18
     if magic == 1:
         timestamp = _I64.unpack_from(buf, p)[0]
@@ -884,8 +885,9 @@ def _inner_messages(wrapper: LegacyMessage, check_crc: bool, max_size: int):
         if msg.compression:
             raise CorruptRecordError("compressed messages must not be nested")
         if msg.magic != wrapper.magic:
-            raise InvalidRecordError(
-                f"inner message magic {msg.magic} does not match wrapper magic {wrapper.magic}")
+            raise tagged(InvalidRecordError(
+                f"inner message magic {msg.magic} does not match wrapper magic {wrapper.magic}"),
+                "invalid_magic_number")
     if wrapper.magic == 1:
         if wrapper.offset != 0:
             shift = wrapper.offset - inner[-1].offset
@@ -980,8 +982,10 @@ def legacy_to_v2(buf, *, timestamp_type=CREATE_TIME, now_ms: int | None = None,
 
     Offsets become ``base_offset + i``.  Under LogAppendTime every record gets ``now_ms``;
     under CreateTime v1 timestamps are kept and v0 records get -1.  ``compression`` defaults
-    to the codec the producer used (the first compressed wrapper's).  Headers and producer
-    fields are empty.  An empty input gives an empty bytearray.
+    to the codec the producer used (its compressed wrapper's).  Headers and producer
+    fields are empty.  An empty input gives an empty bytearray.  A set holding a compressed
+    wrapper must hold nothing else (InvalidRecordError), as Kafka's LogValidator requires of a
+    compressed source: one outer entry.
     """
     ts_type = _timestamp_type_id(timestamp_type)
     if now_ms is None:
@@ -1004,7 +1008,13 @@ def legacy_to_v2(buf, *, timestamp_type=CREATE_TIME, now_ms: int | None = None,
 
 def _iter_legacy_tracking_codec(buf, max_size: int):
     """Deep-iterate ``buf`` yielding each wrapper's codec (an int) before its messages."""
+    outers = compressed = 0
     for outer in iter_legacy(buf, deep=False, max_size=max_size):
+        outers += 1
+        compressed += bool(outer.compression)
+        if compressed and outers > 1:
+            raise InvalidRecordError("a compressed legacy message set must be the only entry "
+                                     "of the partition's records")
         if outer.compression:
             yield outer.compression
             yield from _inner_messages(outer, True, max_size)

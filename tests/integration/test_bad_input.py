@@ -397,6 +397,25 @@ def test_legacy_message_sets_are_stored_as_v2(kafka, topic, magic, compression):
             assert sum(1 for _ in iter_batches(data)) >= 4
 
 
+def test_compressed_legacy_set_must_be_alone(kafka, topic):
+    """Kafka's LogValidator takes a compressed legacy message set as one outer entry: two gzip
+    wrappers, or a wrapper beside a plain message, are INVALID_RECORD and nothing is stored;
+    several plain messages are one set, as before."""
+    one = build_legacy([(b"a", b"1"), (b"b", b"2")], 1, compression="gzip")
+    two = build_legacy([(b"c", b"3")], 1, compression="gzip", base_offset=2)
+    plain = build_legacy([(b"d", b"4")], 1)
+    with conn(kafka) as c:
+        before = c.list_offsets(topic, 0, -1).offset
+        for data in (one + two, one + plain, plain + one):
+            for v in (0, 2):
+                r = c.produce(topic, 0, data, version=v)
+                assert r.error_code == 87, (v, r)              # INVALID_RECORD
+        assert c.list_offsets(topic, 0, -1).offset == before
+        assert c.produce(topic, 0, plain + build_legacy([(b"e", b"5")], 1), version=2).error_code == 0
+        assert c.produce(topic, 0, one, version=2).error_code == 0
+        assert c.list_offsets(topic, 0, -1).offset == before + 4
+
+
 def test_kafka_python_old_api_version_legacy_produce(kafka, topic):
     """kafka-python pinned to broker version 0.10.0 sends magic 1 message sets."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition

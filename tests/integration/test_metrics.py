@@ -186,6 +186,7 @@ def test_invalid_records_and_conversions_follow_kafka(kafka):
     record), and the per-topic message conversions (legacy messages made v2, batches stored in
     the topic's compression.type, records down-converted for Fetch v0-3)."""
     import struct
+    import zlib
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -215,11 +216,26 @@ def test_invalid_records_and_conversions_follow_kafka(kafka):
         assert c.produce(zstd, 0, build_batch([(b"k", b"z")], compression=4), acks=1).error_code == 0
         legacy = build_legacy([(b"k", b"old-%d" % i) for i in range(3)], magic=1)
         assert c.produce(plain, 0, legacy, version=2, acks=1).error_code == 0
+        bad_legacy = bytearray(build_legacy([(b"k", b"old")], magic=1))
+        bad_legacy[-1] ^= 1                                                      # its CRC fails
+        assert c.produce(plain, 0, bad_legacy, version=2, acks=1).error_code == 2
+        inner_bad = bytearray(build_legacy([(b"k", b"in")], magic=1, compression="gzip"))
+        import gzip
+        from protocol.records import iter_legacy
+        (wrapper,) = iter_legacy(inner_bad, deep=False)
+        msgs = bytearray(gzip.decompress(wrapper.value))
+        msgs[-1] ^= 1                          # a deep entry's CRC fails (Kafka: record.ensureValid)
+        body = gzip.compress(bytes(msgs))
+        rebuilt = bytearray(struct.pack(">qiIbbq", 0, 0, 0, 1, 1, wrapper.timestamp)      # gzip, v1
+                            + struct.pack(">i", -1) + struct.pack(">i", len(body)) + body)
+        struct.pack_into(">i", rebuilt, 8, len(rebuilt) - 12)
+        struct.pack_into(">I", rebuilt, 12, zlib.crc32(bytes(rebuilt[16:])))
+        assert c.produce(plain, 0, rebuilt, version=2, acks=1).error_code == 2
         assert c.produce(plain, 0, build_batch([(b"k", b"new")]), acks=1).error_code == 0
         got = c.fetch(plain, 0, 0, version=3)
         assert got.error_code == 0 and got.records
         after = scrape(kafka.metrics_url)
-    assert delta(before, after, BT + "invalidmessagecrcrecords_total") == 1
+    assert delta(before, after, BT + "invalidmessagecrcrecords_total") == 3     # v2, legacy, deep
     assert delta(before, after, BT + "invalidmagicnumberrecords_total") == 1
     assert delta(before, after, BT + "invalidoffsetorsequencerecords_total") == 1
     assert delta(before, after, BT + "nokeycompactedtopicrecords_total") == 2
