@@ -34,7 +34,7 @@ SOURCE = os.path.join(os.path.dirname(HERE), "java", "JavaClientCheck.java")
 CHECKS = (["admin_topics"]
           + [f"produce_{codec}_acks{acks}" for codec in ("none", "gzip", "snappy", "lz4", "zstd")
              for acks in ("0", "1", "all")]
-          + ["topic_compression", "idempotent_default", "list_offsets", "fetch_limits", "group_commit_resume", "cooperative_two_members",
+          + ["topic_compression", "record_errors", "idempotent_default", "list_offsets", "fetch_limits", "group_commit_resume", "cooperative_two_members",
              "static_member", "consumer_protocol", "group_migration", "transactions", "admin_groups", "admin_configs_and_records", "admin_features",
              "admin_client_metrics"])
 

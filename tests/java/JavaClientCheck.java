@@ -40,6 +40,7 @@ public class JavaClientCheck {
             for (String acks : new String[]{"0", "1", "all"})
                 checks.put("produce_" + codec + "_acks" + acks, () -> produceAndRead(codec, acks));
         checks.put("topic_compression", JavaClientCheck::topicCompression);
+        checks.put("record_errors", JavaClientCheck::recordErrors);
         checks.put("idempotent_default", JavaClientCheck::idempotentDefault);
         checks.put("list_offsets", JavaClientCheck::listOffsets);
         checks.put("fetch_limits", JavaClientCheck::fetchLimits);
@@ -292,6 +293,68 @@ public class JavaClientCheck {
             out.append(pair[1]).append("->").append(pair[0]).append(" ");
         }
         return out + "read back byte-exact";
+    }
+
+    /** KIP-467: a batch refused for some of its records names them in the answer's record
+     *  errors.  The Java producer fails those records with the broker's message and the others
+     *  of the batch with its generic one; with one record error it raises the partition's error
+     *  type.  Nothing of a refused batch is stored, and the idempotent producer goes on. */
+    static String recordErrors() throws Exception {
+        String compacted = topic("jc-keyless"), bounded = topic("jc-bounded");
+        try (Admin a = admin()) {
+            a.createTopics(List.of(new NewTopic(compacted, 1, RF).configs(Map.of("cleanup.policy", "compact")),
+                                   new NewTopic(bounded, 1, RF).configs(Map.of("message.timestamp.before.max.ms", "3600000"))))
+             .all().get();
+        }
+        long now = System.currentTimeMillis();
+        StringBuilder out = new StringBuilder();
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of("linger.ms", 200, "batch.size", 1 << 20))) {
+            List<java.util.concurrent.Future<RecordMetadata>> fs = new ArrayList<>();
+            byte[][] keys = {b("a"), null, b("c"), null};
+            for (byte[] k : keys)                        // one batch: sent together, one partition
+                fs.add(p.send(new ProducerRecord<>(compacted, 0, k, b("v"))));
+            p.flush();
+            for (int i = 0; i < keys.length; i++) {
+                Throwable e = failure(fs.get(i));
+                require(e != null, "record " + i + " of the keyless batch was stored");
+                if (keys[i] == null) {
+                    require(e instanceof InvalidRecordException, "keyless record " + i + ": " + e);
+                    require(e.getMessage().toLowerCase().contains("key"), "record " + i + "'s message: " + e.getMessage());
+                } else {
+                    require(!(e instanceof InvalidRecordException) && e.getMessage().contains("invalid records"),
+                            "keyed record " + i + " of the batch: " + e);
+                }
+            }
+            out.append("keyless batch: records 1, 3 InvalidRecordException, 0, 2 the batch's error; ");
+            RecordMetadata m = p.send(new ProducerRecord<>(compacted, 0, b("a"), b("after"))).get();
+            require(m.offset() == 0, "the next record went to offset " + m.offset());
+            fs.clear();
+            long[] stamps = {now, now - 2 * 3600000L, now};
+            for (long ts : stamps)
+                fs.add(p.send(new ProducerRecord<>(bounded, 0, ts, b("k"), b("v"))));
+            p.flush();
+            Throwable e = failure(fs.get(1));
+            require(e instanceof InvalidTimestampException, "the old record: " + e);
+            for (int i : new int[]{0, 2}) {
+                Throwable other = failure(fs.get(i));
+                require(other != null && !(other instanceof InvalidTimestampException), "record " + i + ": " + other);
+            }
+            out.append("one old timestamp: InvalidTimestampException for it alone; ");
+            m = p.send(new ProducerRecord<>(bounded, 0, now, b("k"), b("after"))).get();
+            require(m.offset() == 0, "the next record went to offset " + m.offset());
+        }
+        List<ConsumerRecord<byte[], byte[]>> got = readAll(compacted, 1, 1, Map.of());
+        require(got.size() == 1 && s(got.get(0).value()).equals("after"), "compacted topic holds " + got.size());
+        return out + "the producer went on at offset 0";
+    }
+
+    static Throwable failure(java.util.concurrent.Future<RecordMetadata> f) throws InterruptedException {
+        try {
+            f.get();
+            return null;
+        } catch (ExecutionException e) {
+            return e.getCause();
+        }
     }
 
     static String produceAndRead(String codec, String acks) throws Exception {
