@@ -530,6 +530,16 @@ class BrokerConfig:
             raise ConfigError("inter.broker.listener.name must be a listener name defined in advertised.listeners. "
                               f"The valid options based on currently configured listeners are {','.join(sorted(names))}",
                               "inter.broker.listener.name")
+        cpl = self.control_plane_listener_name()
+        if cpl is not None:
+            if names and cpl not in names:
+                raise ConfigError("control.plane.listener.name must be a listener name defined in advertised.listeners. "
+                                  f"The valid options based on currently configured listeners are {','.join(sorted(names))}",
+                                  "control.plane.listener.name")
+            if cpl == ibl:
+                raise ConfigError("control.plane.listener.name, when defined, should have a different value from the "
+                                  f"inter broker listener name. Currently they both have the value {cpl}",
+                                  "control.plane.listener.name")
 
     def _kraft_checks(self, g) -> None:
         """A KRaft configuration (``process.roles`` set), with Kafka 3.9's checks; Odradek runs it
@@ -540,6 +550,9 @@ class BrokerConfig:
                               "only as a combined node (process.roles=broker,controller) on its embedded metadata "
                               "store; for a cluster of several brokers use ZooKeeper (zookeeper.connect)",
                               "process.roles")
+        if self.control_plane_listener_name() is not None:
+            raise ConfigError("control.plane.listener.name is not supported in KRaft mode.",
+                              "control.plane.listener.name")
         if g("zookeeper.connect"):
             raise ConfigError("zookeeper.connect must not be set with process.roles: Odradek runs a KRaft "
                               "configuration on its embedded metadata store (ZooKeeper migration is not "
@@ -668,6 +681,17 @@ class BrokerConfig:
 
     def inter_broker_listener_name(self) -> str:
         return (self.get("inter.broker.listener.name") or self.get("security.inter.broker.protocol")).upper()
+
+    def control_plane_listener_name(self) -> str | None:
+        """``control.plane.listener.name`` (KIP-291, ZooKeeper mode), or None."""
+        name = (self.get("control.plane.listener.name") or "").strip()
+        return name.upper() or None
+
+    def controller_to_broker_listener_name(self) -> str:
+        """The listener the controller's requests to the brokers, and the brokers' requests to
+        the controller, go through (ZooKeeper mode): the control plane's, else the inter-broker
+        one."""
+        return self.control_plane_listener_name() or self.inter_broker_listener_name()
 
     def log_dirs(self) -> list[str]:
         raw = self.get("log.dirs") or self.get("log.dir")

@@ -103,6 +103,11 @@ class SecurityManager:
             if ib.sasl is not None:
                 log.info("inter-broker connections on %s authenticate with SASL/%s as %s", ib.listener,
                          ib.sasl.mechanism, ib.sasl.username)
+            cpl = cfg.control_plane_listener_name()
+            if cpl is not None:
+                cp = inter_broker_security(cfg, cpl)
+                log.info("controller requests go through listener %s (%s%s)", cpl, cp.protocol,
+                         f", SASL/{cp.sasl.mechanism} as {cp.sasl.username}" if cp.sasl is not None else "")
         cls = (cfg.get("authorizer.class.name") or "").strip()
         if cls:
             if cls not in AUTHORIZER_CLASSES:

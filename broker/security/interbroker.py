@@ -42,9 +42,12 @@ _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 
-def build(cfg) -> InterBrokerSecurity:
+def build(cfg, listener: str | None = None) -> InterBrokerSecurity:
+    """The settings for connections to other brokers' ``listener`` (default: the inter-broker
+    listener; the controller's channels name ``control.plane.listener.name``, for which Kafka
+    takes the same ``sasl.mechanism.inter.broker.protocol`` with that listener's own keys)."""
     from protocol.client import SaslSettings
-    listener = cfg.inter_broker_listener_name()
+    listener = listener or cfg.inter_broker_listener_name()
     proto_map = cfg.security_protocol_map() if hasattr(cfg, "security_protocol_map") else {}
     protocol = proto_map.get(listener, listener)
     ctx = client_context(cfg, listener) if protocol in ("SSL", "SASL_SSL") else None
@@ -97,19 +100,22 @@ def _oauthbearer_login(cfg, listener: str, opts: dict):
     return SaslSettings("OAUTHBEARER", name, None, token=token)
 
 
-def inter_broker_security(cfg) -> InterBrokerSecurity:
+def inter_broker_security(cfg, listener: str | None = None) -> InterBrokerSecurity:
     try:
-        sec = _cache.get(cfg)
+        per_listener = _cache.get(cfg)
     except TypeError:                    # a config stand-in that cannot be weakly referenced
-        return build(cfg)
+        return build(cfg, listener)
+    if per_listener is None:
+        per_listener = _cache[cfg] = {}
+    sec = per_listener.get(listener)
     if sec is None:
-        sec = _cache[cfg] = build(cfg)
+        sec = per_listener[listener] = build(cfg, listener)
     return sec
 
 
-async def connect_to_broker(cfg, host: str, port: int, **kwargs):
-    """``KafkaClientConnection.connect`` to another broker's inter-broker listener with this
-    broker's TLS and SASL settings."""
+async def connect_to_broker(cfg, host: str, port: int, *, listener: str | None = None, **kwargs):
+    """``KafkaClientConnection.connect`` to another broker's ``listener`` (default: the
+    inter-broker one) with this broker's TLS and SASL settings for it."""
     from protocol.client import KafkaClientConnection
-    sec = inter_broker_security(cfg)
+    sec = inter_broker_security(cfg, listener)
     return await KafkaClientConnection.connect(host, port, ssl=sec.ssl, sasl=sec.sasl, **kwargs)

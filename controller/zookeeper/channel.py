@@ -68,7 +68,9 @@ class BrokerChannel:
                         kw = dict(client_id=f"controller-{self.controller_id}",
                                   timeout=self.connect_timeout, request_timeout=self.request_timeout)
                         if self.config is not None:
-                            self.conn = await connect_to_broker(self.config, self.host, self.port, **kw)
+                            self.conn = await connect_to_broker(
+                                self.config, self.host, self.port,
+                                listener=self.config.controller_to_broker_listener_name(), **kw)
                         else:
                             self.conn = await KafkaClientConnection.connect(self.host, self.port, **kw)
                     resp = await self.conn.send(request)

@@ -1063,7 +1063,7 @@ class ZkController(Controller):
 
     # ------------------------------------------------------------------ requests to the controller
     def _endpoint_of(self, broker_id: int):
-        name = self._cfg.inter_broker_listener_name()
+        name = self._cfg.controller_to_broker_listener_name()
         info = self._brokers.get(broker_id)
         if info is None and self._info is not None and broker_id == self._broker_id:
             info = self._info
@@ -1080,7 +1080,7 @@ class ZkController(Controller):
             reg = Z.decode_broker(broker_id, data)
         except (NoNodeError, Z.ZnodeFormatError):
             return None
-        name = self._cfg.inter_broker_listener_name()
+        name = self._cfg.controller_to_broker_listener_name()
         for n, h, p, _ in reg.endpoints:
             if n == name:
                 return h, p
@@ -1108,7 +1108,8 @@ class ZkController(Controller):
                         if ep is None:
                             raise KafkaConnectionError(f"no endpoint for controller {cid}")
                         self._ctrl_conn = await connect_to_broker(
-                            self._cfg, ep[0], ep[1], client_id=f"broker-{self._broker_id}-to-controller",
+                            self._cfg, ep[0], ep[1], listener=self._cfg.controller_to_broker_listener_name(),
+                            client_id=f"broker-{self._broker_id}-to-controller",
                             timeout=min(5.0, max(0.1, deadline - loop.time())))
                         self._ctrl_conn_target = cid
                     conn = self._ctrl_conn

@@ -263,11 +263,13 @@ class ControllerRole:
         self.assign[topic] = a
 
     # ------------------------------------------------------------------ requests to brokers
-    def _endpoint(self, broker: int):
+    def _endpoint(self, broker: int, listener: str | None = None):
+        """``broker``'s (host, port) on ``listener``: by default the inter-broker listener
+        (the leaders LeaderAndIsr names to the followers' fetchers)."""
         reg = self.live.get(broker)
         if reg is None:
             return None
-        name = self.cfg.inter_broker_listener_name()
+        name = listener or self.cfg.inter_broker_listener_name()
         for n, h, p, _ in reg.endpoints:
             if n == name:
                 return h, p
@@ -276,9 +278,10 @@ class ControllerRole:
     def _channel(self, broker: int) -> BrokerChannel | None:
         ch = self.channels.get(broker)
         if ch is None:
-            ep = self._endpoint(broker)
+            listener = self.cfg.controller_to_broker_listener_name()   # control.plane.listener.name
+            ep = self._endpoint(broker, listener)
             if ep is None:
-                log.error("broker %d has no %s endpoint", broker, self.cfg.inter_broker_listener_name())
+                log.error("broker %d has no %s endpoint", broker, listener)
                 return None
             ch = self.channels[broker] = BrokerChannel(self.id, broker, ep[0], ep[1], config=self.cfg)
         return ch

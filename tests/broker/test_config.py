@@ -152,6 +152,14 @@ def test_topic_defaults_follow_broker():
       "group.consumer.min.heartbeat.interval.ms": "1000"}, "group.consumer.heartbeat.interval.ms"),
     ({"group.consumer.max.heartbeat.interval.ms": "4000"}, "group.consumer.max.heartbeat.interval.ms"),
     ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
+    ({"control.plane.listener.name": "CONTROL"}, "control.plane.listener.name"),     # no such listener
+    ({"listeners": "PLAINTEXT://:9092,CONTROL://:9093", "listener.security.protocol.map":
+      "PLAINTEXT:PLAINTEXT,CONTROL:PLAINTEXT", "control.plane.listener.name": "PLAINTEXT"},
+     "control.plane.listener.name"),                                                 # the inter-broker one
+    ({"process.roles": "broker,controller", "node.id": "1", "controller.quorum.voters": "1@localhost:9093",
+      "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+      "control.plane.listener.name": "CONTROLLER"}, "control.plane.listener.name"),  # not in KRaft
 ])
 def test_invalid_values(props, key):
     with pytest.raises(ConfigError) as e:
@@ -192,6 +200,31 @@ def test_listeners():
     assert c.advertised_listeners() == [("PLAINTEXT", "h", 1, "PLAINTEXT")]
     host = BrokerConfig({}).advertised_listeners()[0].host
     assert host  # empty host -> this machine's name
+
+
+def test_control_plane_listener():
+    c = BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROL://:9093",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL:SASL_PLAINTEXT",
+                      "control.plane.listener.name": "control"})
+    assert c.control_plane_listener_name() == "CONTROL"
+    assert c.controller_to_broker_listener_name() == "CONTROL"
+    assert c.inter_broker_listener_name() == "PLAINTEXT"
+    plain = BrokerConfig({})
+    assert plain.control_plane_listener_name() is None
+    assert plain.controller_to_broker_listener_name() == "PLAINTEXT"
+    # the controller's connections use that listener's own security keys
+    from broker.security.interbroker import inter_broker_security
+    c = BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROL://:9093",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL:SASL_PLAINTEXT",
+                      "control.plane.listener.name": "CONTROL", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                      "listener.name.control.sasl.enabled.mechanisms": "PLAIN",
+                      "listener.name.control.plain.sasl.jaas.config":
+                          'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                          'username="ctl" password="ctl-secret" user_ctl="ctl-secret";'})
+    ib, cp = inter_broker_security(c), inter_broker_security(c, "CONTROL")
+    assert (ib.listener, ib.protocol, ib.sasl) == ("PLAINTEXT", "PLAINTEXT", None)
+    assert (cp.listener, cp.protocol, cp.sasl.mechanism, cp.sasl.username) == ("CONTROL", "SASL_PLAINTEXT", "PLAIN", "ctl")
+    assert inter_broker_security(c, "CONTROL") is cp          # computed once per config
 
 
 def test_shipped_server_properties():

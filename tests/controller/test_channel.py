@@ -45,14 +45,17 @@ def test_unreachable_broker_is_warned_once_then_reached(broker_factory, caplog):
 
 
 class _Cfg:
-    """The two keys the channel reads (a BrokerConfig stand-in; no TLS/SASL keys are asked for
-    a plain listener)."""
+    """The two keys the channel reads and the listener it connects to (a BrokerConfig
+    stand-in)."""
 
     def __init__(self, **kv):
         self.kv = kv
 
     def get(self, key):
         return self.kv[key]
+
+    def controller_to_broker_listener_name(self):
+        return "PLAINTEXT"
 
 
 def test_timeouts_come_from_the_config(broker_factory, caplog, monkeypatch):
@@ -63,7 +66,8 @@ def test_timeouts_come_from_the_config(broker_factory, caplog, monkeypatch):
     import controller.zookeeper.channel as channel
     seen = []
 
-    async def connect(config, host, port, **kw):       # the plain listener, with the timeouts
+    async def connect(config, host, port, listener=None, **kw):   # the plain listener, with the timeouts
+        assert listener == "PLAINTEXT"
         seen.append((kw["timeout"], kw["request_timeout"]))
         return await channel.KafkaClientConnection.connect(host, port, **kw)
     monkeypatch.setattr(channel, "connect_to_broker", connect)
