@@ -1,12 +1,14 @@
 """Produce throughput: acks=all on a three-broker RF=3 cluster next to acks=1 on one broker.
 
-    python bench/cluster_bench.py [--records 200000] [--size 512] [--partitions 3]
+    python bench/cluster_bench.py [--records 200000] [--size 512] [--partitions 3] [--prop K=V ...]
 
 Starts a ZooKeeper (Debian's 3.8) and three Odradek brokers (min.insync.replicas=2) on loopback,
 then one standalone broker, and drives each with the same confluent-kafka producer
 (idempotent for acks=all; linger.ms=5, batch up to 1 MiB).  Prints records/s and MB/s per run,
 each run in its own fresh processes.  All processes share this machine's cores, so the cluster
-numbers include two followers' replication work on the same CPUs.
+numbers include two followers' replication work on the same CPUs.  ``--prop`` sets a broker
+config on the three cluster brokers (``--prop replica.socket.receive.buffer.bytes=-1``);
+``--cluster-only`` skips the single broker.
 """
 from __future__ import annotations
 
@@ -61,31 +63,36 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200000)
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--prop", action="append", default=[], metavar="K=V")
+    ap.add_argument("--cluster-only", action="store_true")
     args = ap.parse_args()
+    props = dict(p.split("=", 1) for p in args.prop)
     work = Path(tempfile.mkdtemp(prefix="odradek-cluster-bench-"))
     results = []
 
     zk = ZooKeeperProcess(work / "zk")
     zk.start()
-    cluster = Cluster(work / "cluster", zk, 3)
+    cluster = Cluster(work / "cluster", zk, 3, props=props)
     try:
         cluster.start()
         cluster.create_topic("bench3", partitions=args.partitions, rf=3)
         r = produce(cluster.bootstrap, "bench3", args.records, args.size, "all", True)
-        results.append(("3 brokers, RF=3, acks=all (idempotent), min.insync=2", r))
+        results.append(("3 brokers, RF=3, acks=all (idempotent), min.insync=2"
+                        + "".join(f", {k}={v}" for k, v in props.items()), r))
         isr = [sorted(cluster.isr("bench3", p)) for p in range(args.partitions)]
     finally:
         cluster.shutdown()
         zk.kill()
 
-    single = BrokerProcess(work / "single", name="single", props={"num.partitions": args.partitions})
-    single.start()
-    try:
-        produce(single.bootstrap, "warm", 10, args.size, "1", False)
-        r = produce(single.bootstrap, "bench1", args.records, args.size, "1", False)
-        results.append(("1 broker, RF=1, acks=1", r))
-    finally:
-        single.stop()
+    if not args.cluster_only:
+        single = BrokerProcess(work / "single", name="single", props={"num.partitions": args.partitions})
+        single.start()
+        try:
+            produce(single.bootstrap, "warm", 10, args.size, "1", False)
+            r = produce(single.bootstrap, "bench1", args.records, args.size, "1", False)
+            results.append(("1 broker, RF=1, acks=1", r))
+        finally:
+            single.stop()
 
     print(f"\n{args.records} records of {args.size} bytes, {args.partitions} partitions, "
           f"{os.cpu_count()} CPUs, confluent-kafka producer, linger.ms=5")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import time
 
@@ -61,6 +62,19 @@ NO_EPOCH = -1
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
+
+
+def _set_receive_buffer(conn, nbytes: int) -> None:
+    """``replica.socket.receive.buffer.bytes`` on a fetcher's connection (SO_RCVBUF, as Kafka's
+    fetcher sets it; -1 leaves the OS default and its autotuning)."""
+    if nbytes is None or nbytes < 0:
+        return
+    sock = conn.socket
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
+        except OSError as e:
+            log.warning("could not set replica.socket.receive.buffer.bytes=%d: %s", nbytes, e)
 
 class RemoteReplica:
     __slots__ = ("leo", "log_start_offset", "last_caught_up_ms", "last_fetch_ms", "last_fetch_leader_leo")
@@ -548,6 +562,7 @@ class ReplicaFetcher:
                     self.conn = await connect_to_broker(
                         self.mgr.cfg, self.host, self.port, client_id=f"broker-{self.mgr.broker_id}-fetcher-{self.leader_id}",
                         timeout=min(self.timeout, 10.0), request_timeout=self.timeout + self.max_wait_ms / 1000)
+                    _set_receive_buffer(self.conn, self.mgr.cfg.get("replica.socket.receive.buffer.bytes"))
                 truncating = [k for k, st in self.parts.items() if st.truncating and st.delay_until <= loop.time()]
                 if truncating:
                     await self._truncate(truncating)

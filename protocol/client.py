@@ -106,6 +106,12 @@ class KafkaClientConnection:
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     # -- opening --------------------------------------------------------------------------------
+
+    @property
+    def socket(self):
+        """The connection's socket (for options such as SO_RCVBUF), or None."""
+        return self._writer.get_extra_info("socket")
+
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str = "odradek",
                       timeout: float | None = 30.0, request_timeout: float | None = None,
