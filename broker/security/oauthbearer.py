@@ -322,11 +322,20 @@ def fetch_url(url: str, timeout: float = 10.0) -> bytes:
 
 class JwksCache:
     """The keys of a JWKS URL, loaded at start-up and reloaded by a daemon thread every
-    ``refresh_ms``; ``request_refresh()`` wakes that thread early (at most once a second)."""
+    ``refresh_ms``; ``request_refresh()`` wakes that thread early (at most once a second).
+    A reload that fails is tried again as Kafka's RefreshingHttpsJwks does: after
+    ``retry_backoff_ms``, then twice as long each time, for at most ``retry_backoff_max_ms`` in
+    all (``sasl.oauthbearer.jwks.endpoint.retry.backoff.ms`` / ``.max.ms``, 100 ms / 10 s); then
+    the old keys stay until the next reload."""
 
-    def __init__(self, url: str, refresh_ms: int, fetch: Callable[[str], bytes] = fetch_url):
+    def __init__(self, url: str, refresh_ms: int, fetch: Callable[[str], bytes] = fetch_url,
+                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 10000,
+                 clock: Callable[[], float] = time.monotonic):
         self.url = url
         self.refresh_ms = refresh_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self._clock = clock
         self._fetch = fetch
         self.keys: list[Jwk] = []
         self.loaded_at = 0.0
@@ -358,10 +367,34 @@ class JwksCache:
                 return
             self._wake.clear()
             try:
-                self.load()
+                self.reload(self._stop.wait)
             except Exception as e:   # noqa: BLE001 - keep the old keys, try again later
                 log.warning("could not reload the JWKS from %s: %s", self.url, e)
             self._stop.wait(1.0)        # at most one reload a second however often it is asked
+
+    def reload(self, sleep: Callable[[float], object]) -> None:
+        """``load()``, tried again after failures (Kafka's Retry): waits of ``retry_backoff_ms``
+        doubling each time, within ``retry_backoff_max_ms`` of the first attempt; the first
+        error is raised when that time is up.  ``sleep`` returning true (the stop event) ends
+        the retries."""
+        end = self._clock() + self.retry_backoff_max_ms / 1000
+        attempt = 0
+        first: Exception | None = None
+        while self._clock() <= end:
+            attempt += 1
+            try:
+                self.load()
+                return
+            except Exception as e:   # noqa: BLE001 - retried, the first error is the one raised
+                first = first or e
+                wait = min(self.retry_backoff_ms * 2 ** (attempt - 1) / 1000, end - self._clock())
+                if wait <= 0:
+                    break
+                log.warning("JWKS reload attempt %d from %s failed (%s); trying again in %d ms",
+                            attempt, self.url, e, wait * 1000)
+                if sleep(wait):
+                    break
+        raise first if first is not None else RuntimeError("no JWKS reload attempt was made")
 
     def request_refresh(self) -> None:
         self._wake.set()
@@ -545,7 +578,13 @@ def build_validator(cfg, listener: str, jaas_options: dict[str, str], handler: s
         raise ConfigError("sasl.oauthbearer.jwks.endpoint.refresh.ms must be positive",
                           "sasl.oauthbearer.jwks.endpoint.refresh.ms")
     skew = _as_int(cfg, listener, "sasl.oauthbearer.clock.skew.seconds", 30)
-    jwks = JwksCache(url, refresh_ms, fetch)
+    backoff = _as_int(cfg, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100)
+    backoff_max = _as_int(cfg, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10000)
+    if backoff < 0 or backoff_max < backoff:
+        raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms ({backoff_max}) must not be "
+                          f"below sasl.oauthbearer.jwks.endpoint.retry.backoff.ms ({backoff}), which must not be "
+                          "negative", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")
+    jwks = JwksCache(url, refresh_ms, fetch, backoff, backoff_max)
     v = SecuredValidator(
         jwks,
         audience=_as_list(_listener_raw(cfg, listener, "sasl.oauthbearer.expected.audience")),

@@ -297,17 +297,57 @@ def test_jwks_thread_refreshes(keys):
         cache.close()
 
 
+def test_jwks_reload_retries_with_kafkas_backoff(keys):
+    """A failing reload is tried again after 100, 200, 400 ... ms (retry.backoff.ms doubling)
+    within retry.backoff.max.ms of the first attempt; then the first error is raised."""
+    doc = json.dumps({"keys": [jwk(keys["rsa"], "k1")]}).encode()
+    now = [0.0]
+    waits = []
+    failures = [3]
+
+    def fetch(url):
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise OSError(f"connection refused ({failures[0]} more)")
+        return doc
+
+    def sleep(s):
+        waits.append(round(s, 3))
+        now[0] += s
+        return False
+
+    cache = O.JwksCache("u", 3600000, fetch=fetch, retry_backoff_ms=100, retry_backoff_max_ms=10000,
+                        clock=lambda: now[0])
+    cache.reload(sleep)
+    assert waits == [0.1, 0.2, 0.4] and [k.kid for k in cache.keys] == ["k1"]
+
+    failures[0], waits[:], now[0] = 100, [], 0.0
+    cache.retry_backoff_max_ms = 1000
+    with pytest.raises(OSError, match="99 more"):          # the first error
+        cache.reload(sleep)
+    assert waits == [0.1, 0.2, 0.4, 0.3]                     # capped by the 1 s window
+    assert [k.kid for k in cache.keys] == ["k1"]              # the old keys stay
+
+    failures[0], waits[:], now[0] = 100, [], 0.0
+    with pytest.raises(OSError):                              # a stop ends the retries at once
+        cache.reload(lambda s: waits.append(s) or True)
+    assert len(waits) == 1
+
+
 def test_build_validator_config(tmp_path, keys):
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps({"keys": [jwk(keys["rsa"], "k1")]}))
     cfg = BrokerConfig({"listener.name.sasl.sasl.oauthbearer.jwks.endpoint.url": path.as_uri(),
                         "listener.name.sasl.sasl.oauthbearer.expected.audience": "a, b",
-                        "sasl.oauthbearer.expected.issuer": "iss", "sasl.oauthbearer.clock.skew.seconds": "5"},
+                        "sasl.oauthbearer.expected.issuer": "iss", "sasl.oauthbearer.clock.skew.seconds": "5",
+                        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "50",
+                        "listener.name.sasl.sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "2000"},
                        validate=False)
     v = O.build_validator(cfg, "SASL", {}, O.SECURED_HANDLERS[1])
     try:
         assert v.audience == ["a", "b"] and v.issuer == "iss" and v.skew_s == 5
         assert [k.kid for k in v.jwks.keys] == ["k1"]
+        assert (v.jwks.retry_backoff_ms, v.jwks.retry_backoff_max_ms) == (50, 2000)
     finally:
         v.close()
     assert isinstance(O.build_validator(cfg, "SASL", {}, None), O.UnsecuredValidator)
@@ -315,6 +355,11 @@ def test_build_validator_config(tmp_path, keys):
         O.build_validator(cfg, "SASL", {}, "com.example.Handler")
     with pytest.raises(ConfigError, match="jwks.endpoint.url"):
         O.build_validator(BrokerConfig({}, validate=False), "SASL", {}, O.SECURED_HANDLERS[0])
+    bad = BrokerConfig({"sasl.oauthbearer.jwks.endpoint.url": path.as_uri(),
+                        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "500",
+                        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "100"}, validate=False)
+    with pytest.raises(ConfigError, match="must not be below"):
+        O.build_validator(bad, "SASL", {}, O.SECURED_HANDLERS[0])
     missing = BrokerConfig({"sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "none.json").as_uri()}, validate=False)
     with pytest.raises(ConfigError, match="could not load"):
         O.build_validator(missing, "SASL", {}, O.SECURED_HANDLERS[0])
