@@ -102,6 +102,13 @@ def parse_log_dir_name(name: str) -> tuple[str, int, bool]:
     return (*parse_dir_name(name), False)
 
 
+def _needs_record_checks(cfg, h, bounded: bool) -> bool:
+    """Whether a client's batch ``h`` gets Kafka's per-record checks under ``cfg``: on a
+    compacted topic, under timestamp bounds (CreateTime topics), or when its producer marked it
+    LogAppendTime on a LogAppendTime topic."""
+    return cfg.compact_enabled or bool(h.timestamp_type if cfg.log_append_time else bounded)
+
+
 def _recompressed(h, codec: int) -> bool:
     """Whether ``compression.type``'s ``codec`` rewrites batch ``h``: a batch in another codec,
     except an uncompressed control batch (Kafka does not compress markers)."""
@@ -425,7 +432,8 @@ class Log:
         return buf, headers
 
     def append(self, records, leader_epoch: int, *, origin: str = "client",
-               now: int | None = None, transaction_version: int = 0) -> LogAppendInfo:
+               now: int | None = None, transaction_version: int = 0,
+               checked_under=None) -> LogAppendInfo:
         """Leader append of one or more v2 batches (``records`` is patched in place when it is
         a bytearray or a writable memoryview; no reference to it is kept after the call).
         ``origin``: "client" (sequence checks, no control batches) or "coordinator" (transaction
@@ -433,7 +441,9 @@ class Log:
         ``transaction_version`` 2 (every transaction ends with a bumped epoch) it must be newer,
         or equal when no transaction is open (a retried marker).  For a client append,
         ``transaction_version`` 2 (Produce v12+) makes a transactional batch of a producer this
-        partition has no batches of start at sequence 0 (Kafka 4.x)."""
+        partition has no batches of start at sequence 0 (Kafka 4.x).  ``checked_under``: the
+        ``LogConfig`` that ``recompress`` checked a client's batches under; while it is still
+        this log's config those checks are not made again (the sequence checks always are)."""
         if self.closed:     # e.g. replaced by its copy in another log dir (AlterReplicaLogDirs)
             raise StorageError(f"log {self.dir} is closed")
         now = self.time_ms() if now is None else now
@@ -442,11 +452,13 @@ class Log:
         session = self.producer_state.session()
         bounded = cfg.timestamp_before_max_ms != LONG_MAX or cfg.timestamp_after_max_ms != LONG_MAX
         client = origin == "client"
+        prechecked = checked_under is not None and checked_under is cfg
         for h in headers:
             if client:
-                self._check_client_batch(buf, h)
-                if cfg.compact_enabled or (h.timestamp_type if cfg.log_append_time else bounded):
-                    self._validate_records(buf, h, now)
+                if not prechecked:
+                    self._check_client_batch(buf, h)
+                    if _needs_record_checks(cfg, h, bounded):
+                        self._validate_records(buf, h, now)
                 check = session.check(h, transaction_version)
                 if check.result is SeqResult.DUPLICATE:
                     return LogAppendInfo(check.first_offset, check.last_offset, -1, -1, -1,
@@ -522,16 +534,23 @@ class Log:
 
     def recompress(self, records):
         """``records`` (a client's) with each batch in the ``compression.type`` codec, checked
-        first as ``append`` checks a client's batches (``_check_client_batch``).  Reads nothing but the config and
-        ``records``, so a produce runs it in a worker thread (gzip takes tens of milliseconds
-        a megabyte) and hands the result to ``append``, which then finds nothing to rewrite."""
+        first as ``append`` checks a client's batches (``_check_client_batch`` and, where the
+        topic asks for them, the per-record checks).  Reads nothing but the config and
+        ``records``, so a produce runs it in a worker thread (gzip takes tens of milliseconds a
+        megabyte).  Returns (buffer, the config it was checked under): ``append`` given that as
+        ``checked_under`` finds nothing to check or rewrite again, while the config is unchanged."""
         buf, headers = self._parse(records)
-        codec = self.config.target_codec
+        cfg = self.config
+        codec = cfg.target_codec
         if codec is None:
-            return buf
+            return buf, None
+        now = self.time_ms()
+        bounded = cfg.timestamp_before_max_ms != LONG_MAX or cfg.timestamp_after_max_ms != LONG_MAX
         for h in headers:
             self._check_client_batch(buf, h)
-        return self._recompress(buf, headers, codec)[0]
+            if _needs_record_checks(cfg, h, bounded):
+                self._validate_records(buf, h, now)
+        return self._recompress(buf, headers, codec)[0], cfg
 
     def _recompress(self, buf, headers, codec: int):
         """``compression.type`` names a codec: each batch in another codec is stored in that

@@ -151,11 +151,13 @@ async def produce(ctx, req):
             try:
                 buf = _prepare(pd.records, v)
                 converted = buf is not pd.records       # legacy messages made one v2 batch
+                checked_under = None
                 if lg.needs_recompression(buf):
                     converted = True
-                    # compression.type: compressing (gzip: tens of ms a MB) off the event loop.
-                    # This connection's next request waits; the partition may change hands meanwhile.
-                    buf = await asyncio.get_running_loop().run_in_executor(None, lg.recompress, buf)
+                    # compression.type: checking and compressing (gzip: tens of ms a MB) off the
+                    # event loop.  This connection's next request waits; the partition may change
+                    # hands, or its config change, meanwhile (append then checks again).
+                    buf, checked_under = await asyncio.get_running_loop().run_in_executor(None, lg.recompress, buf)
                     resp.error_code = _cannot_append(part, acks, replicas.get(topic.name, pd.index))
                     if resp.error_code:
                         continue
@@ -168,7 +170,8 @@ async def produce(ctx, req):
                     if code:
                         resp.error_code = code
                         continue
-                res = lg.append(buf, part.leader_epoch, transaction_version=2 if v >= 12 else 0)
+                res = lg.append(buf, part.leader_epoch, transaction_version=2 if v >= 12 else 0,
+                                checked_under=checked_under)
             except _Unsupported:
                 resp.error_code = E.UNSUPPORTED_COMPRESSION_TYPE
                 continue

@@ -257,3 +257,16 @@ def test_raw_answers_of_a_recompressing_topic(broker):
         assert c.produce("ct-raw", 0, empty, acks=1).error_code == E.INVALID_RECORD
         moved = build_batch([(b"k", b"v")], compression=1, base_offset=5)
         assert c.produce("ct-raw", 0, moved, acks=1).error_code == E.INVALID_RECORD
+        # a compacted topic that recompresses: the per-record checks run beside the compression
+        # (in its worker thread) and name the refused records, as the append would
+        _create(broker.bootstrap, "ct-raw-compact", {"compression.type": "lz4", "cleanup.policy": "compact"})
+        c.metadata(["ct-raw-compact"], auto_create=False)
+        keyless = build_batch([(b"k", b"1"), (None, b"2"), (b"k", b"3"), (None, b"4")], compression=1)
+        r = c.produce("ct-raw-compact", 0, keyless, acks=1, version=8)
+        assert r.error_code == E.INVALID_RECORD
+        assert [e.batch_index for e in r.record_errors] == [1, 3]
+        assert "without key" in r.record_errors[0].batch_index_error_message
+        r = c.produce("ct-raw-compact", 0, build_batch([(b"k", b"ok")], compression=1), acks=1)
+        assert (r.error_code, r.base_offset) == (0, 0)
+        got = c.fetch("ct-raw-compact", 0, 0, version=12)
+        assert [h.compression for h in iter_batches(bytes(got.records))] == [3]

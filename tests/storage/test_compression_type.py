@@ -187,3 +187,37 @@ def test_the_shared_helpers_batches_are_recompressed_too(tmp_path, clock):
     data, [h] = _stored(log)
     assert h.compression == 1
     assert [(bytes(r.key), bytes(r.value)) for r in iter_records(data, h)] == [(b"1", b"a"), (b"2", b"b")]
+
+
+def test_the_worker_threads_checks_are_not_made_again(tmp_path, clock, monkeypatch):
+    """``recompress`` (a produce runs it in a worker thread) makes the client and per-record
+    checks and returns the config it made them under; ``append`` given that config skips them,
+    unless the log's config was replaced meanwhile."""
+    log = _log(tmp_path, clock, compression_type="zstd", cleanup_policy="compact")
+    calls = []
+    real_client, real_records = Log._check_client_batch, Log._validate_records
+    monkeypatch.setattr(Log, "_check_client_batch", lambda self, b, h: calls.append("client") or real_client(self, b, h))
+    monkeypatch.setattr(Log, "_validate_records", lambda self, b, h, n: calls.append("records") or real_records(self, b, h, n))
+
+    buf, under = log.recompress(build_batch(_records(5), compression="gzip"))
+    assert under is log.config and calls == ["client", "records"]
+    calls.clear()
+    log.append(buf, 0, checked_under=under)
+    assert calls == []                                       # nothing checked twice
+    data, [h] = _stored(log)
+    assert h.compression == 4 and len(list(iter_records(data, h))) == 5
+
+    buf, under = log.recompress(build_batch(_records(3), compression="gzip"))
+    log.config = LogConfig(compression_type="zstd", cleanup_policy="compact")   # an AlterConfigs meanwhile
+    calls.clear()
+    log.append(buf, 0, checked_under=under)
+    assert calls == ["client", "records"]                    # checked again under the new config
+
+    # the worker thread refuses what append would: keyless records on a compacted topic
+    from protocol.records import InvalidRecordError
+    keyless = build_batch([(None, b"v", (), 1_000), (b"k", b"v", (), 1_000)], compression="gzip")
+    with pytest.raises(InvalidRecordError) as e:
+        log.recompress(keyless)
+    assert [i for i, _ in e.value.record_errors] == [0]
+    assert log.recompress(build_batch(_records(2)))[1] is log.config
+    assert _log(tmp_path / "p", clock).recompress(build_batch(_records(2)))[1] is None   # producer: no codec
