@@ -11,7 +11,8 @@ How this works (Kafka 3.x rules):
 * **Choice.**  A log is cleanable when its dirty ratio (dirty bytes / (clean + dirty bytes),
   whole segments) is **greater** than ``min.cleanable.dirty.ratio`` (Kafka compares with ``>``)
   or when ``max.compaction.lag.ms`` has passed for its oldest dirty segment and there is
-  something to clean.  The filthiest log goes first; one log at a time.
+  something to clean.  The filthiest log goes first; each of ``log.cleaner.threads`` workers
+  cleans one log at a time, never one another worker has.
 * **Offset map.**  key → latest offset over the dirty section (keys of 16 bytes or more are
   stored as 16-byte BLAKE2b digests, like Kafka's MD5 map).  Records of aborted transactions
   are not mapped (the ``.txnindex`` entries are collected up front).  The map holds at most
@@ -54,9 +55,10 @@ Threading / ownership rule.  A ``Log`` is owned by the event loop.  A cleaning p
    old segments are still in place with the sizes read, then swaps; otherwise the job's files
    are deleted and the checkpoint is left alone.
 
-``LogCleaner`` drives this for a ``LogManager``: checkpoints, choice, one dedicated cleaner
-thread, and the asyncio loop ``run()`` the broker schedules (sleeping
-``log.cleaner.backoff.ms`` when nothing was cleanable).  The cleaner's Python record decoding
+``LogCleaner`` drives this for a ``LogManager``: checkpoints, choice, ``log.cleaner.threads``
+workers (each an asyncio task with a thread of its own, sleeping ``log.cleaner.backoff.ms``
+when nothing was cleanable), the shared I/O ``Throttler``, and ``run()``, which the broker
+schedules and which keeps the number of workers to the (dynamic) config.  The cleaner's Python record decoding
 holds the GIL, so a pass costs the loop some latency (the interpreter switches threads every
 5 ms); ``clean_log`` runs a whole pass synchronously (tests, tools).
 """
@@ -178,11 +180,12 @@ class Throttler:
     period's bytes fit the limit; then a new period begins.  (So a burst shorter than that
     after an idle spell runs free, and the bytes are paid for at the next look.)
 
-    The sleep happens outside the lock, on the thread that found the excess, and the next period
-    begins when that sleep ends; bytes the other threads read meanwhile count in that period.
+    Kafka sleeps holding the throttle's lock, so the other threads stop at their next look
+    until the sleep ends.  Here the sleep happens outside the lock, in slices, so that an abort
+    or a change of the rate can end it; a thread that looks while another sleeps waits until
+    that sleep's end in the same way, and its bytes count in the period that begins then.
     ``wait(seconds)`` is the sleep; it returns true to end it early (the job's abort event).
-    A change of the rate ends the sleeps under way and begins a new period: Kafka restarts its
-    cleaner threads after their sleep, and aborts their passes, to the same end."""
+    A change of the rate ends the sleeps under way and begins a new period."""
 
     CHECK_INTERVAL_S = 0.3
     _SLICE_S = 0.25                     # how soon a sleep notices a change of the rate
@@ -191,7 +194,7 @@ class Throttler:
         self.rate = float(rate)
         self._clock = clock
         self._lock = threading.Lock()
-        self._start = clock()
+        self._start = clock()            # in the future while a thread sleeps off an excess
         self._observed = 0.0
         self._changes = 0
 
@@ -207,29 +210,45 @@ class Throttler:
             self._observed = 0.0
 
     def maybe_throttle(self, observed: int, wait=time.sleep) -> float:
-        """Count ``observed`` bytes; sleep (with ``wait``) when over the rate.  Seconds slept."""
-        with self._lock:
-            rate = self.rate
-            self._observed += observed
-            now = self._clock()
-            elapsed = now - self._start
-            if elapsed <= self.CHECK_INTERVAL_S or self._observed <= 0:
-                return 0.0
-            sleep = 0.0
-            if self._observed / elapsed > rate > 0:
-                # Kafka rounds to whole milliseconds
-                sleep = round((self._observed / (rate / 1000.0) - elapsed * 1000.0)) / 1000.0
-            self._start = now + max(sleep, 0.0)
-            self._observed = 0.0
-            changes = self._changes
-        if sleep <= 0:
-            return 0.0
-        end = now + sleep
+        """Count ``observed`` bytes; sleep (with ``wait``) when over the rate, or while another
+        thread sleeps.  Seconds slept."""
+        slept = 0.0
+        pending = observed
         while True:
-            left = end - self._clock()
-            if left <= 0 or wait(min(left, self._SLICE_S)) or self._changes != changes:
-                break
-        return min(self._clock(), end) - now
+            with self._lock:
+                now = self._clock()
+                changes = self._changes
+                mine = now >= self._start
+                if mine:
+                    self._observed += pending
+                    pending = 0
+                    elapsed = now - self._start
+                    if elapsed <= self.CHECK_INTERVAL_S or self._observed <= 0:
+                        return slept
+                    sleep = 0.0
+                    if self._observed / elapsed > self.rate > 0:
+                        # Kafka rounds to whole milliseconds
+                        sleep = round((self._observed / (self.rate / 1000.0) - elapsed * 1000.0)) / 1000.0
+                    self._start = now + max(sleep, 0.0)
+                    self._observed = 0.0
+                    if sleep <= 0:
+                        return slept
+                until = self._start           # mine, or the end of another thread's sleep
+            done, aborted = self._sleep(now, until, changes, wait)
+            slept += done
+            if mine or aborted:
+                return slept
+            # another thread's sleep is over (or the rate changed): count the bytes now
+
+    def _sleep(self, now: float, until: float, changes: int, wait) -> tuple[float, bool]:
+        """Sleep from ``now`` to ``until`` in slices, ending early on a change of the rate or
+        when ``wait`` returns true; (seconds slept, whether ``wait`` ended it)."""
+        while True:
+            left = until - self._clock()
+            if left <= 0 or self._changes != changes:
+                return min(self._clock(), until) - now, False
+            if wait(min(left, self._SLICE_S)):
+                return min(self._clock(), until) - now, True
 
 
 # -- configuration and choice -----------------------------------------------------------------
@@ -772,9 +791,10 @@ class LogCleaner:
         if new != self.config:
             log.info("log cleaner reconfigured: %s", ", ".join(
                 f"{k}={v}" for k, v in vars(new).items() if getattr(self.config, k) != v))
+            if new.io_max_bytes_per_second != self.config.io_max_bytes_per_second:
+                self.throttler.set_rate(new.io_max_bytes_per_second)   # as Kafka: only a new rate
             self.config = new
             self.generation += 1
-            self.throttler.set_rate(new.io_max_bytes_per_second)
 
     # -- checkpoints ------------------------------------------------------------------------
     def checkpoint_of(self, tp, lg) -> int | None:
@@ -968,7 +988,14 @@ class LogCleaner:
             while not self._stopped:
                 self.refresh_config()
                 changed, seen = self.generation != seen, self.generation
-                for i in range(max(1, self.config.threads)):
+                n = max(1, self.config.threads)
+                for i in [i for i, t in self._workers.items() if i >= n and t.done()]:
+                    # a worker above the thread count has ended: its figures leave the gauges,
+                    # as Kafka's reconfiguration replaces its cleaner threads
+                    del self._workers[i]
+                    self.last_stats.pop(i, None)
+                    self.last_delay_ms.pop(i, None)
+                for i in range(n):
                     t = self._workers.get(i)
                     if t is None or (t.done() and (changed or not self._died(t))):
                         self._workers[i] = loop.create_task(self._worker(i),

@@ -443,7 +443,8 @@ class Log:
         ``transaction_version`` 2 (Produce v12+) makes a transactional batch of a producer this
         partition has no batches of start at sequence 0 (Kafka 4.x).  ``checked_under``: the
         ``LogConfig`` that ``recompress`` checked a client's batches under; while it is still
-        this log's config those checks are not made again (the sequence checks always are)."""
+        this log's config those checks are not made again, but for the timestamp bounds, which
+        move with the clock (the sequence checks always run)."""
         if self.closed:     # e.g. replaced by its copy in another log dir (AlterReplicaLogDirs)
             raise StorageError(f"log {self.dir} is closed")
         now = self.time_ms() if now is None else now
@@ -459,6 +460,10 @@ class Log:
                     self._check_client_batch(buf, h)
                     if _needs_record_checks(cfg, h, bounded):
                         self._validate_records(buf, h, now)
+                elif bounded and not cfg.log_append_time:
+                    # the timestamp bounds move with the clock: checked again at the append,
+                    # as Kafka checks them (the rest does not change while the config holds)
+                    self._validate_records(buf, h, now)
                 check = session.check(h, transaction_version)
                 if check.result is SeqResult.DUPLICATE:
                     return LogAppendInfo(check.first_offset, check.last_offset, -1, -1, -1,

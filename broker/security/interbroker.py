@@ -101,6 +101,7 @@ def _oauthbearer_login(cfg, listener: str, opts: dict):
 
 
 def inter_broker_security(cfg, listener: str | None = None) -> InterBrokerSecurity:
+    listener = listener or cfg.inter_broker_listener_name()     # one entry per listener
     try:
         per_listener = _cache.get(cfg)
     except TypeError:                    # a config stand-in that cannot be weakly referenced

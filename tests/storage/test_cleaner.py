@@ -469,21 +469,52 @@ def test_throttler_sleeps_the_excess_of_each_period():
     assert Throttler(1.7976931348623157e308).unlimited and not th.unlimited
 
 
-def test_throttler_is_shared_and_its_sleep_is_not_under_the_lock():
+def test_a_thread_that_looks_while_another_sleeps_waits_too():
+    """Kafka sleeps holding the throttle's lock, so every cleaner thread stops while one sleeps
+    off the period's excess; here the others wait for that sleep's end the same way, and their
+    bytes count in the period that begins then (they are paid for at its next look)."""
     ft = _FakeTime()
     th = Throttler(100.0, clock=ft)
     ft.t += 0.4
     others = []
 
-    def wait(s):           # another thread counts bytes while this one sleeps
+    def wait(s):           # another thread reads 1,000 bytes while this one sleeps
         if not others:
             others.append(th.maybe_throttle(1000, ft.wait))
         ft.t += s
 
     assert th.maybe_throttle(100, wait) == pytest.approx(0.6)
-    assert others == [0.0]                      # its bytes went into the next period...
-    ft.t += 0.4
-    assert th.maybe_throttle(0, ft.wait) == pytest.approx(9.6)   # ...which pays: 1 KB at 100 B/s
+    assert others == [pytest.approx(0.6)]                 # it waited for the sleep's end too
+    ft.t += 0.4            # the period began at 101.0, 0.65 s ago: 1,000 B at 100 B/s is 10 s
+    assert th.maybe_throttle(0, ft.wait) == pytest.approx(9.35)
+
+
+def test_threads_together_stay_within_the_rate():
+    """Real threads, as the cleaner's run: two threads reading 64 KiB every 10 ms (13 MB/s
+    together) under a 4 MB/s limit.  Over the run they stay near the limit; the last period's
+    bytes (at most 0.3 s of reading, 4 MB) are not paid for yet when the run stops."""
+    import threading
+    import time as _time
+    th = Throttler(4_000_000.0)
+    stop = _time.monotonic() + 2.5
+    total = [0]
+    lock = threading.Lock()
+
+    def reader():
+        while _time.monotonic() < stop:
+            _time.sleep(0.01)
+            th.maybe_throttle(65536)
+            with lock:
+                total[0] += 65536
+    t0 = _time.monotonic()
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = _time.monotonic() - t0
+    # when the other thread did not wait, this came to 6.8 MB/s against a bound of 5.4
+    assert total[0] <= 4_000_000 * elapsed + 0.3 * 13_200_000 + 65536 * 2, (total[0], elapsed)
 
 
 def test_a_rate_change_or_an_abort_ends_a_throttled_sleep():
@@ -646,17 +677,28 @@ def test_cleaner_reads_its_dynamic_configs_again(tmp_path, clock):
     cleaner.refresh_config()
     assert cleaner.generation == 1                    # nothing changed
 
+    bc.kv["log.cleaner.backoff.ms"] = 10
+    cleaner.last_stats[1] = "a pass of worker 1"
+    rate_changes = cleaner.throttler._changes
+
     async def main():                 # the supervisor starts a worker per thread
         task = asyncio.get_running_loop().create_task(cleaner.run())
         await asyncio.sleep(0.05)
         workers = dict(cleaner._workers)
         bc.kv["log.cleaner.threads"] = 1
-        await asyncio.sleep(0.05)
+        for _ in range(40):           # worker 1 ends; the supervisor looks every second
+            await asyncio.sleep(0.05)
+            if 1 not in cleaner._workers:
+                break
+        left = dict(cleaner._workers)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return workers
-    assert sorted(asyncio.run(main())) == [0, 1]
+        return workers, left
+    started, left = asyncio.run(main())
+    assert sorted(started) == [0, 1] and sorted(left) == [0]
+    assert 1 not in cleaner.last_stats               # its figures left the gauges with it
+    assert cleaner.throttler._changes == rate_changes  # only a new rate resets the throttle
     lm.shutdown()
 
 

@@ -221,3 +221,16 @@ def test_the_worker_threads_checks_are_not_made_again(tmp_path, clock, monkeypat
     assert [i for i, _ in e.value.record_errors] == [0]
     assert log.recompress(build_batch(_records(2)))[1] is log.config
     assert _log(tmp_path / "p", clock).recompress(build_batch(_records(2)))[1] is None   # producer: no codec
+
+
+def test_the_timestamp_bounds_are_checked_again_at_the_append(tmp_path, clock):
+    """They move with the clock: a record inside ``message.timestamp.before.max.ms`` when the
+    worker thread checked it may be outside by the append."""
+    from storage.errors import InvalidTimestampError
+    log = _log(tmp_path, clock, compression_type="lz4", message_timestamp_before_max_ms=60_000)
+    buf, under = log.recompress(build_batch([(b"k", b"v", (), clock.now - 59_000)], compression="gzip"))
+    assert under is log.config
+    clock.now += 2_000                 # the append comes 2 s later: now 61 s old
+    with pytest.raises(InvalidTimestampError):
+        log.append(buf, 0, checked_under=under)
+    assert log.log_end_offset == 0
