@@ -280,8 +280,11 @@ def check_streams_group_admin(cp, classes, bootstrap: str, app_id: str, partitio
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout.splitlines()
-    lines = wait_for(lambda: (lambda ls: ls if any(x.startswith("GROUP Stable ") for x in ls) else None)(run()),
-                     60, "the streams group Stable")
+    # Stable, and a commit made for every input partition (EOS commits every 100 ms, once a
+    # task has had records; right after a broker kill a task may not have committed yet)
+    lines = wait_for(lambda: (lambda ls: ls if any(x.startswith("GROUP Stable ") for x in ls)
+                              and f"OFFSETS {2 * partitions}" in ls else None)(run()),
+                     60, "the streams group Stable with every input partition committed")
     assert "LISTED Streams Stable" in lines, lines
     group = next(x.split() for x in lines if x.startswith("GROUP "))
     assert group[1] == "Stable" and group[2] == group[3] and group[5:] == ["4", "2"], group
