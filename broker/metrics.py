@@ -315,7 +315,8 @@ class _Snapshot:
     __slots__ = ("topics", "requests", "replication_bytes_in", "replication_bytes_out", "isr_shrinks",
                  "isr_expands", "queued", "replica", "controller", "connections", "accept_rates", "state", "quotas",
                  "exempt_request_time", "replication_throttle_rates", "groups", "group_epoch_bumps", "fetch_sessions", "offline_dirs",
-                 "client_metrics", "client_series", "share_sessions", "invalid_records", "cleaner")
+                 "client_metrics", "client_series", "share_sessions", "invalid_records", "cleaner",
+                 "partition_gauges", "log_gauges")
 
 
 def take_snapshot(m: BrokerMetrics) -> _Snapshot:
@@ -341,22 +342,29 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.queued = sum(len(c.queue) for c in broker.connections)
 
     partitions = leaders = under = under_min = at_min = 0
+    per_partition = []      # kafka.cluster:type=Partition, one tuple per hosted partition
     rm = broker.replicas
     if rm is not None:
         for part in rm.partitions.values():
             partitions += 1
-            if not part.is_leader:
+            lg = part.log
+            lso_lag = lg.high_watermark - lg.last_stable_offset() if lg is not None and not lg.closed else 0
+            if not part.is_leader or lg is None:
+                per_partition.append((part.topic, part.partition, 0, 0, 0, 0, 0, lso_lag))
                 continue
             leaders += 1
             isr = len(part.isr)
             if isr < len(part.replicas):
                 under += 1
-            min_isr = part.log.config.min_insync_replicas
+            min_isr = lg.config.min_insync_replicas
             if isr < min_isr:
                 under_min += 1
             elif isr == min_isr:
                 at_min += 1
+            per_partition.append((part.topic, part.partition, int(isr < len(part.replicas)), isr,
+                                  len(part.replicas), int(isr < min_isr), int(isr == min_isr), lso_lag))
     snap.replica = (partitions, leaders, under, under_min, at_min)
+    snap.partition_gauges = sorted(per_partition)
 
     active = False
     offline = total_partitions = topics = imbalance = 0
@@ -401,6 +409,10 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     lm = getattr(broker, "log_manager", None)
     snap.offline_dirs = len(lm.offline_dirs) if lm is not None else 0
     snap.cleaner = _cleaner_values(broker.log_cleaner) if getattr(broker, "log_cleaner", None) else None
+    # kafka.log:type=Log, one tuple per log this broker holds (not the future copy of a log
+    # being moved to another log dir)
+    snap.log_gauges = sorted((t, p, lg.size(), len(lg.segments), lg.log_start_offset, lg.log_end_offset)
+                             for (t, p), lg in list(lm.logs.items()) if not lg.closed) if lm is not None else []
     cm = getattr(broker, "client_metrics", None)
     if cm is not None:
         cm.expire()
@@ -575,6 +587,8 @@ def families(snap: _Snapshot):
     yield CounterMetricFamily(g + "isrexpands", "Times a led partition's ISR gained replicas (IsrExpandsPerSec).",
                               value=snap.isr_expands)
 
+    yield from _per_partition_families(snap)
+
     # kafka.controller:type=KafkaController
     active, offline, imbalance, topics, total = snap.controller
     c = "kafka_controller_kafkacontroller_"
@@ -698,6 +712,38 @@ def families(snap: _Snapshot):
     yield GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
                             "Broker state as Kafka numbers it: 1 starting, 3 running, 7 shutting down "
                             "(BrokerState).", value=snap.state)
+
+
+_PARTITION_GAUGES = (
+    ("underreplicated", "1 when this broker leads the partition and its ISR is smaller than the "
+                        "replica set (UnderReplicated)"),
+    ("insyncreplicascount", "ISR size, on the leader; 0 elsewhere (InSyncReplicasCount)"),
+    ("replicascount", "Replica count, on the leader; 0 elsewhere (ReplicasCount)"),
+    ("underminisr", "1 when the leader's ISR is below min.insync.replicas (UnderMinIsr)"),
+    ("atminisr", "1 when the leader's ISR is exactly min.insync.replicas (AtMinIsr)"),
+    ("laststableoffsetlag", "High watermark minus last stable offset: how far open transactions hold "
+                            "read_committed consumers back (LastStableOffsetLag)"),
+)
+_LOG_GAUGES = (
+    ("size", "Bytes of the partition's log segments on disk (Size)"),
+    ("numlogsegments", "Segments of the log (NumLogSegments)"),
+    ("logstartoffset", "First offset of the log (LogStartOffset)"),
+    ("logendoffset", "Offset the next record appended gets (LogEndOffset)"),
+)
+
+
+def _per_partition_families(snap: _Snapshot):
+    """kafka.cluster:type=Partition and kafka.log:type=Log, labelled topic and partition."""
+    for i, (name, doc) in enumerate(_PARTITION_GAUGES):
+        fam = GaugeMetricFamily("kafka_cluster_partition_" + name, doc + ".", labels=["topic", "partition"])
+        for row in snap.partition_gauges:
+            fam.add_metric([row[0], str(row[1])], row[2 + i])
+        yield fam
+    for i, (name, doc) in enumerate(_LOG_GAUGES):
+        fam = GaugeMetricFamily("kafka_log_log_" + name, doc + ".", labels=["topic", "partition"])
+        for row in snap.log_gauges:
+            fam.add_metric([row[0], str(row[1])], row[2 + i])
+        yield fam
 
 
 def _cleaner_families(snap: _Snapshot):

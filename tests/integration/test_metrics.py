@@ -292,17 +292,66 @@ def test_partition_leader_and_controller_gauges(kafka):
     assert val(now, "process_resident_memory_bytes") > 0
 
 
+def test_per_partition_log_and_partition_gauges(kafka):
+    """kafka.log:type=Log (Size, NumLogSegments, LogStartOffset, LogEndOffset) and
+    kafka.cluster:type=Partition (UnderReplicated, InSyncReplicasCount, ReplicasCount, UnderMinIsr,
+    AtMinIsr, LastStableOffsetLag) per topic and partition: the log's figures after produce, a
+    roll and DeleteRecords, and a transaction left open holding the last stable offset back."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    t = _name("metrics-log")
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(t, 2, 1, config={"segment.bytes": "2000"})])[t].result(30)
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+    for i in range(20):
+        p.produce(t, b"v" * 300, partition=0)
+        p.flush(10)
+    admin.delete_records([TopicPartition(t, 0, 7)])[TopicPartition(t, 0, 7)].result(30)
+    m = scrape(kafka.metrics_url)
+    L = "kafka_log_log_"
+    size = sum(f.stat().st_size for f in (Path(kafka.log_dir) / f"{t}-0").glob("*.log"))
+    assert val(m, L + "size", topic=t, partition="0") == size > 6000
+    assert val(m, L + "numlogsegments", topic=t, partition="0") == len(list((Path(kafka.log_dir) / f"{t}-0").glob("*.log"))) > 2
+    assert val(m, L + "logstartoffset", topic=t, partition="0") == 7
+    assert val(m, L + "logendoffset", topic=t, partition="0") == 20
+    assert val(m, L + "logendoffset", topic=t, partition="1") == 0
+    P = "kafka_cluster_partition_"
+    for part in ("0", "1"):
+        assert val(m, P + "insyncreplicascount", topic=t, partition=part) == 1
+        assert val(m, P + "replicascount", topic=t, partition=part) == 1
+        assert val(m, P + "underreplicated", topic=t, partition=part) == 0
+        assert val(m, P + "underminisr", topic=t, partition=part) == 0
+        assert val(m, P + "atminisr", topic=t, partition=part) == 1          # ISR 1 = min.insync.replicas 1
+        assert (P + "laststableoffsetlag", (("partition", part), ("topic", t))) in m
+
+    txp = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": _name("metrics-txn")})
+    txp.init_transactions(30)
+    txp.begin_transaction()
+    for i in range(5):
+        txp.produce(t, b"in-txn", partition=1)
+    txp.flush(10)
+    assert val(scrape(kafka.metrics_url), P + "laststableoffsetlag", topic=t, partition="1") == 5
+    txp.commit_transaction(30)
+    assert val(scrape(kafka.metrics_url), P + "laststableoffsetlag", topic=t, partition="1") == 0
+    assert val(scrape(kafka.metrics_url), L + "logendoffset", topic=t, partition="1") == 6    # 5 + the marker
+
+
 def test_deleted_topic_series_disappear(kafka):
     from confluent_kafka.admin import AdminClient
     topic = _name("metrics-del")
     with RawConnection(kafka.host, kafka.port) as c:
         c.metadata([topic])
         assert c.produce(topic, 0, build_batch([(b"k", b"v")]), acks=1).error_code == 0
-    assert val(scrape(kafka.metrics_url), BT + "messagesin_total", topic=topic) == 1
+    m = scrape(kafka.metrics_url)
+    assert val(m, BT + "messagesin_total", topic=topic) == 1
+    assert val(m, "kafka_log_log_logendoffset", topic=topic, partition="0") == 1
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.delete_topics([topic])[topic].result(30)
     deadline = time.monotonic() + 10
-    while (BT + "messagesin_total", (("topic", topic),)) in scrape(kafka.metrics_url):
+    gone = [(BT + "messagesin_total", (("topic", topic),)),
+            ("kafka_log_log_size", (("partition", "0"), ("topic", topic))),
+            ("kafka_cluster_partition_replicascount", (("partition", "0"), ("topic", topic)))]
+    while any(k in scrape(kafka.metrics_url) for k in gone):
         assert time.monotonic() < deadline, "series of a deleted topic still exported"
         time.sleep(0.1)
 
