@@ -110,6 +110,23 @@ def test_cluster_metrics(cluster_factory):
         return s if under >= 6 and shrinks >= 1 else None
     s = wait_until(degraded, 90, "ISR shrinks and under-replicated partitions after a kill")
     assert sum(x[KC + "activecontrollercount"] for x in s.values()) == 1
+    # per partition (kafka.cluster:type=Partition): each of "m"'s partitions is under-replicated
+    # on its leader, with an ISR of two of three replicas; a follower reports 0 for both counts
+    from tests.support.metrics import scrape as scrape_labelled
+    from tests.support.metrics import val
+    P = "kafka_cluster_partition_"
+    per = {i: scrape_labelled(f"http://127.0.0.1:{ports[i]}/metrics") for i in survivors}
+    for part in range(6):
+        leader = c.leader("m", part)
+        assert leader in survivors
+        lm = per[leader]
+        got = [val(lm, P + k, topic="m", partition=str(part))
+               for k in ("underreplicated", "insyncreplicascount", "replicascount", "underminisr", "atminisr")]
+        assert got == [1, 2, 3, 0, 1], (part, leader, got)           # min.insync.replicas 2
+        follower = next(i for i in survivors if i != leader)
+        assert val(per[follower], P + "replicascount", topic="m", partition=str(part)) == 0
+        assert val(per[follower], "kafka_log_log_logendoffset", topic="m", partition=str(part)) == \
+            val(lm, "kafka_log_log_logendoffset", topic="m", partition=str(part)) == 100
     # all of "m" is led by the two survivors; nothing offline (2 replicas left of 3)
     assert s[ctrl][KC + "offlinepartitionscount"] == 0
 
