@@ -284,6 +284,21 @@ def version_range(protocols) -> tuple | None:
     return (min(chosen), max(chosen)) if chosen else None
 
 
+def client_version_range(get) -> tuple | None:
+    """The TLS versions of a broker's own connections to other brokers: ``ssl.enabled.protocols``
+    as on the listener, at most ``ssl.protocol`` (Kafka: with ``ssl.protocol=TLSv1.2`` a client
+    does not use TLSv1.3 even when it is enabled; ``TLS`` or ``TLSv1.3``, the default, caps
+    nothing).  ConfigError when the cap leaves no enabled version."""
+    chosen = version_range(get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"))
+    cap = TLS_VERSIONS.get(str(get("ssl.protocol", "TLSv1.3") or "").strip())
+    if chosen is None or cap is None or cap >= chosen[1]:
+        return chosen
+    if cap < chosen[0]:
+        raise ConfigError(f"ssl.protocol={get('ssl.protocol')} is below every version of ssl.enabled.protocols="
+                          f"{get('ssl.enabled.protocols', 'TLSv1.2,TLSv1.3')}", "ssl.protocol")
+    return chosen[0], cap
+
+
 def check_jsse_settings(get, listener: str) -> None:
     """Java's JSSE settings are accepted for Kafka's property files (and not used)."""
     provider = get("ssl.provider")
@@ -445,6 +460,12 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.check_hostname = endpoint_identification(cfg, listener)
+    chosen = client_version_range(get)
+    if chosen:
+        ctx.minimum_version, ctx.maximum_version = chosen
+    ciphers = ":".join(names(get("ssl.cipher.suites")))
+    if ciphers:
+        ctx.set_ciphers(ciphers)
     temp: list[str] = []
     try:
         _load_trust_store(ctx, get, listener, temp, system_default=True)

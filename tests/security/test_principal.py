@@ -109,6 +109,24 @@ def test_endpoint_identification_empty_value_turns_host_name_checks_off():
         endpoint_identification(BrokerConfig({"ssl.endpoint.identification.algorithm": "ldaps"}), "SSL")
 
 
+def test_inter_broker_tls_versions_follow_enabled_protocols_and_ssl_protocol():
+    """A broker's own TLS connections take ``ssl.enabled.protocols`` as its listeners do, and
+    ``ssl.protocol`` caps them, as it caps a Kafka client's."""
+    import ssl
+    v = ssl.TLSVersion
+    ctx = client_context(BrokerConfig({}), "SSL")
+    assert (ctx.minimum_version, ctx.maximum_version) == (v.TLSv1_2, v.TLSv1_3)
+    ctx = client_context(BrokerConfig({"ssl.enabled.protocols": "TLSv1.3"}), "SSL")
+    assert (ctx.minimum_version, ctx.maximum_version) == (v.TLSv1_3, v.TLSv1_3)
+    ctx = client_context(BrokerConfig({"listener.name.ssl.ssl.protocol": "TLSv1.2"}), "SSL")
+    assert (ctx.minimum_version, ctx.maximum_version) == (v.TLSv1_2, v.TLSv1_2)
+    ctx = client_context(BrokerConfig({"ssl.protocol": "TLS"}), "SSL")
+    assert ctx.maximum_version == v.TLSv1_3
+    with pytest.raises(ConfigError) as e:
+        client_context(BrokerConfig({"ssl.protocol": "TLSv1.2", "ssl.enabled.protocols": "TLSv1.3"}), "SSL")
+    assert e.value.key == "ssl.protocol"
+
+
 def test_pkcs12_stores_written_by_keytool_are_read(tmp_path):
     """Key and trust stores as Java's keytool writes them (what Kafka users have) load into the
     listener and inter-broker contexts."""
