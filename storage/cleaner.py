@@ -764,6 +764,7 @@ class LogCleaner:
         self._owner: dict[tuple[str, int], object] = {}    # Log the checkpoint belongs to
         self.uncleanable: set[tuple[str, int]] = set()
         self.in_progress: dict[tuple[str, int], CleanJob] = {}
+        self._cleaning: dict[tuple[str, int], tuple[CleanJob, object]] = {}   # with its Log
         # what the metrics report (Kafka's LogCleaner and LogCleanerManager gauges)
         self.last_stats: dict[int, CleanerStats] = {}       # per worker, its last pass
         self.last_delay_ms: dict[int, int] = {}             # per worker, at its last pick
@@ -909,6 +910,20 @@ class LogCleaner:
                  s.bytes_read / mb, s.messages_read, s.bytes_written / mb, s.messages_written,
                  100 * (1 - s.bytes_written / s.bytes_read) if s.bytes_read else 0.0)
 
+    def _gone(self, tp, lg) -> bool:
+        """Whether ``lg`` was deleted, moved or replaced since its pass began (loop)."""
+        return lg.closed or self.lm.logs.get(tp) is not lg
+
+    def abort_gone(self) -> int:
+        """Abort the passes whose log was deleted or replaced meanwhile (Kafka aborts the
+        cleaning of a partition it deletes); returns how many (loop)."""
+        n = 0
+        for tp, (job, lg) in list(self._cleaning.items()):
+            if self._gone(tp, lg):
+                job.abort()
+                n += 1
+        return n
+
     async def clean_one(self, worker: int = 0) -> bool:
         loop = asyncio.get_running_loop()
         now = self.time_ms()
@@ -917,6 +932,7 @@ class LogCleaner:
             return False
         tp, lg, ltc = pick
         job = self.in_progress[tp] = self._job(lg, ltc, now)
+        self._cleaning[tp] = (job, lg)
         try:
             ex = self._executors.get(worker)
             if ex is None:
@@ -930,11 +946,16 @@ class LogCleaner:
             except CleaningAborted:
                 return False
             except Exception as e:
+                if self._gone(tp, lg):
+                    # deleted meanwhile (its dir renamed under the pass): nothing failed, and a
+                    # partition made again under the same name must not pay for it
+                    log.info("cleaning of %s-%d stopped: the log was deleted or replaced (%s)", *tp, e)
+                    return False
                 log.exception("cleaning log %s-%d failed; marking it uncleanable", *tp)
                 self.uncleanable.add(tp)
                 self.lm.report_error(tp, e)     # a failed disk takes its dir offline
                 return False
-            if self._stopped:
+            if self._stopped or self._gone(tp, lg):
                 job.discard()
                 return False
             try:
@@ -945,6 +966,7 @@ class LogCleaner:
             return True
         finally:
             self.in_progress.pop(tp, None)
+            self._cleaning.pop(tp, None)
 
     async def _worker(self, worker: int) -> None:
         """One cleaner thread's loop: clean while there is work, else sleep
@@ -987,6 +1009,7 @@ class LogCleaner:
         try:
             while not self._stopped:
                 self.refresh_config()
+                self.abort_gone()
                 changed, seen = self.generation != seen, self.generation
                 n = max(1, self.config.threads)
                 for i in [i for i, t in self._workers.items() if i >= n and t.done()]:

@@ -651,6 +651,45 @@ def test_what_the_cleaner_gauges_read(tmp_path, clock):
     lm.shutdown()
 
 
+def test_a_log_deleted_during_its_pass_is_not_a_failed_dir(tmp_path, clock, monkeypatch):
+    """A partition deleted (its dir renamed) while a pass reads it, and made again under the same
+    name: the pass's I/O error is no dir failure and the new partition is not uncleanable.
+    The supervisor also aborts the passes of deleted logs (a throttled pass may sleep long)."""
+    import errno
+    import threading as th_
+    lm = _manager(tmp_path, clock)
+    lg = lm.get_or_create_log("t", 0)
+    for i in range(40):
+        put(lg, [(b"k%d" % (i % 4), b"v%d" % i)])
+    roll(lg)
+    put(lg, [(b"x", b"y")])
+    cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=10))
+    release = th_.Event()
+
+    def failing_run(job):
+        release.wait(10)
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", job.dir + "/x.cleaned")
+    monkeypatch.setattr(CleanJob, "run", failing_run)
+    failed = []
+    lm.dir_failure_listener = lambda d, e: failed.append(d)
+
+    async def main():
+        task = asyncio.get_running_loop().create_task(cleaner.clean_one(0))
+        await asyncio.sleep(0.05)
+        assert ("t", 0) in cleaner.in_progress
+        lm.delete_log("t", 0)
+        again = lm.get_or_create_log("t", 0)
+        put(again, [(b"new", b"1")])
+        assert cleaner.abort_gone() == 1
+        release.set()
+        return await task, again
+    done, again = asyncio.run(main())
+    assert done is False and failed == [] and not lm.offline_dirs
+    assert cleaner.uncleanable == set() and not cleaner.in_progress
+    assert [r[1] for r in records(again)] == [b"new"]
+    lm.shutdown()
+
+
 class _BrokerCfg:
     def __init__(self, **kv):
         self.kv = {"log.cleaner.enable": True, "log.cleaner.backoff.ms": 15000,
