@@ -24,7 +24,7 @@ def fake_broker(topics=None, partitions=(), active=True, live=(0,)):
     rm = types.SimpleNamespace(partitions={(p.topic, p.partition): p for p in partitions})
     return types.SimpleNamespace(controller=ctrl, connections=set(), replicas=rm, broker_id=0,
                                  servers=[object()], _stopping=False,
-                                 log_manager=types.SimpleNamespace(offline_dirs={"/failed"}),
+                                 log_manager=types.SimpleNamespace(offline_dirs={"/failed"}, logs={}),
                                  produce_quota=None, fetch_quota=None, request_quota=None, mutation_quota=None,
                                  config=BrokerConfig.from_dict({"listeners": "PLAINTEXT://:9092"}))
 
@@ -33,8 +33,9 @@ def topic(name, n=1, leader=0, replicas=(0,), isr=(0,)):
     return TopicInfo(name, None, {p: PartitionState(p, list(replicas), leader, 0, list(isr)) for p in range(n)}, {})
 
 
-def part(name, p, leader, replicas, isr, min_isr=1):
-    log = types.SimpleNamespace(config=types.SimpleNamespace(min_insync_replicas=min_isr))
+def part(name, p, leader, replicas, isr, min_isr=1, hw=10, lso=10):
+    log = types.SimpleNamespace(config=types.SimpleNamespace(min_insync_replicas=min_isr), closed=False,
+                                high_watermark=hw, last_stable_offset=lambda: lso)
     return types.SimpleNamespace(topic=name, partition=p, is_leader=leader == 0, replicas=list(replicas),
                                  isr=list(isr), log=log)
 
@@ -126,7 +127,7 @@ def test_replica_and_controller_gauges():
     parts = [part("a", 0, 0, (0, 1, 2), (0, 1, 2), min_isr=2),
              part("a", 1, 0, (0, 1, 2), (0, 1), min_isr=2),        # under-replicated, at min ISR
              part("c", 0, 0, (0, 1), (0,), min_isr=2),             # under min ISR
-             part("b", 0, 1, (1, 0), (1,))]                        # follower here
+             part("b", 0, 1, (1, 0), (1,), hw=20, lso=15)]         # follower here, a transaction open
     m = BrokerMetrics(fake_broker(topics, parts, live=(0, 1)))
     m.isr_changed([0, 1, 2], [0, 1])
     m.isr_changed([0, 1], [0, 1, 2])
@@ -149,6 +150,15 @@ def test_replica_and_controller_gauges():
     assert g(kc + "preferredreplicaimbalancecount") == 1
     assert g(kc + "globaltopiccount") == 2 and g(kc + "globalpartitioncount") == 5
     assert g("kafka_server_kafkaserver_brokerstate") == 3
+    # kafka.cluster:type=Partition, per partition: (under-replicated, ISR, replicas, under min ISR,
+    # at min ISR, last stable offset lag); a follower reports 0 but for the lag
+    P = "kafka_cluster_partition_"
+    names = ("underreplicated", "insyncreplicascount", "replicascount", "underminisr", "atminisr",
+             "laststableoffsetlag")
+    per = {(t, p): tuple(s[(P + n, (("partition", p), ("topic", t)))] for n in names)
+           for t, p in (("a", "0"), ("a", "1"), ("c", "0"), ("b", "0"))}
+    assert per == {("a", "0"): (0, 3, 3, 0, 0, 0), ("a", "1"): (1, 2, 3, 0, 1, 0),
+                   ("c", "0"): (1, 1, 2, 1, 0, 0), ("b", "0"): (0, 0, 0, 0, 0, 5)}
     assert g("kafka_log_logmanager_offlinelogdirectorycount") == 1
     assert s[("kafka_server_socketservermetrics_connection_count", (("listener", "PLAINTEXT"),))] == 0
     # a broker that is not the controller reports the controller gauges as 0
