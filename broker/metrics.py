@@ -43,6 +43,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.samples import Sample
 
+from broker.replica import effective_min_isr
 from protocol.errors import ErrorCode as E
 
 log = logging.getLogger("odradek.metrics")
@@ -354,15 +355,16 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
                 continue
             leaders += 1
             isr = len(part.isr)
-            if isr < len(part.replicas):
+            rf = _replication_factor(ctrl, part)
+            if isr < rf:
                 under += 1
-            min_isr = lg.config.min_insync_replicas
+            min_isr = effective_min_isr(part)
             if isr < min_isr:
                 under_min += 1
             elif isr == min_isr:
                 at_min += 1
-            per_partition.append((part.topic, part.partition, int(isr < len(part.replicas)), isr,
-                                  len(part.replicas), int(isr < min_isr), int(isr == min_isr), lso_lag))
+            per_partition.append((part.topic, part.partition, int(isr < rf), isr, rf,
+                                  int(isr < min_isr), int(isr == min_isr), lso_lag))
     snap.replica = (partitions, leaders, under, under_min, at_min)
     snap.partition_gauges = sorted(per_partition)
 
@@ -422,6 +424,15 @@ def take_snapshot(m: BrokerMetrics) -> _Snapshot:
     snap.client_series = [s for r in (cm.receivers if cm is not None else ())
                           if callable(getattr(r, "prometheus_snapshot", None)) for s in r.prometheus_snapshot()]
     return snap
+
+
+def _replication_factor(ctrl, part) -> int:
+    """Kafka's replicationFactor of a partition: its replicas but those a reassignment is still
+    adding (Kafka's SimpleAssignmentState), from the controller's view of the partition."""
+    info = ctrl.topic(part.topic) if ctrl is not None else None
+    st = info.partitions.get(part.partition) if info is not None else None
+    adding = getattr(st, "adding_replicas", None) or ()
+    return len([r for r in part.replicas if r not in adding]) if adding else len(part.replicas)
 
 
 def _cleaner_values(c) -> tuple:

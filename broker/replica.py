@@ -125,19 +125,26 @@ class Partition(Wakeable):
     async def wait_for_high_watermark(self, needed: int, epoch: int, deadline: float) -> int:
         """acks=all: wait (until the loop time ``deadline``) for the high watermark to reach
         ``needed``.  Returns 0, or the Kafka error that ended the wait: leadership moved
-        (NOT_LEADER_OR_FOLLOWER), the ISR fell below min.insync.replicas
+        (NOT_LEADER_OR_FOLLOWER), the ISR fell below min.insync.replicas (``effective_min_isr``)
         (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or time ran out (REQUEST_TIMED_OUT)."""
         loop = asyncio.get_running_loop()
         while self.high_watermark < needed:
             if not self.is_leader or self.leader_epoch != epoch:
                 return E.NOT_LEADER_OR_FOLLOWER
-            if len(self.isr) < self.log.config.min_insync_replicas:
+            if len(self.isr) < effective_min_isr(self):
                 return E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return E.REQUEST_TIMED_OUT
             await wait_for_wake((self,), deadline)
         return 0
+
+
+def effective_min_isr(part) -> int:
+    """Kafka's effectiveMinIsr (3.7+, KAFKA-15583): ``min.insync.replicas``, but never more than
+    the partition has replicas, so acks=all works on a partition with fewer replicas than the
+    setting asks for (a single broker that took a cluster's ``min.insync.replicas=2``)."""
+    return min(part.log.config.min_insync_replicas, max(1, len(part.replicas)))
 
 
 def not_leader_error(part) -> int:

@@ -26,7 +26,7 @@ from broker.dispatch import handler
 from broker.handlers.duplicates import by_partition
 from broker.handlers.leader_hints import PRODUCE_HINTED, add_hints
 from broker.handlers.topic_ids import name_topics
-from broker.replica import not_leader_error
+from broker.replica import effective_min_isr, not_leader_error
 from broker.txn.markers import check_produce, is_transactional_batch
 from protocol import records as rec
 from protocol.errors import ErrorCode as E
@@ -105,7 +105,7 @@ def _cannot_append(part, acks, current=_SAME) -> int:
         return not_leader_error(current)
     if part is None or not part.is_leader:
         return not_leader_error(part)
-    if acks == -1 and len(part.isr) < part.log.config.min_insync_replicas:
+    if acks == -1 and len(part.isr) < effective_min_isr(part):
         return E.NOT_ENOUGH_REPLICAS
     return 0
 

@@ -22,6 +22,7 @@ import logging
 import struct
 
 from broker.endpoints import broker_node
+from broker.replica import effective_min_isr
 from broker.txn.state_log import leader_of, wait_replicated
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, KafkaError
@@ -86,7 +87,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, coordinat
             out[tp] = E.NOT_LEADER_OR_FOLLOWER
             continue
         lg = part.log
-        if len(part.isr) < lg.config.min_insync_replicas:
+        if len(part.isr) < effective_min_isr(part):
             out[tp] = E.NOT_ENOUGH_REPLICAS
             continue
         batch = rec.build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch)

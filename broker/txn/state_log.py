@@ -19,6 +19,7 @@ import time
 
 from broker.endpoints import broker_node
 from broker.internal_topics import InternalTopic
+from broker.replica import effective_min_isr
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 from protocol import records as rec
 from protocol.errors import ErrorCode as E, error_for
@@ -57,7 +58,7 @@ class TransactionStateLog:
         if part is None or not part.is_leader:
             raise error_for(E.NOT_LEADER_OR_FOLLOWER)(f"not the leader of {TXN_TOPIC}-{partition}")
         lg = part.log
-        if len(part.isr) < lg.config.min_insync_replicas:
+        if len(part.isr) < effective_min_isr(part):
             raise error_for(E.NOT_ENOUGH_REPLICAS)(f"{TXN_TOPIC}-{partition}: ISR below min.insync.replicas")
         epoch = part.leader_epoch
         batch = rec.build_batch([(key, value, [], int(time.time() * 1000))])

@@ -120,13 +120,17 @@ def test_latency_histogram_buckets():
 
 
 def test_replica_and_controller_gauges():
-    topics = {"a": topic("a", 2, leader=0, replicas=(0, 1, 2), isr=(0, 1, 2)),
+    moving = PartitionState(0, [0, 1, 2, 3], 0, 0, [0, 1, 2], adding_replicas=[3])
+    topics = {"e": TopicInfo("e", None, {0: moving}, {}),           # a reassignment adding broker 3
+              "a": topic("a", 2, leader=0, replicas=(0, 1, 2), isr=(0, 1, 2)),
               "b": TopicInfo("b", None, {0: PartitionState(0, [0, 1], 1, 0, [1]),       # led by 1: imbalance
                                          1: PartitionState(1, [2, 0], 2, 0, [2]),       # leader 2 is dead
                                          2: PartitionState(2, [0], -1, 0, [0])}, {})}   # no leader
     parts = [part("a", 0, 0, (0, 1, 2), (0, 1, 2), min_isr=2),
              part("a", 1, 0, (0, 1, 2), (0, 1), min_isr=2),        # under-replicated, at min ISR
              part("c", 0, 0, (0, 1), (0,), min_isr=2),             # under min ISR
+             part("d", 0, 0, (0,), (0,), min_isr=2),               # at min ISR: 1 replica (effective)
+             part("e", 0, 0, (0, 1, 2, 3), (0, 1, 2)),             # not under-replicated: 3 is being added
              part("b", 0, 1, (1, 0), (1,), hw=20, lso=15)]         # follower here, a transaction open
     m = BrokerMetrics(fake_broker(topics, parts, live=(0, 1)))
     m.isr_changed([0, 1, 2], [0, 1])
@@ -138,17 +142,17 @@ def test_replica_and_controller_gauges():
     def g(name):
         return s[(name, ())]
     rm, kc = "kafka_server_replicamanager_", "kafka_controller_kafkacontroller_"
-    assert g(rm + "partitioncount") == 4
-    assert g(rm + "leadercount") == 3
+    assert g(rm + "partitioncount") == 6
+    assert g(rm + "leadercount") == 5
     assert g(rm + "underreplicatedpartitions") == 2
     assert g(rm + "underminisrpartitioncount") == 1
-    assert g(rm + "atminisrpartitioncount") == 1
+    assert g(rm + "atminisrpartitioncount") == 2
     assert g(rm + "isrshrinks_total") == 2 and g(rm + "isrexpands_total") == 2
     assert g("kafka_server_brokertopicmetrics_replicationbytesin_total") == 123
     assert g(kc + "activecontrollercount") == 1
     assert g(kc + "offlinepartitionscount") == 2
     assert g(kc + "preferredreplicaimbalancecount") == 1
-    assert g(kc + "globaltopiccount") == 2 and g(kc + "globalpartitioncount") == 5
+    assert g(kc + "globaltopiccount") == 3 and g(kc + "globalpartitioncount") == 6   # "e" too
     assert g("kafka_server_kafkaserver_brokerstate") == 3
     # kafka.cluster:type=Partition, per partition: (under-replicated, ISR, replicas, under min ISR,
     # at min ISR, last stable offset lag); a follower reports 0 but for the lag
@@ -156,9 +160,11 @@ def test_replica_and_controller_gauges():
     names = ("underreplicated", "insyncreplicascount", "replicascount", "underminisr", "atminisr",
              "laststableoffsetlag")
     per = {(t, p): tuple(s[(P + n, (("partition", p), ("topic", t)))] for n in names)
-           for t, p in (("a", "0"), ("a", "1"), ("c", "0"), ("b", "0"))}
+           for t, p in (("a", "0"), ("a", "1"), ("c", "0"), ("d", "0"), ("e", "0"), ("b", "0"))}
     assert per == {("a", "0"): (0, 3, 3, 0, 0, 0), ("a", "1"): (1, 2, 3, 0, 1, 0),
-                   ("c", "0"): (1, 1, 2, 1, 0, 0), ("b", "0"): (0, 0, 0, 0, 0, 5)}
+                   ("c", "0"): (1, 1, 2, 1, 0, 0), ("d", "0"): (0, 1, 1, 0, 1, 0),
+                   ("e", "0"): (0, 3, 3, 0, 0, 0),
+                   ("b", "0"): (0, 0, 0, 0, 0, 5)}
     assert g("kafka_log_logmanager_offlinelogdirectorycount") == 1
     assert s[("kafka_server_socketservermetrics_connection_count", (("listener", "PLAINTEXT"),))] == 0
     # a broker that is not the controller reports the controller gauges as 0

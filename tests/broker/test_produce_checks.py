@@ -7,8 +7,8 @@ from broker.handlers.produce import _cannot_append
 from protocol.errors import ErrorCode as E
 
 
-def _part(leader=True, isr=(1, 2), min_isr=2, offline=False):
-    return NS(is_leader=leader, isr=list(isr), offline=offline,
+def _part(leader=True, isr=(1, 2), min_isr=2, offline=False, replicas=(1, 2, 3)):
+    return NS(is_leader=leader, isr=list(isr), offline=offline, replicas=list(replicas),
               log=NS(config=NS(min_insync_replicas=min_isr)))
 
 
@@ -19,6 +19,11 @@ def test_before_the_append():
     assert _cannot_append(_part(leader=False, offline=True), 1) == E.KAFKA_STORAGE_ERROR
     assert _cannot_append(_part(isr=(1,)), -1) == E.NOT_ENOUGH_REPLICAS
     assert _cannot_append(_part(isr=(1,)), 1) == 0                     # acks=1 does not care
+    # Kafka's effectiveMinIsr: never more than the partition has replicas (KAFKA-15583), so a
+    # single-replica partition under min.insync.replicas=2 takes acks=all
+    assert _cannot_append(_part(isr=(1,), replicas=(1,)), -1) == 0
+    assert _cannot_append(_part(isr=(1,), replicas=(1, 2), min_isr=3), -1) == E.NOT_ENOUGH_REPLICAS
+    assert _cannot_append(_part(isr=(1, 2), replicas=(1, 2), min_isr=3), -1) == 0
 
 
 def test_after_the_worker_thread():

@@ -521,6 +521,24 @@ def test_confluent_idempotent_producer(kafka):
     assert pids and all(pid >= 0 for _, pid in pids), pids
 
 
+def test_acks_all_on_a_topic_asking_more_in_sync_replicas_than_it_has(kafka):
+    """Kafka's effectiveMinIsr (3.7+, KAFKA-15583): ``min.insync.replicas`` counts at most the
+    partition's replicas, so a single broker that took a cluster's ``min.insync.replicas=2``
+    (here as the topic's) takes acks=all writes from librdkafka and kafka-python alike."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaProducer
+    topic = "min-isr-2"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"min.insync.replicas": "2"})])[topic].result(30)
+    records = make_records(200, 21)
+    acked = ck_produce(kafka.bootstrap, topic, records, "none", "all")
+    assert len(acked) == 200
+    kp = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
+    md = kp.send(topic, key=b"k", value=b"kafka-python", partition=0).get(timeout=30)
+    kp.close()
+    assert md.offset == 200
+
+
 def test_transactional_id_goes_to_the_coordinator(kafka):
     """InitProducerId with a transactional id is answered by the transaction coordinator (found
     with FindCoordinator key type 1; docs/transactions.md): each call bumps the epoch."""
