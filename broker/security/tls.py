@@ -26,7 +26,7 @@ Inter-broker client contexts (``client_context``) check host names unless
 
 ``ssl.client.auth``: ``required`` (CERT_REQUIRED), ``requested`` (CERT_OPTIONAL), ``none``.
 ``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) sets the version range;
-``ssl.cipher.suites`` (OpenSSL names) restricts ciphers when given.
+``ssl.cipher.suites`` (Kafka's IANA names or OpenSSL's) restricts ciphers when given.
 
 ``ssl.engine.factory.class`` (Kafka's SslEngineFactory; a Python class here) replaces all of
 the above for a listener: the class is built with no arguments, ``configure(configs)`` (the
@@ -284,6 +284,51 @@ def version_range(protocols) -> tuple | None:
     return (min(chosen), max(chosen)) if chosen else None
 
 
+def cipher_suites(value, key: str = "ssl.cipher.suites") -> tuple[str | None, bool, bool]:
+    """A ``ssl.cipher.suites`` list, in Kafka's (Java's, IANA's) names or OpenSSL's, as
+    (OpenSSL's cipher string for TLS 1.2 and below or None, whether it names any suite for TLS
+    1.2 and below, whether it names any TLS 1.3 suite); an empty list allows everything.
+    ConfigError for a name OpenSSL does not know, as JSSE refuses an unsupported suite."""
+    from broker.security.cipher_names import IANA_TO_OPENSSL, TLS13_SUITES
+    wanted = names(value)
+    if not wanted:
+        return None, True, True
+    older, tls13 = [], False
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    for name in wanted:
+        if name in TLS13_SUITES:
+            tls13 = True
+            continue
+        openssl_name = IANA_TO_OPENSSL.get(name, name)
+        try:
+            probe.set_ciphers(openssl_name)
+        except ssl.SSLError:
+            raise ConfigError(f"{key}: {name} is not a cipher suite this broker's OpenSSL knows", key) from None
+        older.append(openssl_name)
+    return (":".join(older) or None), bool(older), tls13
+
+
+def apply_cipher_suites(ctx: ssl.SSLContext, value, key: str = "ssl.cipher.suites") -> None:
+    """Restrict ``ctx`` to the suites of ``value`` (``cipher_suites``).  Python's ssl module
+    cannot choose TLS 1.3 suites one by one, so a list naming none of them keeps the context at
+    TLS 1.2 and below, and a list naming only TLS 1.3 suites keeps it at TLS 1.3, as JSSE's
+    enabled suites leave no other version to negotiate.  ConfigError when that leaves no
+    version of the context's range."""
+    ciphers, older, tls13 = cipher_suites(value, key)
+    if ciphers:
+        ctx.set_ciphers(ciphers)
+    lo, hi = ctx.minimum_version, ctx.maximum_version
+    lo = ssl.TLSVersion.TLSv1 if lo == ssl.TLSVersion.MINIMUM_SUPPORTED else lo
+    hi = ssl.TLSVersion.TLSv1_3 if hi == ssl.TLSVersion.MAXIMUM_SUPPORTED else hi
+    if not tls13 and hi > ssl.TLSVersion.TLSv1_2:
+        hi = ssl.TLSVersion.TLSv1_2
+    if not older and lo < ssl.TLSVersion.TLSv1_3:
+        lo = ssl.TLSVersion.TLSv1_3
+    if lo > hi:
+        raise ConfigError(f"{key} names no suite for the TLS versions enabled", key)
+    ctx.minimum_version, ctx.maximum_version = lo, hi
+
+
 def client_version_range(get) -> tuple | None:
     """The TLS versions of a broker's own connections to other brokers: ``ssl.enabled.protocols``
     as on the listener, at most ``ssl.protocol`` (Kafka: with ``ssl.protocol=TLSv1.2`` a client
@@ -381,9 +426,7 @@ def server_context(cfg, listener: str) -> ssl.SSLContext:
     chosen = version_range(get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"))
     if chosen:
         ctx.minimum_version, ctx.maximum_version = chosen
-    ciphers = ":".join(names(get("ssl.cipher.suites")))
-    if ciphers:
-        ctx.set_ciphers(ciphers)
+    apply_cipher_suites(ctx, get("ssl.cipher.suites"))
     temp: list[str] = []
     try:
         _load_key_store(ctx, get, listener, temp, required=True)
@@ -463,9 +506,7 @@ def client_context(cfg, listener: str) -> ssl.SSLContext:
     chosen = client_version_range(get)
     if chosen:
         ctx.minimum_version, ctx.maximum_version = chosen
-    ciphers = ":".join(names(get("ssl.cipher.suites")))
-    if ciphers:
-        ctx.set_ciphers(ciphers)
+    apply_cipher_suites(ctx, get("ssl.cipher.suites"))
     temp: list[str] = []
     try:
         _load_trust_store(ctx, get, listener, temp, system_default=True)

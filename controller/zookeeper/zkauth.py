@@ -120,24 +120,26 @@ def zk_tls(get) -> tuple[dict | None, str | None]:
 def _tls_policy(get) -> tuple:
     """(lowest, highest TLS version, OpenSSL cipher string or None) for ZooKeeper's TLS, from
     ``zookeeper.ssl.enabled.protocols`` or, when unset, ``zookeeper.ssl.protocol`` alone (default
-    TLSv1.2), as ZooKeeper's client enables them; ``zookeeper.ssl.cipher.suites`` in OpenSSL's
-    names, as the listeners' ``ssl.cipher.suites``."""
+    TLSv1.2), as ZooKeeper's client enables them; ``zookeeper.ssl.cipher.suites`` in Kafka's (IANA)
+    names or OpenSSL's, as the listeners' ``ssl.cipher.suites``."""
     import ssl
 
-    from broker.security.tls import TLS_VERSIONS, names, version_range
+    from broker.security.tls import TLS_VERSIONS, cipher_suites, names, version_range
     key = "zookeeper.ssl.enabled.protocols" if names(get("zookeeper.ssl.enabled.protocols")) else "zookeeper.ssl.protocol"
     protocols = names(get(key) or "TLSv1.2")
     for p in protocols:
         if p not in TLS_VERSIONS:
             raise ConfigError(f"ZooKeeper TLS protocol {p} is not supported (use {', '.join(TLS_VERSIONS)})", key)
-    ciphers = ":".join(names(get("zookeeper.ssl.cipher.suites"))) or None
-    if ciphers:
-        try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).set_ciphers(ciphers)
-        except ssl.SSLError:
-            raise ConfigError(f"zookeeper.ssl.cipher.suites names no cipher OpenSSL knows: {ciphers}",
-                              "zookeeper.ssl.cipher.suites") from None
-    return (*version_range(protocols), ciphers)
+    ciphers, older, tls13 = cipher_suites(get("zookeeper.ssl.cipher.suites"), "zookeeper.ssl.cipher.suites")
+    lo, hi = version_range(protocols)
+    if not tls13:
+        hi = min(hi, ssl.TLSVersion.TLSv1_2)     # no TLS 1.3 suite named: nothing to negotiate there
+    if not older:
+        lo = max(lo, ssl.TLSVersion.TLSv1_3)
+    if lo > hi:
+        raise ConfigError("zookeeper.ssl.cipher.suites names no suite for the TLS versions enabled",
+                          "zookeeper.ssl.cipher.suites")
+    return lo, hi, ciphers
 
 
 def _tls_handler(lowest, highest, ciphers):

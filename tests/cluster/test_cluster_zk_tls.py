@@ -186,5 +186,8 @@ def test_zookeeper_tls_versions_and_ciphers_are_applied(tls_zookeeper, tmp_path)
         zk.log_path.read_text(errors="replace")
     with pytest.raises(ConfigError, match="TLS protocol SSLv3 is not supported"):
         zk_security(False, environ={}, get={**_tls_props(pki, cert), "zookeeper.ssl.protocol": "SSLv3"}.get)
-    with pytest.raises(ConfigError, match="names no cipher"):
+    # Kafka's (Java's, IANA's) names work as well as OpenSSL's
+    version, cipher = negotiated({"zookeeper.ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
+    assert (version, cipher) == ("TLSv1.2", "ECDHE-ECDSA-AES256-GCM-SHA384")
+    with pytest.raises(ConfigError, match="NOPE-CIPHER is not a cipher suite"):
         zk_security(False, environ={}, get={**_tls_props(pki, cert), "zookeeper.ssl.cipher.suites": "NOPE-CIPHER"}.get)

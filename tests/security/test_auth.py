@@ -335,7 +335,7 @@ def _handshake(addr, pki, maximum=None):
 
 def test_ssl_enabled_protocols_and_cipher_suites(secure_broker, pki):
     """``ssl.enabled.protocols`` bounds the versions a listener accepts and ``ssl.cipher.suites``
-    (OpenSSL names) its TLSv1.2 ciphers; a client still produces and consumes through it."""
+    (OpenSSL's or Kafka's names) its ciphers; a client still produces and consumes through it."""
     import ssl
     b = secure_broker(listeners=("SSL",), props={"ssl.enabled.protocols": "TLSv1.3"})
     assert _handshake(b.addr("SSL"), pki)[0] == "TLSv1.3"
@@ -347,6 +347,16 @@ def test_ssl_enabled_protocols_and_cipher_suites(secure_broker, pki):
     assert version == "TLSv1.2" and "AES128-GCM" in cipher, (version, cipher)
     conf = {"bootstrap.servers": b2.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
     assert _produce_consume(conf, "tls12-topic", 2) == [b"v0", b"v1"]
+    # the names a Kafka property file has (Java's, IANA's): a TLS 1.2 suite alone keeps the
+    # listener at TLS 1.2 even with TLS 1.3 enabled, as JSSE's enabled suites do
+    b3 = secure_broker(listeners=("SSL",), props={"ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"})
+    assert _handshake(b3.addr("SSL"), pki) == ("TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    conf = {"bootstrap.servers": b3.addr("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
+    assert _produce_consume(conf, "iana-topic", 2) == [b"v0", b"v1"]
+    b4 = secure_broker(listeners=("SSL",), props={"ssl.cipher.suites": "TLS_AES_256_GCM_SHA384"})
+    assert _handshake(b4.addr("SSL"), pki)[0] == "TLSv1.3"
+    with pytest.raises(ssl.SSLError):
+        _handshake(b4.addr("SSL"), pki, maximum=ssl.TLSVersion.TLSv1_2)
 
 
 def test_frames_before_authentication_are_limited(secure_broker):

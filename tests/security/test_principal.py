@@ -127,6 +127,34 @@ def test_inter_broker_tls_versions_follow_enabled_protocols_and_ssl_protocol():
     assert e.value.key == "ssl.protocol"
 
 
+def test_cipher_suites_in_kafkas_names_or_openssls():
+    """``ssl.cipher.suites`` as a Kafka property file has it (Java's IANA names) or in OpenSSL's;
+    TLS 1.3 suites cannot be chosen one by one here, so naming none keeps TLS 1.2 and naming only
+    TLS 1.3 ones keeps TLS 1.3, as with JSSE's enabled suites."""
+    import ssl
+    from broker.security.tls import apply_cipher_suites, cipher_suites
+    v = ssl.TLSVersion
+    assert cipher_suites(None) == (None, True, True)
+    assert cipher_suites("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ECDHE-ECDSA-AES256-GCM-SHA384") == \
+        ("ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384", True, False)
+    assert cipher_suites("TLS_AES_128_GCM_SHA256") == (None, False, True)
+    with pytest.raises(ConfigError) as e:
+        cipher_suites("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,NO_SUCH_SUITE")
+    assert e.value.key == "ssl.cipher.suites" and "NO_SUCH_SUITE" in str(e.value)
+
+    ctx = client_context(BrokerConfig({"ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}), "SSL")
+    assert ctx.maximum_version == v.TLSv1_2
+    assert [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
+    ctx = client_context(BrokerConfig({"ssl.cipher.suites": "TLS_AES_256_GCM_SHA384"}), "SSL")
+    assert (ctx.minimum_version, ctx.maximum_version) == (v.TLSv1_3, v.TLSv1_3)
+    ctx = client_context(BrokerConfig({"ssl.cipher.suites": "TLS_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}), "SSL")
+    assert (ctx.minimum_version, ctx.maximum_version) == (v.TLSv1_2, v.TLSv1_3)
+    bare = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    bare.minimum_version = bare.maximum_version = v.TLSv1_3
+    with pytest.raises(ConfigError, match="no suite for the TLS versions"):
+        apply_cipher_suites(bare, "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256")
+
+
 def test_pkcs12_stores_written_by_keytool_are_read(tmp_path):
     """Key and trust stores as Java's keytool writes them (what Kafka users have) load into the
     listener and inter-broker contexts."""
