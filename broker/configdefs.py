@@ -462,10 +462,11 @@ BROKER_KEYS: list[ConfigKey] = [
        "Let a dynamic key store update change the certificate's subject alternative names.", L, PB),
     # Java's JSSE knobs, accepted with Kafka's defaults so Kafka's property files load as they are:
     # Python's ssl module (OpenSSL) builds the contexts, the version range comes from
-    # ssl.enabled.protocols as in Kafka's engines, and a custom engine factory stops start-up
+    # ssl.enabled.protocols as in Kafka's engines (capped by ssl.protocol on the broker's own
+    # client connections), and a custom engine factory stops start-up
     # (broker/security/tls.py, check_jsse_settings).
     _k("ssl.protocol", "string", "TLSv1.3",
-       "The SSLContext protocol name (Java); the versions offered are ssl.enabled.protocols.", mode=PB),
+       "The SSLContext protocol (Java): the highest TLS version of the broker's own connections to other brokers.", mode=PB),
     _k("ssl.provider", "string", None, "A Java security provider (not used here).", mode=PB),
     _k("ssl.keymanager.algorithm", "string", "SunX509", "Java's key manager algorithm (not used here).", mode=PB),
     _k("ssl.trustmanager.algorithm", "string", "PKIX", "Java's trust manager algorithm (not used here).", mode=PB),

@@ -26,7 +26,9 @@ Inter-broker client contexts (``client_context``) check host names unless
 
 ``ssl.client.auth``: ``required`` (CERT_REQUIRED), ``requested`` (CERT_OPTIONAL), ``none``.
 ``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) sets the version range;
-``ssl.cipher.suites`` (Kafka's IANA names or OpenSSL's) restricts ciphers when given.
+``ssl.cipher.suites`` (Kafka's IANA names or OpenSSL's) restricts ciphers when given.  The
+broker's own client connections to other brokers take the same, with ``ssl.protocol`` as their
+highest version (``client_version_range``).
 
 ``ssl.engine.factory.class`` (Kafka's SslEngineFactory; a Python class here) replaces all of
 the above for a listener: the class is built with no arguments, ``configure(configs)`` (the
@@ -335,7 +337,8 @@ def client_version_range(get) -> tuple | None:
     does not use TLSv1.3 even when it is enabled; ``TLS`` or ``TLSv1.3``, the default, caps
     nothing).  ConfigError when the cap leaves no enabled version."""
     chosen = version_range(get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"))
-    cap = TLS_VERSIONS.get(str(get("ssl.protocol", "TLSv1.3") or "").strip())
+    wanted = str(get("ssl.protocol", "TLSv1.3") or "").strip().lower()    # Java: case-insensitive
+    cap = next((v for name, v in TLS_VERSIONS.items() if name.lower() == wanted), None)
     if chosen is None or cap is None or cap >= chosen[1]:
         return chosen
     if cap < chosen[0]:

@@ -332,8 +332,15 @@ def test_per_partition_log_and_partition_gauges(kafka):
     txp.flush(10)
     assert val(scrape(kafka.metrics_url), P + "laststableoffsetlag", topic=t, partition="1") == 5
     txp.commit_transaction(30)
-    assert val(scrape(kafka.metrics_url), P + "laststableoffsetlag", topic=t, partition="1") == 0
-    assert val(scrape(kafka.metrics_url), L + "logendoffset", topic=t, partition="1") == 6    # 5 + the marker
+    deadline = time.monotonic() + 10            # the markers are written after EndTxn answers
+    while True:
+        m = scrape(kafka.metrics_url)
+        done = (val(m, P + "laststableoffsetlag", topic=t, partition="1"),
+                val(m, L + "logendoffset", topic=t, partition="1"))
+        if done == (0, 6) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert done == (0, 6)                       # 5 records and the marker
 
 
 def test_deleted_topic_series_disappear(kafka):

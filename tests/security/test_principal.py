@@ -120,6 +120,8 @@ def test_inter_broker_tls_versions_follow_enabled_protocols_and_ssl_protocol():
     assert (ctx.minimum_version, ctx.maximum_version) == (v.TLSv1_3, v.TLSv1_3)
     ctx = client_context(BrokerConfig({"listener.name.ssl.ssl.protocol": "TLSv1.2"}), "SSL")
     assert (ctx.minimum_version, ctx.maximum_version) == (v.TLSv1_2, v.TLSv1_2)
+    ctx = client_context(BrokerConfig({"ssl.protocol": "tlsv1.2"}), "SSL")     # Java ignores the case
+    assert ctx.maximum_version == v.TLSv1_2
     ctx = client_context(BrokerConfig({"ssl.protocol": "TLS"}), "SSL")
     assert ctx.maximum_version == v.TLSv1_3
     with pytest.raises(ConfigError) as e:
