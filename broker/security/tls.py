@@ -288,13 +288,17 @@ def version_range(protocols) -> tuple | None:
 
 def cipher_suites(value, key: str = "ssl.cipher.suites") -> tuple[str | None, bool, bool]:
     """A ``ssl.cipher.suites`` list, in Kafka's (Java's, IANA's) names or OpenSSL's, as
-    (OpenSSL's cipher string for TLS 1.2 and below or None, whether it names any suite for TLS
-    1.2 and below, whether it names any TLS 1.3 suite); an empty list allows everything.
-    ConfigError for a name OpenSSL does not know, as JSSE refuses an unsupported suite."""
+    (OpenSSL's cipher string for TLS 1.2 and below or None, whether TLS 1.2 and below keep any
+    suite, whether TLS 1.3 does); an empty list allows everything.  A list of Kafka's names
+    means what JSSE makes of it: no TLS 1.3 suite named, no TLS 1.3.  A list with OpenSSL names
+    or cipher strings in it (``ECDHE+AESGCM``) means what OpenSSL makes of it: TLS 1.3 suites
+    are not governed by it.  ConfigError for a name OpenSSL does not know, as JSSE refuses an
+    unsupported suite."""
     from broker.security.cipher_names import IANA_TO_OPENSSL, TLS13_SUITES
     wanted = names(value)
     if not wanted:
         return None, True, True
+    kafka_names = all(n in IANA_TO_OPENSSL or n in TLS13_SUITES for n in wanted)
     older, tls13 = [], False
     probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     for name in wanted:
@@ -307,6 +311,8 @@ def cipher_suites(value, key: str = "ssl.cipher.suites") -> tuple[str | None, bo
         except ssl.SSLError:
             raise ConfigError(f"{key}: {name} is not a cipher suite this broker's OpenSSL knows", key) from None
         older.append(openssl_name)
+    if not kafka_names:
+        return (":".join(older) or None), True, True
     return (":".join(older) or None), bool(older), tls13
 
 

@@ -137,8 +137,12 @@ def test_cipher_suites_in_kafkas_names_or_openssls():
     from broker.security.tls import apply_cipher_suites, cipher_suites
     v = ssl.TLSVersion
     assert cipher_suites(None) == (None, True, True)
-    assert cipher_suites("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ECDHE-ECDSA-AES256-GCM-SHA384") == \
+    assert cipher_suites("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384") == \
         ("ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384", True, False)
+    # OpenSSL's names or strings keep OpenSSL's meaning: TLS 1.3 is not governed by them
+    assert cipher_suites("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ECDHE-ECDSA-AES256-GCM-SHA384") == \
+        ("ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384", True, True)
+    assert cipher_suites("ECDHE+AESGCM") == ("ECDHE+AESGCM", True, True)
     assert cipher_suites("TLS_AES_128_GCM_SHA256") == (None, False, True)
     with pytest.raises(ConfigError) as e:
         cipher_suites("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,NO_SUCH_SUITE")
