@@ -518,7 +518,10 @@ class ZkController(Controller):
 
     def apply_update_metadata(self, req) -> None:
         """Merge an UpdateMetadata request (already epoch-checked) into the cache."""
-        if self._registered:
+        if self._registered or any(lb.id == self._broker_id for lb in req.live_brokers):
+            # the first one may come before our registration call returns: the controller
+            # watches /brokers/ids and sends it as soon as our node is there (this broker then
+            # waited METADATA_WAIT_S for another that nothing was going to send)
             self.metadata_ready.set()
         self._controller_id = req.controller_id
         brokers: dict[int, BrokerInfo] = {}
