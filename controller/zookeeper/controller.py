@@ -136,6 +136,7 @@ class ZkController(Controller):
         self.broker_epoch = -1
         self._info: BrokerInfo | None = None
         self._registered = False
+        self._own_node = False           # our /brokers/ids node exists, created by this session
         # set by the first UpdateMetadata after this broker registered: the controller's full
         # picture has arrived (the broker holds client requests until then, see broker/server.py)
         self.metadata_ready = asyncio.Event()
@@ -271,6 +272,7 @@ class ZkController(Controller):
         log.info("ZooKeeper session state: %s", state)
         if state == "LOST":
             self._registered = False
+            self._own_node = False
             if self.role is not None:
                 role, self.role = self.role, None
                 asyncio.ensure_future(role.resign("ZooKeeper session expired"))
@@ -347,6 +349,7 @@ class ZkController(Controller):
             raise ZkStartupError(f"Error while creating ephemeral at {path}, node already exists "
                                  f"and owner '0x{stat.ephemeralOwner:x}' does not match current session "
                                  f"'0x{session:x}'")
+        self._own_node = True
         _, stat = await b.get(path)
         self.broker_epoch = stat.czxid
         self._registered = True
@@ -518,10 +521,11 @@ class ZkController(Controller):
 
     def apply_update_metadata(self, req) -> None:
         """Merge an UpdateMetadata request (already epoch-checked) into the cache."""
-        if self._registered or any(lb.id == self._broker_id for lb in req.live_brokers):
+        if self._registered or (self._own_node and any(lb.id == self._broker_id for lb in req.live_brokers)):
             # the first one may come before our registration call returns: the controller
             # watches /brokers/ids and sends it as soon as our node is there (this broker then
-            # waited METADATA_WAIT_S for another that nothing was going to send)
+            # waited METADATA_WAIT_S for another that nothing was going to send).  Not one that
+            # came while an expiring session of ours still held the node: that is stale.
             self.metadata_ready.set()
         self._controller_id = req.controller_id
         brokers: dict[int, BrokerInfo] = {}
