@@ -19,6 +19,16 @@ pytestmark = pytest.mark.cluster
 def test_describes_see_a_write_made_through_another_broker_at_once(cluster):
     cluster.create_topic("fresh", partitions=1, rf=3)
     ports = [cluster.brokers[i].port for i in (1, 2, 3)]
+
+    def known_everywhere():       # CreateTopics answers before every broker has the topic
+        from tests.support.rawkafka import RawConnection
+        for i in (1, 2, 3):
+            b = cluster.brokers[i]
+            with RawConnection(b.host, b.port) as c:
+                if c.metadata(["fresh"], auto_create=False).topics[0].error_code != 0:
+                    return False
+        return True
+    cluster.wait_for(known_everywhere, 30, "every broker to know the topic")
     IAC, DC = m.IncrementalAlterConfigsRequest, m.DescribeConfigsRequest
     AS, DS = m.AlterUserScramCredentialsRequest, m.DescribeUserScramCredentialsRequest
     AQ, DQ = m.AlterClientQuotasRequest, m.DescribeClientQuotasRequest
