@@ -412,13 +412,18 @@ def test_log_cleaner_checkpoints_and_truncation(tmp_path, clock):
     lm.shutdown()
 
 
+def _dirty(lg, n, keys, value=lambda i: b"v%d" % i):
+    """``n`` records over ``keys`` keys, a roll, and one more record: a cleanable dirty section."""
+    for i in range(n):
+        put(lg, [(b"k%d" % (i % keys), value(i))])
+    roll(lg)
+    put(lg, [(b"x", b"y")])
+
+
 def test_log_cleaner_async_task(tmp_path, clock):
     lm = _manager(tmp_path, clock)
     lg = lm.get_or_create_log("t", 0)
-    for i in range(30):
-        put(lg, [(b"k%d" % (i % 3), b"v%d" % i)])
-    roll(lg)
-    put(lg, [(b"x", b"y")])
+    _dirty(lg, 30, 3)
 
     async def main():
         cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=20))
@@ -599,10 +604,7 @@ def test_two_cleaner_threads_clean_two_logs_at_once(tmp_path, clock):
     lm = _manager(tmp_path, clock)
     logs = [lm.get_or_create_log(t, 0) for t in ("a", "b")]
     for lg in logs:
-        for i in range(40):
-            put(lg, [(b"k%d" % (i % 4), b"v%d" % i)])
-        roll(lg)
-        put(lg, [(b"x", b"y")])
+        _dirty(lg, 40, 4)
     cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=10, threads=2))
     seen = []
 
@@ -659,10 +661,7 @@ def test_a_log_deleted_during_its_pass_is_not_a_failed_dir(tmp_path, clock, monk
     import threading as th_
     lm = _manager(tmp_path, clock)
     lg = lm.get_or_create_log("t", 0)
-    for i in range(40):
-        put(lg, [(b"k%d" % (i % 4), b"v%d" % i)])
-    roll(lg)
-    put(lg, [(b"x", b"y")])
+    _dirty(lg, 40, 4)
     cleaner = LogCleaner(lm, CleanerConfig(backoff_ms=10))
     release = th_.Event()
 
